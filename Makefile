@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Entry points (see README.md):
+#   make test     bootstrap, kernel, module, host tests, guest run, one summary
+#   make run      the main job: boot the guest, load the module, show it working
+#   make module   build the .ko (KDIR=... for any prepared Rust-enabled kernel tree)
+#   make clippy   build the module under clippy with the kernel's lint set
+#   make fmt / make fmt-check   rustfmt with the kernel's .rustfmt.toml
+
+SHELL := /bin/bash
+KDIR ?=
+
+.PHONY: all test run module clippy fmt fmt-check bootstrap kernel guest host-test clean
+
+all: module
+
+test:
+	@scripts/test.sh
+
+run:
+	@scripts/run.sh
+
+bootstrap:
+	@scripts/bootstrap.sh
+
+kernel: bootstrap
+	@scripts/kernel.sh >/dev/null
+
+module:
+	@KDIR="$(KDIR)" scripts/module.sh build
+
+clippy:
+	@KDIR="$(KDIR)" scripts/module.sh clippy
+
+fmt:
+	@scripts/module.sh fmt
+
+fmt-check:
+	@scripts/module.sh fmt-check
+
+host-test:
+	@cargo test --workspace --exclude hlrs-guest-tests
+
+clean:
+	@scripts/module.sh clean
+	@rm -rf target

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Build the guest initramfs and boot it under QEMU.
+#
+#   guest.sh MODE LOG [MODULE_PARAMS]
+#
+# MODE is `test` (in-guest tests) or `run` (the demo walk). The serial console
+# is written to LOG. Plain emulation (TCG) by default; HLRS_KVM=1 asks for KVM.
+# HLRS_GUEST_TIMEOUT (seconds, default 600) bounds the run.
+source "$(dirname "$0")/lib.sh"
+MODE=$1
+LOG=$2
+PARAMS=${3:-}
+KOBJ=${KOBJ:-$(scripts/kernel.sh)}
+OUT=$HLRS_ROOT/target/guest
+rm -rf "$OUT/root"
+mkdir -p "$OUT/root"/{bin,sbin,proc,sys,dev,tmp,tests,etc,lib/modules}
+cp /bin/busybox "$OUT/root/bin/busybox"
+cp "$HLRS_ROOT/scripts/guest/init" "$OUT/root/init"
+cp "$HLRS_ROOT/habanalabs_rs.ko" "$OUT/root/"
+[ -f "$HLRS_ROOT/scripts/guest/run.sh" ] && cp "$HLRS_ROOT/scripts/guest/run.sh" "$OUT/root/run.sh"
+for b in ${GUEST_BINS:-}; do
+	cp "$b" "$OUT/root/tests/"
+done
+chmod +x "$OUT/root/init" "$OUT/root"/*.sh 2>/dev/null || true
+(cd "$OUT/root" && find . | cpio -o -H newc --quiet | gzip -1 >"$OUT/initrd.gz")
+
+ACCEL=(-accel tcg)
+if [ "${HLRS_KVM:-0}" = 1 ] && [ -w /dev/kvm ]; then ACCEL=(-enable-kvm -cpu host); fi
+rc=0
+timeout --foreground -k 5 "${HLRS_GUEST_TIMEOUT:-600}" \
+	qemu-system-x86_64 "${ACCEL[@]}" -m 1024 -smp 2 -nographic -no-reboot \
+	-kernel "$KOBJ/arch/x86/boot/bzImage" -initrd "$OUT/initrd.gz" \
+	-append "console=ttyS0 panic=-1 kfence.sample_interval=10 hlrs.mode=$MODE hlrs.params=$PARAMS" \
+	</dev/null >"$LOG" 2>&1 || rc=$?
+[ $rc -eq 124 ] && echo "@@HLRS-HOST guest timed out after ${HLRS_GUEST_TIMEOUT:-600} s" >>"$LOG"
+exit $rc

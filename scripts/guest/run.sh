@@ -1,0 +1,23 @@
+#!/bin/sh
+# The demo walk of `make run`, executed inside the guest after insmod.
+# Everything printed here is shown to the person who ran `make run`.
+say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+
+say "The module is loaded"
+modinfo habanalabs_rs | grep -E '^(filename|description|license|name|parm|vermagic|import_ns)' | sed 's/^/  /'
+echo "  /sys/module/habanalabs_rs/initstate: $(cat /sys/module/habanalabs_rs/initstate)"
+
+say "What the driver said while loading (dmesg)"
+dmesg | grep -E '\] (habanalabs_rs|faux|accel)' | sed 's/^/  /'
+echo "  KUnit suites that ran at load: $(dmesg | grep -oE '# Subtest: hlrs_[a-z_0-9]+' | sed 's/# Subtest: //' | tr '\n' ' ')"
+
+say "Device nodes"
+ls -l /dev/accel/ 2>/dev/null | sed 's/^/  /' || echo "  (no /dev/accel yet)"
+for d in /sys/class/accel/*; do
+	[ -e "$d" ] || continue
+	printf '  %-22s pci_addr=%s\n' "$(basename "$d")" "$(cat "$d/pci_addr" 2>/dev/null || echo -)"
+done
+
+if [ -x /bin/hlrs ]; then
+	/bin/hlrs-demo.sh
+fi

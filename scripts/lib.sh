@@ -1,0 +1,58 @@
+# shellcheck shell=bash
+# Shared settings for every script of the project. Sourced, never run.
+#
+# HLRS_CACHE holds everything that is expensive and not part of the repository:
+# the toolchain pieces that are not Debian packages (bindgen, libclang), the
+# downloaded kernel source and the kernel builds, keyed by version + config.
+# It is shared by every clone on the machine.
+
+set -euo pipefail
+
+HLRS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+HLRS_CACHE=${HLRS_CACHE:-/var/cache/habanalabs-rs}
+BINDGEN_VERSION=0.72.1
+LIBCLANG_VERSION=18.1.1
+BINDGEN=$HLRS_CACHE/bindgen-$BINDGEN_VERSION/bin/bindgen
+VENV=$HLRS_CACHE/venv-libclang-$LIBCLANG_VERSION
+LIBCLANG_PATH=$VENV/lib/python3.11/site-packages/clang/native
+export LIBCLANG_PATH
+RUSTC=/usr/bin/rustc
+RUSTDOC=/usr/bin/rustdoc
+CLIPPY_DRIVER=/usr/bin/clippy-driver
+
+# Time a step and print what it did.
+step() {
+	local what=$1
+	shift
+	local t0
+	t0=$(date +%s.%N)
+	printf '==> %s\n' "$what"
+	"$@"
+	printf '    %s: %.1f s\n' "$what" "$(echo "$(date +%s.%N) - $t0" | bc)"
+}
+
+die() {
+	printf 'error: %s\n' "$*" >&2
+	exit 1
+}
+
+# The unpacked kernel source tree (set by the bootstrap, read by the others).
+kernel_src() {
+	local f=$HLRS_CACHE/kernel-src.path
+	[ -f "$f" ] || die "kernel source not downloaded yet: run scripts/bootstrap.sh"
+	cat "$f"
+}
+
+kmake_vars() {
+	printf '%s\n' ARCH=x86_64 LLVM= "RUSTC=$RUSTC" "RUSTDOC=$RUSTDOC" "BINDGEN=$BINDGEN"
+}
+
+# Toolchain, cached test kernel and module: what both `make test` and
+# `make run` start with. Exports KOBJ, the kernel build directory.
+prepare_module() {
+	step "bootstrap (toolchain, kernel source)" "$HLRS_ROOT/scripts/bootstrap.sh" >/dev/null
+	echo "==> test kernel (cached by version + config)"
+	KOBJ=$("$HLRS_ROOT/scripts/kernel.sh")
+	export KOBJ
+	step "module" "$HLRS_ROOT/scripts/module.sh" build
+}

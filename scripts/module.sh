@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Build, lint or format the kernel module.
+#
+#   module.sh build       build habanalabs_rs.ko against $KDIR, or the cached test kernel
+#   module.sh clippy      same, with clippy-driver and the kernel's lint set, warnings fatal
+#   module.sh fmt[-check] rustfmt with the kernel's .rustfmt.toml
+#   module.sh clean
+#
+# KDIR may be any prepared kernel tree with CONFIG_RUST (for example
+# /lib/modules/$(uname -r)/build on a Gaudi host); the toolchain variables
+# can then be overridden from the environment (RUSTC, BINDGEN, ...).
+source "$(dirname "$0")/lib.sh"
+cd "$HLRS_ROOT"
+
+kdir() {
+	if [ -n "${KDIR:-}" ]; then
+		echo "$KDIR"
+	elif [ -n "${KOBJ:-}" ]; then
+		echo "$KOBJ"
+	else
+		scripts/kernel.sh
+	fi
+}
+
+kmake() {
+	local k
+	k=$(kdir)
+	mapfile -t KV < <(kmake_vars)
+	make -C "$k" "${KV[@]}" M="$HLRS_ROOT" "$@"
+}
+
+case ${1:-build} in
+build)
+	kmake -s modules
+	echo "    built $(ls "$HLRS_ROOT"/habanalabs_rs.ko)" >&2
+	;;
+clippy)
+	# Objects must be rebuilt for clippy to see them.
+	rm -f src/hlrs.o habanalabs_rs.ko
+	out=$(kmake -s CLIPPY=1 CLIPPY_DRIVER="$CLIPPY_DRIVER" modules 2>&1) || { echo "$out"; exit 1; }
+	if grep -qE '^(warning|error)' <<<"$out"; then
+		echo "$out"
+		die "clippy found problems"
+	fi
+	echo "    clippy: clean" >&2
+	;;
+fmt | fmt-check)
+	check=()
+	[ "$1" = fmt-check ] && check=(--check)
+	ksrc=$(kernel_src)
+	/usr/bin/rustfmt --edition 2021 --config-path "$ksrc/.rustfmt.toml" "${check[@]}" src/hlrs.rs
+	cargo fmt --all "${check[@]}"
+	echo "    rustfmt: ${1}: ok" >&2
+	;;
+clean)
+	if [ -f "$HLRS_CACHE/kernel-src.path" ]; then kmake -s clean || true; fi
+	;;
+*) die "unknown command $1" ;;
+esac

@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Turn a guest console log (and optionally host `cargo test` output) into one
+verdict.
+
+Prints every suite and test with its result, every problem found, then a final
+line exactly `N passed, N failed` (`, N skipped` when any were skipped). Exits
+non-zero when any test failed, a KTAP or libtest plan is short, the guest log
+shows a kernel bug report (oops, BUG, WARNING, try faulted, lockdep, KFENCE,
+kmemleak), a required marker is missing, or the guest timed out.
+
+KTAP is parsed only from the module's own section (between the insmod markers):
+the boot prints a built-in KTAP block of its own, which must not be mistaken
+for the module's suites.
+"""
+import argparse
+import re
+import sys
+
+TS = re.compile(r"^\[\s*\d+\.\d+\]\s?")
+RESULT = re.compile(r"^(not ok|ok) (\d+) (\S+)(?:\s*#\s*(SKIP|skip)\b.*)?")
+PLAN = re.compile(r"^1\.\.(\d+)")
+LIBTEST = re.compile(r"^test (\S+) \.\.\. (ok|FAILED|ignored)")
+LIBTEST_RUNNING = re.compile(r"^running (\d+) tests?")
+LIBTEST_RESULT = re.compile(r"^test result: (ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored")
+
+# Kernel reports that fail a run wherever they appear in the guest log.
+BUG_PATTERNS = [
+    r"\bOops\b", r"BUG:", r"WARNING:", r"try faulted", r"Kernel panic",
+    r"general protection fault", r"rust_kernel: panicked", r"KFENCE:",
+    r"possible recursive locking", r"possible circular locking",
+    r"inconsistent lock state", r"suspicious RCU usage",
+    r"turning off the locking correctness validator",
+    r"unreferenced object 0x",
+]
+BUG_RE = re.compile("|".join(BUG_PATTERNS))
+
+
+class Tally:
+    def __init__(self):
+        self.passed = self.failed = self.skipped = 0
+        self.problems = []
+
+    def add(self, status):
+        setattr(self, status, getattr(self, status) + 1)
+
+
+def strip(line):
+    return TS.sub("", line.rstrip("\r\n"))
+
+
+def section(lines, begin, end):
+    """Lines strictly between the first marker starting with `begin` and the
+    next one starting with `end`; None if `begin` is missing."""
+    out, inside = [], False
+    for raw in lines:
+        line = strip(raw)
+        if line.startswith("@@HLRS " + begin):
+            inside = True
+            continue
+        if inside and line.startswith("@@HLRS " + end):
+            return out
+        if inside:
+            out.append(line)
+    return out if inside else None
+
+
+def parse_ktap(lines, tally, title):
+    """Parse the module's KTAP: a top-level plan of suites, each with nested
+    test results at 4-space indent."""
+    try:
+        start = next(i for i, l in enumerate(lines) if l == "KTAP version 1")
+    except StopIteration:
+        tally.problems.append(f"{title}: no KTAP output (did the module's suites run?)")
+        return
+    top_plan, suites = None, 0
+    suite, diag, results, plan = None, [], 0, None
+    for line in lines[start + 1:]:
+        if top_plan is None and PLAN.match(line):
+            top_plan = int(PLAN.match(line).group(1))
+            continue
+        if line.startswith("    "):
+            inner = line[4:]
+            if inner.startswith("# Subtest: "):
+                suite, diag, results, plan = inner[len("# Subtest: "):], [], 0, None
+                print(f"suite {suite}")
+            elif PLAN.match(inner):
+                plan = int(PLAN.match(inner).group(1))
+            elif RESULT.match(inner):
+                m = RESULT.match(inner)
+                results += 1
+                status = "skipped" if m.group(4) else ("passed" if m.group(1) == "ok" else "failed")
+                tally.add(status)
+                print(f"  {status.upper():7} {m.group(3)}")
+                if status == "failed":
+                    for d in diag:
+                        print(f"          {d}")
+                diag = []
+            elif inner.strip().startswith("#"):
+                diag.append(inner.strip())
+            continue
+        m = RESULT.match(line)
+        if m:
+            suites += 1
+            if plan is None:
+                tally.problems.append(f"{title}: suite {m.group(3)} printed no plan")
+            elif results != plan:
+                tally.problems.append(
+                    f"{title}: suite {m.group(3)} planned {plan} tests but reported {results}")
+            if m.group(1) != "ok" and not m.group(4):
+                print(f"  suite {m.group(3)} reported not ok")
+            suite, results, plan = None, 0, None
+    if top_plan is None:
+        tally.problems.append(f"{title}: no KTAP plan")
+    elif suites != top_plan:
+        tally.problems.append(f"{title}: KTAP plan announced {top_plan} suites, {suites} reported")
+    if suite is not None:
+        tally.problems.append(f"{title}: suite {suite} never finished")
+
+
+def parse_libtest(lines, tally, title):
+    """Parse libtest's plain output: `running N tests`, `test x ... ok`,
+    `test result: ...`. Every announced test must report."""
+    announced, seen, results = 0, 0, 0
+    failures = []
+    capture = None
+    for line in lines:
+        m = LIBTEST_RUNNING.match(line)
+        if m:
+            announced += int(m.group(1))
+            continue
+        m = LIBTEST.match(line)
+        if m:
+            seen += 1
+            status = {"ok": "passed", "FAILED": "failed", "ignored": "skipped"}[m.group(2)]
+            tally.add(status)
+            print(f"  {status.upper():7} {m.group(1)}")
+            continue
+        if LIBTEST_RESULT.match(line):
+            results += 1
+            continue
+        if line.startswith("---- ") and line.endswith(" stdout ----"):
+            capture = []
+            failures.append((line, capture))
+            continue
+        if capture is not None:
+            if line.startswith("failures:") or line.startswith("test result"):
+                capture = None
+            else:
+                capture.append(line)
+    for head, body in failures:
+        print(f"  {head}")
+        for b in body[:20]:
+            print(f"    {b}")
+    if seen != announced:
+        tally.problems.append(f"{title}: {announced} tests announced, {seen} reported")
+    if announced and not results:
+        tally.problems.append(f"{title}: no `test result` line (test binary crashed?)")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--guest", required=True, help="guest console log")
+    ap.add_argument("--host", help="host cargo test output")
+    ap.add_argument("--expect-guest-tests", action="store_true")
+    ap.add_argument("--lint", help="file with one lint failure per line")
+    a = ap.parse_args()
+    tally = Tally()
+
+    if a.host:
+        print("== host: cargo test")
+        with open(a.host, errors="replace") as f:
+            parse_libtest([l.rstrip("\n") for l in f], tally, "host cargo test")
+
+    with open(a.guest, errors="replace") as f:
+        raw = f.readlines()
+    lines = [strip(l) for l in raw]
+
+    print("== guest: KUnit suites of the module")
+    ktap = section(raw, "insmod-begin", "insmod-end")
+    if ktap is None:
+        tally.problems.append("guest: module was never loaded (no insmod marker)")
+    else:
+        parse_ktap(ktap, tally, "KUnit")
+
+    if a.expect_guest_tests:
+        print("== guest: userspace tests against the device nodes")
+        g = section(raw, "guest-tests-begin", "guest-tests-end")
+        if g is None:
+            tally.problems.append("guest: userspace tests did not run")
+        else:
+            parse_libtest(g, tally, "guest tests")
+
+    for marker, what in [("insmod-end rc=0", "insmod failed"),
+                         ("rmmod-end rc=0", "rmmod failed (module unload not clean)"),
+                         ("done", "guest did not finish (crash, hang or timeout)")]:
+        if not any(l.startswith("@@HLRS " + marker) for l in lines):
+            tally.problems.append(f"guest: {what}")
+    for l in lines:
+        if l.startswith("@@HLRS-HOST"):
+            tally.problems.append("guest: " + l[len("@@HLRS-HOST "):])
+    # Userspace test output is not kernel output: skip that section.
+    user = set(section(raw, "guest-tests-begin", "guest-tests-end") or [])
+    bugs = [l for l in lines if BUG_RE.search(l) and not l.startswith("@@HLRS") and l not in user]
+    for b in dict.fromkeys(bugs):
+        tally.problems.append(f"guest log: kernel report: {b.strip()}")
+
+    if a.lint:
+        with open(a.lint) as f:
+            tally.problems += [l.strip() for l in f if l.strip()]
+
+    if tally.problems:
+        print("== problems")
+        for p in tally.problems:
+            print(f"  - {p}")
+    # Each problem counts as one failed check: the run is not green.
+    failed = tally.failed + len(tally.problems)
+    line = f"{tally.passed} passed, {failed} failed"
+    if tally.skipped:
+        line += f", {tally.skipped} skipped"
+    print(line)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

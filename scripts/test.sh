@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# `make test`: bootstrap (if needed) -> kernel (if not cached) -> module ->
+# host `cargo test` -> guest run (KUnit + in-guest userspace tests) -> one
+# summary ending in `N passed, N failed`. Exits non-zero if anything failed.
+#
+# Environment: HLRS_PARAMS (module parameters for the guest, e.g. devices=4),
+# HLRS_GUEST_TIMEOUT (seconds), HLRS_KVM=1 (try KVM).
+source "$(dirname "$0")/lib.sh"
+cd "$HLRS_ROOT"
+T0=$(date +%s)
+OUT=$HLRS_ROOT/target/test
+mkdir -p "$OUT"
+
+prepare_module
+
+lints() {
+	: >"$OUT/lint.txt"
+	scripts/module.sh fmt-check >"$OUT/fmt.log" 2>&1 || echo "rustfmt: formatting differs (make fmt)" >>"$OUT/lint.txt"
+	scripts/module.sh clippy >"$OUT/clippy.log" 2>&1 || echo "clippy: warnings in the module (see $OUT/clippy.log)" >>"$OUT/lint.txt"
+	# Clippy leaves its own objects behind: rebuild the plain module.
+	scripts/module.sh build 2>/dev/null
+}
+step "lints (rustfmt, clippy)" lints
+
+host_tests() {
+	cargo test --workspace --exclude hlrs-guest-tests --color never >"$OUT/host.log" 2>&1 ||
+		{ tail -n 30 "$OUT/host.log"; return 0; }
+}
+step "host cargo test" host_tests
+
+guest_bins() {
+	# Static binaries (glibc, crt-static) so the busybox guest needs no libraries.
+	RUSTFLAGS="-C target-feature=+crt-static" cargo test -p hlrs-guest-tests --release \
+		--target x86_64-unknown-linux-gnu --no-run --message-format=json 2>"$OUT/guest-build.log" |
+		python3 -c 'import json,sys
+for l in sys.stdin:
+    m = json.loads(l)
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+        print(m["executable"])' >"$OUT/guest-bins.txt" || { cat "$OUT/guest-build.log"; return 1; }
+	mkdir -p "$OUT/bin"
+	cp "$(head -n1 "$OUT/guest-bins.txt")" "$OUT/bin/guest-tests"
+}
+step "in-guest test binaries (static)" guest_bins
+
+export GUEST_BINS="$OUT/bin/guest-tests"
+step "guest run (QEMU)" scripts/guest.sh test "$OUT/console.log" "${HLRS_PARAMS:-}" || true
+
+echo "==> summary (guest console: $OUT/console.log)"
+rc=0
+python3 scripts/summarize.py --guest "$OUT/console.log" --host "$OUT/host.log" \
+	--expect-guest-tests --lint "$OUT/lint.txt" >"$OUT/summary.txt" || rc=$?
+echo "    make test took $(($(date +%s) - T0)) s"
+# The verdict `N passed, N failed` is the very last line.
+cat "$OUT/summary.txt"
+exit $rc
