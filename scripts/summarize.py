@@ -19,7 +19,7 @@ import sys
 TS = re.compile(r"^\[\s*\d+\.\d+\]\s?")
 RESULT = re.compile(r"^(not ok|ok) (\d+) (\S+)(?:\s*#\s*(SKIP|skip)\b.*)?")
 PLAN = re.compile(r"^1\.\.(\d+)")
-LIBTEST = re.compile(r"^test (\S+) \.\.\. (ok|FAILED|ignored)")
+LIBTEST = re.compile(r"^test (.+?) \.\.\. (ok|FAILED|ignored)")
 LIBTEST_RUNNING = re.compile(r"^running (\d+) tests?")
 LIBTEST_RESULT = re.compile(r"^test result: (ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored")
 
@@ -46,6 +46,26 @@ class Tally:
 
 def strip(line):
     return TS.sub("", line.rstrip("\r\n"))
+
+
+def sections(lines, begin, end):
+    """Every run of lines between a marker starting with `begin` and the next
+    one starting with `end`, as (text after `begin`, lines)."""
+    out, cur, label = [], None, None
+    for raw in lines:
+        line = strip(raw)
+        if line.startswith("@@HLRS " + begin):
+            cur, label = [], line[len("@@HLRS " + begin):].strip()
+            continue
+        if cur is not None and line.startswith("@@HLRS " + end):
+            out.append((label, cur))
+            cur = None
+            continue
+        if cur is not None:
+            cur.append(line)
+    if cur is not None:
+        out.append((label, cur))
+    return out
 
 
 def section(lines, begin, end):
@@ -117,7 +137,7 @@ def parse_ktap(lines, tally, title):
         tally.problems.append(f"{title}: suite {suite} never finished")
 
 
-def parse_libtest(lines, tally, title):
+def parse_libtest(lines, tally, title, prefix=""):
     """Parse libtest's plain output: `running N tests`, `test x ... ok`,
     `test result: ...`. Every announced test must report."""
     announced, seen, results = 0, 0, 0
@@ -133,7 +153,7 @@ def parse_libtest(lines, tally, title):
             seen += 1
             status = {"ok": "passed", "FAILED": "failed", "ignored": "skipped"}[m.group(2)]
             tally.add(status)
-            print(f"  {status.upper():7} {m.group(1)}")
+            print(f"  {status.upper():7} {prefix}{m.group(1)}")
             continue
         if LIBTEST_RESULT.match(line):
             results += 1
@@ -184,12 +204,15 @@ def main():
 
     if a.expect_guest_tests:
         print("== guest: userspace tests against the device nodes")
-        g = section(raw, "guest-tests-begin", "guest-tests-end")
-        if g is None:
+        runs = sections(raw, "guest-tests-begin", "guest-tests-end")
+        if not runs:
             tally.problems.append("guest: userspace tests did not run")
-        else:
-            parse_libtest(g, tally, "guest tests")
+        for label, g in runs:
+            parse_libtest(g, tally, f"guest tests ({label})", prefix=f"[{label}] ")
 
+    for l in lines:
+        if l.startswith("@@HLRS reload") and "rc=0" not in l:
+            tally.problems.append(f"guest: {l[len('@@HLRS '):]}")
     for marker, what in [("insmod-end rc=0", "insmod failed"),
                          ("rmmod-end rc=0", "rmmod failed (module unload not clean)"),
                          ("done", "guest did not finish (crash, hang or timeout)")]:
@@ -199,7 +222,7 @@ def main():
         if l.startswith("@@HLRS-HOST"):
             tally.problems.append("guest: " + l[len("@@HLRS-HOST "):])
     # Userspace test output is not kernel output: skip that section.
-    user = set(section(raw, "guest-tests-begin", "guest-tests-end") or [])
+    user = {l for _, g in sections(raw, "guest-tests-begin", "guest-tests-end") for l in g}
     bugs = [l for l in lines if BUG_RE.search(l) and not l.startswith("@@HLRS") and l not in user]
     for b in dict.fromkeys(bugs):
         tally.problems.append(f"guest log: kernel report: {b.strip()}")

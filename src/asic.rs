@@ -50,10 +50,8 @@ pub(crate) const GAUDI2_HBM_NUM: u32 = 6;
 /// (`set_number_of_functional_hbms`, gaudi2/gaudi2.c:2628-2658).
 pub(crate) const GAUDI2_MIN_HBMS: u32 = GAUDI2_HBM_NUM - 1;
 /// `GAUDI2_EVENT_SIZE`: number of async event ids (include/gaudi2/gaudi2_async_events.h:969).
-#[expect(dead_code, reason = "used by later layers")]
 pub(crate) const GAUDI2_EVENT_SIZE: u32 = 1329;
 /// `max_asid` (gaudi2/gaudi2.c:2816): ASID 0 is the kernel's, ASID 1 the user's.
-#[expect(dead_code, reason = "used by later layers")]
 pub(crate) const MAX_ASID: u32 = 2;
 /// `dram_hints_align_mask = ~GAUDI2_HBM_MMU_SCRM_ADDRESS_MASK`: only the low 48 bits of a
 /// DRAM hint are checked for page alignment (gaudi2/gaudi2.c:2700, include/gaudi2/gaudi2.h:46).
@@ -306,7 +304,6 @@ impl AsicProperties {
     }
 
     /// End (exclusive) of physical DRAM.
-    #[expect(dead_code, reason = "used by later layers")]
     pub(crate) fn dram_end(&self) -> u64 {
         self.dram_base + self.dram_size
     }
@@ -319,12 +316,16 @@ impl AsicProperties {
 
     /// DRAM users may allocate, a whole number of DRAM pages (HW_IP_INFO `dram_size`).
     pub(crate) fn user_dram_size(&self) -> u64 {
-        (self.dram_size - self.reserved_dram_size()) / self.dram_page_size * self.dram_page_size
+        self.user_dram_pages() * self.dram_page_size
     }
 
     /// Number of DRAM pages users may allocate.
     pub(crate) fn user_dram_pages(&self) -> u64 {
-        self.user_dram_size() / self.dram_page_size
+        // Cannot fail by the type invariant; checked anyway, no panic path.
+        self.dram_size
+            .saturating_sub(self.reserved_dram_size())
+            .checked_div(self.dram_page_size)
+            .unwrap_or(0)
     }
 }
 

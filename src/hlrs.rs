@@ -7,12 +7,19 @@
 //! `/dev/accel/accel_controlDN`, speaking the upstream uAPI of
 //! `include/uapi/drm/habanalabs_accel.h`.
 
-use kernel::prelude::*;
+use kernel::{prelude::*, sync::Arc};
 
 pub mod uapi;
 
 mod asic;
+mod backend;
+mod context;
+mod device;
+mod ffi;
+mod file;
+mod ioctl;
 mod params;
+mod sim;
 
 module! {
     type: HabanaLabsRs,
@@ -38,6 +45,9 @@ module! {
 
 struct HabanaLabsRs {
     config: params::Config,
+    /// The registered devices; dropped (unregistered) before `_region`.
+    devices: KVec<ffi::accel::AccelDevice>,
+    _region: ffi::accel::ChrdevRegion,
 }
 
 impl kernel::Module for HabanaLabsRs {
@@ -57,12 +67,24 @@ impl kernel::Module for HabanaLabsRs {
             p.dram_size >> 20,
             p.dram_page_size >> 20
         );
-        Ok(Self { config })
+        let region = ffi::accel::ChrdevRegion::new()?;
+        let mut devices = KVec::with_capacity(config.devices as usize, GFP_KERNEL)?;
+        for index in 0..config.devices {
+            let hdev = Arc::pin_init(device::HlDevice::new(index, p.clone()), GFP_KERNEL)?;
+            devices.push(ffi::accel::AccelDevice::new(hdev, &region)?, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            config,
+            devices,
+            _region: region,
+        })
     }
 }
 
 impl Drop for HabanaLabsRs {
     fn drop(&mut self) {
+        // Unregister the devices before the char-device region goes.
+        self.devices.clear();
         pr_info!("unloaded ({} device(s))\n", self.config.devices);
     }
 }

@@ -1,14 +1,290 @@
 //! Userspace client of the habanalabs_rs accel device.
 //!
 //! The uAPI types are the kernel module's own `src/uapi.rs`, compiled here
-//! unchanged, so the two sides cannot drift apart.
+//! unchanged, so the two sides cannot drift apart. Each device has two nodes:
+//! the compute node `/dev/accel/accel<N>` (one open at a time; INFO and
+//! MEMORY) and the control node `/dev/accel/accel_controlD<N>` (any number of
+//! opens; INFO only). Errors are [`std::io::Error`]s carrying the kernel's
+//! errno.
+//!
+//! ```no_run
+//! let dev = hlrs::Device::open_control(0)?;
+//! let hw = dev.hw_ip_info()?;
+//! assert_eq!(hw.device_id, 0x1020);
+//! # Ok::<(), std::io::Error>(())
+//! ```
 
 #[path = "../../../uapi.rs"]
+#[allow(missing_docs, dead_code)]
 pub mod uapi;
+
+use rustix::ioctl::{ioctl, Opcode, Updater};
+use std::{
+    fs::{File, OpenOptions},
+    io,
+    os::{fd::AsFd, unix::fs::OpenOptionsExt},
+    path::{Path, PathBuf},
+};
+use uapi::*;
+
+/// Which of a device's two nodes a [`Device`] has open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Node {
+    /// `/dev/accel/accel<N>`.
+    Compute,
+    /// `/dev/accel/accel_controlD<N>`.
+    Control,
+}
+
+/// The state a device reports (`HL_INFO_DEVICE_STATUS`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeviceStatus {
+    /// Ready for work.
+    Operational,
+    /// A reset is in progress.
+    InReset,
+    /// Disabled after a failure.
+    Malfunction,
+    /// Needs a reset before use.
+    NeedsReset,
+    /// Still initialising.
+    InDeviceCreation,
+    /// Resetting after the last user left.
+    InResetAfterDeviceRelease,
+    /// A value this library does not know.
+    Unknown(u32),
+}
+
+impl From<u32> for DeviceStatus {
+    fn from(v: u32) -> Self {
+        match v {
+            HL_DEVICE_STATUS_OPERATIONAL => Self::Operational,
+            HL_DEVICE_STATUS_IN_RESET => Self::InReset,
+            HL_DEVICE_STATUS_MALFUNCTION => Self::Malfunction,
+            HL_DEVICE_STATUS_NEEDS_RESET => Self::NeedsReset,
+            HL_DEVICE_STATUS_IN_DEVICE_CREATION => Self::InDeviceCreation,
+            HL_DEVICE_STATUS_IN_RESET_AFTER_DEVICE_RELEASE => Self::InResetAfterDeviceRelease,
+            other => Self::Unknown(other),
+        }
+    }
+}
+
+/// Path of a node of device `index`.
+pub fn node_path(node: Node, index: u32) -> PathBuf {
+    match node {
+        Node::Compute => PathBuf::from(format!("/dev/accel/accel{index}")),
+        Node::Control => PathBuf::from(format!("/dev/accel/accel_controlD{index}")),
+    }
+}
+
+/// Indices of the accel devices present, from `/sys/class/accel` (sorted).
+pub fn device_indices() -> io::Result<Vec<u32>> {
+    let mut v: Vec<u32> = std::fs::read_dir("/sys/class/accel")?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.strip_prefix("accel")?.parse().ok())
+        .collect();
+    v.sort_unstable();
+    Ok(v)
+}
+
+/// Normalise a PCI bus id to `DDDD:BB:DD.F`, as libhlthunk does (a 7-character
+/// `BB:DD.F` gets the `0000:` domain).
+pub fn normalize_bus_id(bus_id: &str) -> String {
+    if bus_id.len() == 7 {
+        format!("0000:{bus_id}")
+    } else {
+        bus_id.to_owned()
+    }
+}
+
+/// An open node of one device.
+#[derive(Debug)]
+pub struct Device {
+    file: File,
+    node: Node,
+    index: u32,
+}
+
+impl Device {
+    /// Open `node` of device `index` (`O_RDWR | O_CLOEXEC`, as libhlthunk).
+    pub fn open(node: Node, index: u32) -> io::Result<Self> {
+        Self::open_path(&node_path(node, index), node, index)
+    }
+
+    fn open_path(path: &Path, node: Node, index: u32) -> io::Result<Self> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::CLOEXEC.bits() as i32)
+            .open(path)?;
+        Ok(Self { file, node, index })
+    }
+
+    /// Open the compute node of device `index`. Fails with `EBUSY` while another
+    /// open of it exists.
+    pub fn open_compute(index: u32) -> io::Result<Self> {
+        Self::open(Node::Compute, index)
+    }
+
+    /// Open the control node of device `index`.
+    pub fn open_control(index: u32) -> io::Result<Self> {
+        Self::open(Node::Control, index)
+    }
+
+    /// Open the compute node of the device with PCI bus id `bus_id`
+    /// (libhlthunk's `hlthunk_open` with a bus id: scans `/sys/class/accel`).
+    pub fn open_by_bus_id(bus_id: &str) -> io::Result<Self> {
+        let want = normalize_bus_id(bus_id);
+        for index in device_indices()? {
+            let got = std::fs::read_to_string(format!("/sys/class/accel/accel{index}/pci_addr"))?;
+            if got.trim() == want {
+                return Self::open_compute(index);
+            }
+        }
+        Err(io::Error::from_raw_os_error(
+            rustix::io::Errno::NODEV.raw_os_error(),
+        ))
+    }
+
+    /// Which node this is.
+    pub fn node(&self) -> Node {
+        self.node
+    }
+
+    /// The device index.
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// The PCI bus id from the node's own sysfs directory (`pci_addr`), found
+    /// from the open file as libhlthunk does (`/sys/dev/char/<maj>:<min>`).
+    pub fn bus_id(&self) -> io::Result<String> {
+        let st = rustix::fs::fstat(&self.file)?;
+        let (maj, min) = (rustix::fs::major(st.st_rdev), rustix::fs::minor(st.st_rdev));
+        Ok(
+            std::fs::read_to_string(format!("/sys/dev/char/{maj}:{min}/pci_addr"))?
+                .trim()
+                .to_owned(),
+        )
+    }
+
+    /// `DRM_IOCTL_HL_INFO` with caller-built arguments (the kernel may update
+    /// them, e.g. `array_size`). The lowest-level INFO call, for tools and tests.
+    pub fn info_args(&self, args: &mut HlInfoArgs) -> io::Result<()> {
+        // SAFETY: `HlInfoArgs` is the argument type of DRM_IOCTL_HL_INFO (size
+        // asserted in `uapi`); the kernel reads and writes exactly it. The caller's
+        // `return_pointer` is only dereferenced by the kernel, which checks it.
+        unsafe {
+            ioctl(
+                self.file.as_fd(),
+                Updater::<{ DRM_IOCTL_HL_INFO as Opcode }, _>::new(args),
+            )
+        }?;
+        Ok(())
+    }
+
+    /// INFO op `op` into `out`: returns how the kernel left the arguments.
+    pub fn info_into(&self, op: u32, arg: u32, out: &mut [u8]) -> io::Result<HlInfoArgs> {
+        let mut args = HlInfoArgs {
+            return_pointer: out.as_mut_ptr() as u64,
+            return_size: u32::try_from(out.len()).unwrap_or(u32::MAX),
+            op,
+            arg,
+            pad: 0,
+        };
+        self.info_args(&mut args)?;
+        Ok(args)
+    }
+
+    /// INFO op `op` returning a `T` (a uAPI result struct).
+    fn info_typed<T: Copy + Default>(&self, op: u32) -> io::Result<T> {
+        let mut value = T::default();
+        let mut args = HlInfoArgs {
+            return_pointer: &mut value as *mut T as u64,
+            return_size: std::mem::size_of::<T>() as u32,
+            op,
+            arg: 0,
+            pad: 0,
+        };
+        self.info_args(&mut args)?;
+        Ok(value)
+    }
+
+    /// `HL_INFO_HW_IP_INFO`.
+    pub fn hw_ip_info(&self) -> io::Result<HlInfoHwIpInfo> {
+        self.info_typed(HL_INFO_HW_IP_INFO)
+    }
+
+    /// `HL_INFO_DRAM_USAGE`: free DRAM of the device and DRAM of this context.
+    pub fn dram_usage(&self) -> io::Result<HlInfoDramUsage> {
+        self.info_typed(HL_INFO_DRAM_USAGE)
+    }
+
+    /// `HL_INFO_HW_IDLE`.
+    pub fn hw_idle(&self) -> io::Result<HlInfoHwIdle> {
+        self.info_typed(HL_INFO_HW_IDLE)
+    }
+
+    /// `HL_INFO_DEVICE_STATUS`.
+    pub fn device_status(&self) -> io::Result<DeviceStatus> {
+        Ok(self
+            .info_typed::<HlInfoDeviceStatus>(HL_INFO_DEVICE_STATUS)?
+            .status
+            .into())
+    }
+
+    /// `HL_INFO_DEV_MEM_ALLOC_PAGE_SIZES`: bit n set = ALLOC supports 2^n pages.
+    pub fn dev_mem_alloc_page_sizes(&self) -> io::Result<u64> {
+        Ok(self
+            .info_typed::<HlInfoDevMemallocPageSizes>(HL_INFO_DEV_MEM_ALLOC_PAGE_SIZES)?
+            .page_order_bitmask)
+    }
+
+    /// `HL_INFO_OPEN_STATS`.
+    pub fn open_stats(&self) -> io::Result<HlOpenStatsInfo> {
+        self.info_typed(HL_INFO_OPEN_STATS)
+    }
+
+    /// `DRM_IOCTL_HL_MEMORY` with caller-built arguments; the kernel writes the
+    /// union back (also on failure, as DRM always copies back).
+    pub fn memory_args(&self, args: &mut HlMemArgs) -> io::Result<()> {
+        // SAFETY: `HlMemArgs` is the argument type of DRM_IOCTL_HL_MEMORY (size
+        // asserted in `uapi`); the kernel reads and writes exactly it.
+        unsafe {
+            ioctl(
+                self.file.as_fd(),
+                Updater::<{ DRM_IOCTL_HL_MEMORY as Opcode }, _>::new(args),
+            )
+        }?;
+        Ok(())
+    }
+
+    /// Issue an ioctl with any `_IOWR` opcode on a 64-byte buffer (tests of
+    /// how the driver refuses numbers it does not serve).
+    pub fn raw_ioctl<const OPCODE: Opcode>(&self, buf: &mut [u8; 64]) -> io::Result<()> {
+        // SAFETY: the buffer is 64 bytes, at least the size any of our opcodes
+        // encodes (callers pass opcodes of at most 64 bytes of argument); the
+        // kernel reads and writes at most `_IOC_SIZE(OPCODE)` bytes of it.
+        unsafe { ioctl(self.file.as_fd(), Updater::<OPCODE, [u8; 64]>::new(buf)) }?;
+        Ok(())
+    }
+}
+
+/// The errno of an [`io::Error`] (0 if it has none).
+pub fn errno(e: &io::Error) -> i32 {
+    e.raw_os_error().unwrap_or(0)
+}
+
+/// A printable string from a NUL-padded uAPI byte array.
+pub fn c_string(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).into_owned()
+}
 
 #[cfg(test)]
 mod tests {
     use super::uapi::*;
+    use super::*;
     use std::mem::size_of;
 
     #[test]
@@ -36,5 +312,39 @@ mod tests {
             i32::from_ne_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]),
             5
         );
+    }
+
+    #[test]
+    fn node_paths_follow_the_accel_layout() {
+        assert_eq!(
+            node_path(Node::Compute, 3),
+            PathBuf::from("/dev/accel/accel3")
+        );
+        assert_eq!(
+            node_path(Node::Control, 0),
+            PathBuf::from("/dev/accel/accel_controlD0")
+        );
+    }
+
+    #[test]
+    fn bus_ids_are_normalised_like_libhlthunk() {
+        assert_eq!(normalize_bus_id("01:00.0"), "0000:01:00.0");
+        assert_eq!(normalize_bus_id("0000:01:00.0"), "0000:01:00.0");
+    }
+
+    #[test]
+    fn device_status_values() {
+        assert_eq!(DeviceStatus::from(0), DeviceStatus::Operational);
+        assert_eq!(
+            DeviceStatus::from(5),
+            DeviceStatus::InResetAfterDeviceRelease
+        );
+        assert_eq!(DeviceStatus::from(9), DeviceStatus::Unknown(9));
+    }
+
+    #[test]
+    fn c_strings_stop_at_the_first_nul() {
+        assert_eq!(c_string(b"GAUDI2\0\0junk"), "GAUDI2");
+        assert_eq!(c_string(b"full"), "full");
     }
 }

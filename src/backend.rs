@@ -1,0 +1,99 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What the memory code needs from the hardware.
+//!
+//! The memory subsystem (contexts, page packs, the MMU code) talks to a device
+//! only through [`Backend`]. The simulated Gaudi2 ([`crate::sim::SimGaudi2`])
+//! implements it today; a PCI backend for a real Gaudi2 would implement the
+//! same trait (PTE writes through the DRAM BAR, MMU cache invalidation through
+//! the STLB/HMMU registers) without touching the memory code.
+
+use kernel::prelude::*;
+
+/// Which MMU an invalidation is for (upstream `MMU_OP_USERPTR` / `MMU_OP_PHYS_PACK`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MmuKind {
+    /// The PMMU, which translates host-memory VAs.
+    Host,
+    /// The DMMU (HMMUs), which translates DRAM VAs.
+    Dram,
+}
+
+/// The state a device reports (`enum hl_device_status`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum DeviceStatus {
+    /// Ready for work.
+    Operational,
+    /// A hard or soft reset is in progress.
+    InReset,
+    /// The device failed and is disabled.
+    Malfunction,
+    /// A reset is required before the device can be used.
+    NeedsReset,
+    /// The device is still being initialised.
+    InDeviceCreation,
+    /// A compute reset after the last user closed the device.
+    InResetAfterDeviceRelease,
+}
+
+impl DeviceStatus {
+    /// The uAPI value (`HL_DEVICE_STATUS_*`).
+    pub(crate) fn uapi(self) -> u32 {
+        use crate::uapi::*;
+        match self {
+            Self::Operational => HL_DEVICE_STATUS_OPERATIONAL,
+            Self::InReset => HL_DEVICE_STATUS_IN_RESET,
+            Self::Malfunction => HL_DEVICE_STATUS_MALFUNCTION,
+            Self::NeedsReset => HL_DEVICE_STATUS_NEEDS_RESET,
+            Self::InDeviceCreation => HL_DEVICE_STATUS_IN_DEVICE_CREATION,
+            Self::InResetAfterDeviceRelease => HL_DEVICE_STATUS_IN_RESET_AFTER_DEVICE_RELEASE,
+        }
+    }
+
+    /// Whether ioctls other than the always-answered INFO ops may run
+    /// (`hl_device_operational`, common/device.c:397-417): device creation
+    /// counts as operational.
+    pub(crate) fn is_operational(self) -> bool {
+        matches!(self, Self::Operational | Self::InDeviceCreation)
+    }
+
+    /// The name upstream's sysfs `status` attribute prints (common/device.c).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Self::Operational => "operational",
+            Self::InReset => "in reset",
+            Self::Malfunction => "disabled",
+            Self::NeedsReset => "needs reset",
+            Self::InDeviceCreation => "in device creation",
+            Self::InResetAfterDeviceRelease => "in reset after device release",
+        }
+    }
+}
+
+/// The hardware operations the memory subsystem needs.
+pub(crate) trait Backend: Send + Sync {
+    /// Write one 64-bit page-table entry at device-DRAM address `addr`
+    /// (device-resident page tables; upstream `write_pte` through the DRAM BAR).
+    fn write_pte(&self, addr: u64, value: u64) -> Result;
+
+    /// Read one 64-bit page-table entry from device DRAM (what the MMU walks).
+    fn read_pte(&self, addr: u64) -> Result<u64>;
+
+    /// Invalidate the MMU caches of `asid` for `[va, va + size)`.
+    fn invalidate_range(&self, kind: MmuKind, asid: u32, va: u64, size: u64) -> Result;
+
+    /// Invalidate all MMU caches of one kind (context teardown).
+    fn invalidate_all(&self, kind: MmuKind) -> Result;
+
+    /// The device's current state.
+    fn status(&self) -> DeviceStatus;
+
+    /// Whether every engine is idle.
+    fn is_idle(&self) -> bool;
+
+    /// Read device DRAM at `addr` into `buf` (tests and debugfs).
+    fn dram_read(&self, addr: u64, buf: &mut [u8]) -> Result;
+
+    /// Write `data` to device DRAM at `addr` (tests and debugfs).
+    fn dram_write(&self, addr: u64, data: &[u8]) -> Result;
+}

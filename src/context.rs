@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The per-open compute context (upstream `struct hl_ctx`): one per open of
+//! the compute node. It owns the user ASID; closing the file tears it down.
+
+use crate::device::HlDevice;
+use kernel::{
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc,
+    }, //
+};
+
+/// A user context.
+///
+/// # Invariants
+///
+/// While a `Context` exists, `dev` counts it as the active compute context
+/// and `asid` is reserved for it.
+pub(crate) struct Context {
+    dev: Arc<HlDevice>,
+    asid: u32,
+    /// Bytes of DRAM this context allocated (`dram_phys_mem`).
+    dram_phys_mem: Atomic<u64>,
+}
+
+impl Context {
+    /// Create the context of a new compute open (`hl_ctx_create`), or fail
+    /// with the errno of `HlDevice::open_compute`.
+    pub(crate) fn new(dev: Arc<HlDevice>, now_ns: i64) -> Result<Self> {
+        let asid = dev.open_compute(now_ns)?;
+        // INVARIANT: `open_compute` marked the context active and reserved `asid`.
+        Ok(Self {
+            dev,
+            asid,
+            dram_phys_mem: Atomic::new(0),
+        })
+    }
+
+    /// The device of this context.
+    pub(crate) fn device(&self) -> &Arc<HlDevice> {
+        &self.dev
+    }
+
+    /// Bytes of DRAM this context allocated.
+    pub(crate) fn dram_phys_mem(&self) -> u64 {
+        self.dram_phys_mem.load(Relaxed)
+    }
+
+    /// The context's ASID.
+    pub(crate) fn asid(&self) -> u32 {
+        self.asid
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        self.dev.close_compute(self.asid);
+    }
+}
+
+#[kunit_tests(hlrs_context)]
+mod tests {
+    use super::*;
+    use crate::asic::AsicProperties;
+
+    #[test]
+    fn a_context_owns_the_user_asid_until_dropped() -> Result {
+        let dev = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
+        let ctx = Context::new(dev.clone(), 1)?;
+        assert_eq!(ctx.asid(), 1);
+        assert_eq!(ctx.dram_phys_mem(), 0);
+        assert!(Arc::ptr_eq(ctx.device(), &dev));
+        assert!(Context::new(dev.clone(), 2).is_err());
+        drop(ctx);
+        assert!(!dev.state.lock().compute_ctx_active);
+        let again = Context::new(dev.clone(), 3)?;
+        assert_eq!(again.asid(), 1);
+        Ok(())
+    }
+}

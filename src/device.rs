@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One Gaudi device (upstream `struct hl_device`, the memory-relevant part).
+//!
+//! Lock order (outermost first): `HlDevice::state` -> the backend's leaf locks.
+
+use crate::{
+    asic::{AsicProperties, MAX_ASID},
+    backend::{Backend, DeviceStatus},
+    sim::SimGaudi2,
+};
+use kernel::{
+    new_mutex,
+    prelude::*,
+    str::CString,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Mutex,
+    },
+    time::{Instant, Monotonic}, //
+};
+
+/// `HL_KERNEL_ASID_ID`: ASID 0 belongs to the driver (common/habanalabs.h:1785).
+pub(crate) const KERNEL_ASID: u32 = 0;
+
+/// The sysfs attributes of the device nodes (upstream common/sysfs.c).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SysfsAttr {
+    /// `pci_addr`: the bus id, as libhlthunk reads it.
+    PciAddr,
+    /// `device_type`: the ASIC name.
+    DeviceType,
+    /// `status`: the device state.
+    Status,
+    /// `soft_reset_cnt`.
+    SoftResetCnt,
+    /// `hard_reset_cnt`.
+    HardResetCnt,
+    /// `module_id`: the card location (the device index on the simulation).
+    ModuleId,
+    /// `security_enabled`.
+    SecurityEnabled,
+    /// `parent_device`: name of the PCI device (the bus id).
+    ParentDevice,
+}
+
+/// The PCI-style bus id of a device, `DDDD:BB:DD.F` (12 bytes, no NUL).
+pub(crate) type BusId = [u8; 12];
+
+/// Bookkeeping of who uses the device, under [`HlDevice::state`].
+pub(crate) struct DeviceState {
+    /// A compute context exists (`is_compute_ctx_active`).
+    pub(crate) compute_ctx_active: bool,
+    /// Bit `n` set: ASID `n` is in use. ASID 0 is always the kernel's.
+    asids: u64,
+    /// Successful compute opens since load (`open_counter`).
+    pub(crate) open_counter: u64,
+    /// ktime (ns) of the last successful compute open (`last_successful_open_ktime`).
+    pub(crate) last_open_ktime_ns: i64,
+    /// When the current compute session started.
+    session_start: Option<Instant<Monotonic>>,
+    /// Length of the last finished compute session in ms (`last_open_session_duration_jif`).
+    pub(crate) last_session_ms: u64,
+}
+
+/// One Gaudi2 (simulated).
+///
+/// # Invariants
+///
+/// `index` is unique among the devices of this module load; `asic` never changes.
+#[pin_data]
+pub(crate) struct HlDevice {
+    /// Index of the device within this module (0-based); also its fake PCI bus.
+    pub(crate) index: u32,
+    /// The ASIC model.
+    pub(crate) asic: AsicProperties,
+    /// The hardware (simulated).
+    #[pin]
+    pub(crate) sim: SimGaudi2,
+    /// Open/ASID bookkeeping.
+    #[pin]
+    pub(crate) state: Mutex<DeviceState>,
+    /// Bytes of DRAM allocated by all contexts (`dram_used_mem`).
+    dram_used: Atomic<u64>,
+}
+
+impl HlDevice {
+    /// A new, operational device.
+    pub(crate) fn new(index: u32, asic: AsicProperties) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            sim <- SimGaudi2::new(&asic),
+            index,
+            asic,
+            state <- new_mutex!(DeviceState {
+                compute_ctx_active: false,
+                asids: 1 << KERNEL_ASID,
+                open_counter: 0,
+                last_open_ktime_ns: 0,
+                session_start: None,
+                last_session_ms: 0,
+            }),
+            dram_used: Atomic::new(0),
+        })
+    }
+
+    /// The hardware behind this device.
+    pub(crate) fn backend(&self) -> &dyn Backend {
+        &self.sim
+    }
+
+    /// Bytes of DRAM allocated on the device.
+    pub(crate) fn dram_used(&self) -> u64 {
+        self.dram_used.load(Relaxed)
+    }
+
+    /// The device state (`hl_device_status`).
+    pub(crate) fn status(&self) -> DeviceStatus {
+        self.backend().status()
+    }
+
+    /// The stable fake PCI bus id of the simulated device: `0000:BB:00.0` with
+    /// bus `BB = index + 1` (hex).
+    pub(crate) fn bus_id(&self) -> BusId {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let bus = ((self.index + 1) & 0xff) as usize;
+        let mut id = *b"0000:00:00.0";
+        for (pos, digit) in [(5, bus >> 4), (6, bus & 0xf)] {
+            if let (Some(slot), Some(&c)) = (id.get_mut(pos), HEX.get(digit)) {
+                *slot = c;
+            }
+        }
+        id
+    }
+
+    /// The text of a sysfs attribute (newline-terminated, as upstream).
+    pub(crate) fn sysfs_value(&self, attr: SysfsAttr) -> Result<CString> {
+        let bus = self.bus_id();
+        let bus = core::str::from_utf8(&bus).map_err(|_| EINVAL)?;
+        match attr {
+            SysfsAttr::PciAddr | SysfsAttr::ParentDevice => {
+                CString::try_from_fmt(fmt!("{}\n", bus))
+            }
+            SysfsAttr::DeviceType => CString::try_from_fmt(fmt!("GAUDI2\n")),
+            SysfsAttr::Status => CString::try_from_fmt(fmt!("{}\n", self.status().name())),
+            SysfsAttr::SoftResetCnt | SysfsAttr::HardResetCnt | SysfsAttr::SecurityEnabled => {
+                CString::try_from_fmt(fmt!("0\n"))
+            }
+            SysfsAttr::ModuleId => CString::try_from_fmt(fmt!("{}\n", self.index)),
+        }
+    }
+
+    /// Mark a compute context as open and give it a user ASID, or fail as
+    /// upstream's `hl_device_open` does (common/habanalabs_drv.c:200-236):
+    /// `EAGAIN` while in reset, `EPERM` when not operational, `EBUSY` when
+    /// another compute context is active. O(1).
+    pub(crate) fn open_compute(&self, now_ns: i64) -> Result<u32> {
+        let status = self.status();
+        if !status.is_operational() {
+            return Err(match status {
+                DeviceStatus::InReset | DeviceStatus::InResetAfterDeviceRelease => EAGAIN,
+                _ => EPERM,
+            });
+        }
+        let mut st = self.state.lock();
+        if st.compute_ctx_active {
+            return Err(EBUSY);
+        }
+        // The lowest free ASID below MAX_ASID.
+        let asid = (!st.asids).trailing_zeros();
+        if asid >= MAX_ASID {
+            return Err(EBUSY);
+        }
+        st.asids |= 1 << asid;
+        st.compute_ctx_active = true;
+        st.open_counter += 1;
+        st.last_open_ktime_ns = now_ns;
+        st.session_start = Some(Instant::now());
+        Ok(asid)
+    }
+
+    /// Undo [`Self::open_compute`] when the context goes away. O(1).
+    pub(crate) fn close_compute(&self, asid: u32) {
+        let mut st = self.state.lock();
+        if asid != KERNEL_ASID && asid < MAX_ASID {
+            st.asids &= !(1 << asid);
+        }
+        st.compute_ctx_active = false;
+        if let Some(start) = st.session_start.take() {
+            st.last_session_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(0);
+        }
+    }
+}
+
+#[kunit_tests(hlrs_device)]
+mod tests {
+    use super::*;
+    use kernel::sync::Arc;
+
+    fn dev(index: u32) -> Result<Arc<HlDevice>> {
+        Arc::pin_init(
+            HlDevice::new(index, AsicProperties::gaudi2(6, 0)?),
+            GFP_KERNEL,
+        )
+    }
+
+    #[test]
+    fn bus_ids_are_stable_and_formatted() -> Result {
+        assert_eq!(&dev(0)?.bus_id(), b"0000:01:00.0");
+        assert_eq!(&dev(3)?.bus_id(), b"0000:04:00.0");
+        assert_eq!(&dev(0x1e)?.bus_id(), b"0000:1f:00.0");
+        Ok(())
+    }
+
+    #[test]
+    fn one_compute_context_at_a_time() -> Result {
+        let d = dev(0)?;
+        let asid = d.open_compute(5)?;
+        assert_eq!(asid, 1);
+        assert_eq!(d.open_compute(6), Err(EBUSY));
+        d.close_compute(asid);
+        assert_eq!(d.open_compute(7)?, 1);
+        let st = d.state.lock();
+        assert_eq!(st.open_counter, 2);
+        assert_eq!(st.last_open_ktime_ns, 7);
+        Ok(())
+    }
+
+    #[test]
+    fn open_fails_when_not_operational() -> Result {
+        let d = dev(0)?;
+        d.sim.set_status(DeviceStatus::InReset);
+        assert_eq!(d.open_compute(1), Err(EAGAIN));
+        d.sim.set_status(DeviceStatus::Malfunction);
+        assert_eq!(d.open_compute(1), Err(EPERM));
+        d.sim.set_status(DeviceStatus::InDeviceCreation);
+        let asid = d.open_compute(1)?;
+        d.close_compute(asid);
+        Ok(())
+    }
+}

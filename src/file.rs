@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Per-open state of the two device nodes.
+
+use crate::{context::Context, device::HlDevice};
+use kernel::sync::Arc;
+
+/// Which node a file was opened on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Node {
+    /// `/dev/accel/accelN`: has a context, serves INFO and MEMORY.
+    Compute,
+    /// `/dev/accel/accel_controlDN`: no context, serves INFO only.
+    Control,
+}
+
+/// The state of one open of the compute node (upstream `struct hl_fpriv`).
+pub(crate) struct ComputeFile {
+    /// The user context created by the open.
+    pub(crate) ctx: Context,
+}
+
+/// The state of one open of the control node.
+pub(crate) struct ControlFile {
+    /// The device the node belongs to.
+    pub(crate) dev: Arc<HlDevice>,
+}

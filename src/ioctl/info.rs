@@ -1,0 +1,630 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `DRM_IOCTL_HL_INFO` (upstream `_hl_info_ioctl`, common/habanalabs_ioctl.c:1005-1156).
+//!
+//! Upstream rules kept here: `pad` must be 0; a first set of ops is answered in
+//! any device state, the rest only while the device is operational (`EBUSY`
+//! otherwise, also for unknown ops); results are copied truncated to
+//! `return_size`; `return_size == 0` or a NULL `return_pointer` is `EINVAL`.
+//! The control node refuses the eventfd/notifier ops with `EOPNOTSUPP`.
+//!
+//! Ops that need firmware (CPU-CP) the simulated device does not have answer
+//! `EOPNOTSUPP` after the same argument checks (see the README's table).
+
+use crate::{
+    context::Context,
+    device::HlDevice,
+    file::Node,
+    uapi::*, //
+};
+use kernel::{
+    prelude::*,
+    transmute::AsBytes,
+    uaccess::{UserPtr, UserSlice}, //
+};
+
+/// Where an INFO answer goes: the buffer `[return_pointer, return_pointer + return_size)`.
+pub(crate) trait InfoSink {
+    /// Copy `data` to the start of the buffer; `EFAULT` if that faults.
+    fn write(&mut self, data: &[u8]) -> Result;
+}
+
+/// The user buffer of an INFO call.
+pub(crate) struct UserBuffer(pub(crate) u64);
+
+impl InfoSink for UserBuffer {
+    fn write(&mut self, data: &[u8]) -> Result {
+        let addr = usize::try_from(self.0).map_err(|_| EFAULT)?;
+        UserSlice::new(UserPtr::from_addr(addr), data.len())
+            .writer()
+            .write_slice(data)
+    }
+}
+
+/// What the caller of an INFO op is.
+pub(crate) struct InfoCaller<'a> {
+    /// The device.
+    pub(crate) dev: &'a HlDevice,
+    /// The caller's context (compute node only).
+    pub(crate) ctx: Option<&'a Context>,
+    /// Which node the ioctl came through.
+    pub(crate) node: Node,
+    /// Current monotonic time in ns and raw monotonic time in ns (TIME_SYNC).
+    pub(crate) now_ns: (i64, i64),
+}
+
+/// The usual argument check of almost every op: a buffer must be given.
+fn check_buffer(args: &HlInfoArgs) -> Result {
+    if args.return_size == 0 || args.return_pointer == 0 {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+/// Copy `value` truncated to `return_size` bytes, after the usual checks.
+fn reply<T: AsBytes>(args: &HlInfoArgs, out: &mut dyn InfoSink, value: &T) -> Result {
+    check_buffer(args)?;
+    let bytes = value.as_bytes();
+    let n = core::cmp::min(bytes.len(), args.return_size as usize);
+    out.write(bytes.get(..n).ok_or(EINVAL)?)
+}
+
+/// Copy `len` zero bytes truncated to `return_size` (event counters that never counted).
+fn reply_zeros(args: &HlInfoArgs, out: &mut dyn InfoSink, len: usize) -> Result {
+    check_buffer(args)?;
+    const ZEROS: [u8; 8192] = [0; 8192];
+    let n = core::cmp::min(len, args.return_size as usize);
+    out.write(ZEROS.get(..n).ok_or(EINVAL)?)
+}
+
+/// `HL_INFO_HW_IP_INFO` of a device (`hw_ip_info`, habanalabs_ioctl.c:49-117).
+pub(crate) fn hw_ip_info(dev: &HlDevice) -> HlInfoHwIpInfo {
+    let p = &dev.asic;
+    let mut hw = HlInfoHwIpInfo::ZERO;
+    hw.device_id = u32::from(p.device_id);
+    hw.revision_id = p.revision;
+    hw.sram_base_address = p.sram_user_base;
+    hw.sram_size = u32::try_from(p.sram_size).unwrap_or(u32::MAX);
+    // With DRAM virtual memory userspace sees the DMMU VA range (ioc:66-68).
+    hw.dram_base_address = p.dram_va.start;
+    hw.dram_size = p.user_dram_size();
+    hw.dram_enabled = u8::from(hw.dram_size > kernel::page::PAGE_SIZE as u64);
+    hw.dram_page_size = p.dram_page_size;
+    hw.device_mem_alloc_default_page_size = p.dram_page_size;
+    hw.reserved_dram_size = p.reserved_dram_size();
+    hw.num_of_events = crate::asic::GAUDI2_EVENT_SIZE;
+    hw.server_type = HL_SERVER_GAUDI2_HLS2;
+    hw.module_id = dev.index;
+    copy_str(
+        &mut hw.cpucp_version,
+        b"habanalabs_rs simulated Gaudi2, no CPU-CP firmware",
+    );
+    copy_str(&mut hw.card_name, b"GAUDI2-SIM");
+    hw
+}
+
+fn copy_str(dst: &mut [u8], src: &[u8]) {
+    for (d, s) in dst.iter_mut().zip(src.iter()) {
+        *d = *s;
+    }
+}
+
+/// `HL_INFO_DRAM_USAGE` (`dram_usage_info`, habanalabs_ioctl.c:155-177).
+pub(crate) fn dram_usage(dev: &HlDevice, ctx: Option<&Context>) -> HlInfoDramUsage {
+    HlInfoDramUsage {
+        dram_free_mem: dev.asic.user_dram_size().saturating_sub(dev.dram_used()),
+        ctx_dram_mem: ctx.map_or(0, |c| c.dram_phys_mem()),
+    }
+}
+
+/// Serve one INFO ioctl. `args` may be updated (USER_MAPPINGS sets `array_size`).
+pub(crate) fn info_ioctl(
+    caller: &InfoCaller<'_>,
+    args: &mut HlInfoArgs,
+    out: &mut dyn InfoSink,
+) -> Result {
+    let dev = caller.dev;
+    if args.pad != 0 {
+        return Err(EINVAL);
+    }
+    if caller.node == Node::Control
+        && matches!(
+            args.op,
+            HL_INFO_GET_EVENTS | HL_INFO_REGISTER_EVENTFD | HL_INFO_UNREGISTER_EVENTFD
+        )
+    {
+        return Err(EOPNOTSUPP);
+    }
+
+    // Answered whatever the device state is (ioc:1022-1090).
+    match args.op {
+        HL_INFO_HW_IP_INFO => return reply(args, out, &hw_ip_info(dev)),
+        HL_INFO_DEVICE_STATUS => {
+            let st = HlInfoDeviceStatus {
+                status: dev.status().uapi(),
+                pad: 0,
+            };
+            return reply(args, out, &st);
+        }
+        HL_INFO_RESET_COUNT => return reply(args, out, &HlInfoResetCount::default()),
+        HL_INFO_HW_EVENTS | HL_INFO_HW_EVENTS_AGGREGATE => {
+            // No event ever fired on the simulation: all counters are zero.
+            let len = crate::asic::GAUDI2_EVENT_SIZE as usize * core::mem::size_of::<u32>();
+            return reply_zeros(args, out, len);
+        }
+        HL_INFO_CS_COUNTERS => return reply(args, out, &HlInfoCsCounters::default()),
+        HL_INFO_CLK_THROTTLE_REASON => return reply(args, out, &HlInfoClkThrottle::default()),
+        HL_INFO_SYNC_MANAGER => {
+            check_buffer(args)?;
+            if args.dcore_id() >= HL_MAX_DCORES {
+                return Err(EINVAL);
+            }
+            return reply(args, out, &HlInfoSyncManager::default());
+        }
+        HL_INFO_OPEN_STATS => {
+            let st = dev.state.lock();
+            let stats = HlOpenStatsInfo {
+                open_counter: st.open_counter,
+                last_open_period_ms: st.last_session_ms,
+                is_compute_ctx_active: u8::from(st.compute_ctx_active),
+                compute_ctx_in_release: 0,
+                pad: [0; 6],
+            };
+            drop(st);
+            return reply(args, out, &stats);
+        }
+        HL_INFO_LAST_ERR_OPEN_DEV_TIME => {
+            let t = HlInfoLastErrOpenDevTime {
+                timestamp: dev.state.lock().last_open_ktime_ns,
+            };
+            return reply(args, out, &t);
+        }
+        HL_INFO_CS_TIMEOUT_EVENT => return reply(args, out, &HlInfoCsTimeoutEvent::default()),
+        HL_INFO_UNDEFINED_OPCODE_EVENT => {
+            return reply(args, out, &HlInfoUndefinedOpcodeEvent::default())
+        }
+        HL_INFO_DEV_MEM_ALLOC_PAGE_SIZES => {
+            // Only the default page size is supported, as upstream (ioc:653-672).
+            return reply(args, out, &HlInfoDevMemallocPageSizes::default());
+        }
+        HL_INFO_GET_EVENTS => {
+            if (args.return_size as usize) < core::mem::size_of::<u64>() || args.return_pointer == 0
+            {
+                return Err(EINVAL);
+            }
+            // No notifier event ever happened.
+            return out.write(&0u64.to_ne_bytes());
+        }
+        HL_INFO_RAZWI_EVENT | HL_INFO_PAGE_FAULT_EVENT => {
+            // Nothing captured: success without copying (ioc:613-629, 843-859).
+            return check_buffer(args);
+        }
+        HL_INFO_USER_MAPPINGS
+        | HL_INFO_HW_ERR_EVENT
+        | HL_INFO_FW_ERR_EVENT
+        | HL_INFO_USER_ENGINE_ERR_EVENT => {
+            // Only the pointer is checked; nothing captured, nothing copied
+            // and `array_size` untouched (ioc:861-949).
+            return if args.return_pointer == 0 {
+                Err(EINVAL)
+            } else {
+                Ok(())
+            };
+        }
+        HL_INFO_UNREGISTER_EVENTFD => {
+            // No eventfd can be registered (see REGISTER_EVENTFD).
+            return Err(EINVAL);
+        }
+        HL_INFO_DRAM_USAGE => return reply(args, out, &dram_usage(dev, caller.ctx)),
+        _ => {}
+    }
+
+    if !dev.status().is_operational() {
+        return Err(EBUSY);
+    }
+
+    match args.op {
+        HL_INFO_HW_IDLE => {
+            let idle = HlInfoHwIdle {
+                is_idle: u32::from(dev.backend().is_idle()),
+                ..Default::default()
+            };
+            reply(args, out, &idle)
+        }
+        HL_INFO_TIME_SYNC => {
+            // The simulated device clock is the host's monotonic raw clock.
+            let (_, raw) = caller.now_ns;
+            let raw = u64::try_from(raw).unwrap_or(0);
+            reply(
+                args,
+                out,
+                &HlInfoTimeSync {
+                    device_time: raw,
+                    host_time: raw,
+                    tsc_time: 0,
+                },
+            )
+        }
+        HL_INFO_DEVICE_UTILIZATION
+        | HL_INFO_CLK_RATE
+        | HL_INFO_PCI_COUNTERS
+        | HL_INFO_TOTAL_ENERGY
+        | HL_INFO_PLL_FREQUENCY
+        | HL_INFO_POWER
+        | HL_INFO_DRAM_REPLACED_ROWS
+        | HL_INFO_DRAM_PENDING_ROWS
+        | HL_INFO_SECURED_ATTESTATION
+        | HL_INFO_ENGINE_STATUS
+        | HL_INFO_FW_GENERIC_REQ
+        | HL_INFO_DEV_SIGNED => {
+            // These are answered by the CPU-CP firmware, which the simulated
+            // device does not have.
+            check_buffer(args)?;
+            Err(EOPNOTSUPP)
+        }
+        HL_INFO_REGISTER_EVENTFD => Err(EOPNOTSUPP),
+        _ => Err(EINVAL),
+    }
+}
+
+#[kunit_tests(hlrs_info)]
+mod tests {
+    use super::*;
+    use crate::{asic::AsicProperties, backend::DeviceStatus};
+    use kernel::sync::Arc;
+
+    /// A sink that records what would reach the user buffer.
+    struct Recorder {
+        written: KVec<u8>,
+        fault: bool,
+    }
+
+    impl InfoSink for Recorder {
+        fn write(&mut self, data: &[u8]) -> Result {
+            if self.fault {
+                return Err(EFAULT);
+            }
+            self.written.extend_from_slice(data, GFP_KERNEL)?;
+            Ok(())
+        }
+    }
+
+    const ALWAYS_OPS: [u32; 20] = [
+        HL_INFO_HW_IP_INFO,
+        HL_INFO_DEVICE_STATUS,
+        HL_INFO_RESET_COUNT,
+        HL_INFO_HW_EVENTS,
+        HL_INFO_HW_EVENTS_AGGREGATE,
+        HL_INFO_CS_COUNTERS,
+        HL_INFO_CLK_THROTTLE_REASON,
+        HL_INFO_SYNC_MANAGER,
+        HL_INFO_OPEN_STATS,
+        HL_INFO_LAST_ERR_OPEN_DEV_TIME,
+        HL_INFO_CS_TIMEOUT_EVENT,
+        HL_INFO_RAZWI_EVENT,
+        HL_INFO_UNDEFINED_OPCODE_EVENT,
+        HL_INFO_DEV_MEM_ALLOC_PAGE_SIZES,
+        HL_INFO_PAGE_FAULT_EVENT,
+        HL_INFO_DRAM_USAGE,
+        HL_INFO_USER_MAPPINGS,
+        HL_INFO_HW_ERR_EVENT,
+        HL_INFO_FW_ERR_EVENT,
+        HL_INFO_USER_ENGINE_ERR_EVENT,
+    ];
+    const FIRMWARE_OPS: [u32; 12] = [
+        HL_INFO_DEVICE_UTILIZATION,
+        HL_INFO_CLK_RATE,
+        HL_INFO_PCI_COUNTERS,
+        HL_INFO_TOTAL_ENERGY,
+        HL_INFO_PLL_FREQUENCY,
+        HL_INFO_POWER,
+        HL_INFO_DRAM_REPLACED_ROWS,
+        HL_INFO_DRAM_PENDING_ROWS,
+        HL_INFO_SECURED_ATTESTATION,
+        HL_INFO_ENGINE_STATUS,
+        HL_INFO_FW_GENERIC_REQ,
+        HL_INFO_DEV_SIGNED,
+    ];
+
+    #[test]
+    fn hw_ip_info_describes_a_gaudi2() -> Result {
+        let d = dev()?;
+        let (rc, out, _) = call(&d, None, Node::Control, HL_INFO_HW_IP_INFO, 304, 0)?;
+        assert_eq!(rc, Ok(()));
+        assert_eq!(out.len(), 304);
+        let hw = hw_ip_info(&d);
+        assert_eq!(hw.device_id, 0x1020);
+        assert_eq!(hw.dram_base_address, 0x1001_0018_0000_0000);
+        assert_eq!(hw.dram_size, 0x17_D000_0000);
+        assert_eq!(hw.dram_page_size, 0x3000_0000);
+        assert_eq!(hw.device_mem_alloc_default_page_size, 0x3000_0000);
+        assert_eq!(hw.reserved_dram_size, 0x3000_0000);
+        assert_eq!(hw.dram_enabled, 1);
+        assert_eq!(hw.sram_size, 48 << 20);
+        assert_eq!(hw.revision_id, 1);
+        assert!(hw.dram_size % hw.dram_page_size == 0);
+        // The bytes on the wire are the struct's.
+        assert!(out.get(32..36) == Some(&0x1020u32.to_ne_bytes()[..]));
+        Ok(())
+    }
+
+    #[test]
+    fn results_are_truncated_to_return_size() -> Result {
+        let d = dev()?;
+        let (rc, out, _) = call(&d, None, Node::Compute, HL_INFO_HW_IP_INFO, 8, 0)?;
+        assert_eq!(rc, Ok(()));
+        assert_eq!(out.len(), 8);
+        let (rc, out, _) = call(&d, None, Node::Compute, HL_INFO_HW_EVENTS, 100_000, 0)?;
+        assert_eq!(rc, Ok(()));
+        assert_eq!(out.len(), 1329 * 4);
+        assert!(out.iter().all(|&b| b == 0));
+        Ok(())
+    }
+
+    #[test]
+    fn pad_must_be_zero_for_every_op() -> Result {
+        let d = dev()?;
+        for op in 0..45u32 {
+            let (rc, out, _) = call(&d, None, Node::Compute, op, 64, 1)?;
+            assert_eq!(rc, Err(EINVAL));
+            assert!(out.is_empty());
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn zero_size_or_null_pointer_is_einval() -> Result {
+        let d = dev()?;
+        let all = Iterator::chain(ALWAYS_OPS.iter(), FIRMWARE_OPS.iter());
+        for op in Iterator::chain(all, [HL_INFO_HW_IDLE, HL_INFO_TIME_SYNC].iter()) {
+            let (rc, _, _) = call_at(&d, None, Node::Compute, *op, 0, 0, 0x1000)?;
+            // The USER_MAPPINGS and error-event ops only check the pointer.
+            let pointer_only = matches!(
+                *op,
+                HL_INFO_USER_MAPPINGS
+                    | HL_INFO_HW_ERR_EVENT
+                    | HL_INFO_FW_ERR_EVENT
+                    | HL_INFO_USER_ENGINE_ERR_EVENT
+            );
+            assert_eq!(rc.is_ok(), pointer_only);
+            let (rc, out, _) = call_at(&d, None, Node::Compute, *op, 64, 0, 0)?;
+            assert_eq!(rc, Err(EINVAL));
+            assert!(out.is_empty());
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn unknown_ops_are_einval_or_ebusy_in_reset() -> Result {
+        let d = dev()?;
+        for op in [5u32, 19, 20, 39, 41, 1000, u32::MAX] {
+            let (rc, _, _) = call(&d, None, Node::Compute, op, 64, 0)?;
+            assert_eq!(rc, Err(EINVAL));
+        }
+        d.sim.set_status(DeviceStatus::InReset);
+        for op in [
+            5u32,
+            39,
+            u32::MAX,
+            HL_INFO_HW_IDLE,
+            HL_INFO_TIME_SYNC,
+            HL_INFO_CLK_RATE,
+        ] {
+            let (rc, _, _) = call(&d, None, Node::Compute, op, 64, 0)?;
+            assert_eq!(rc, Err(EBUSY));
+        }
+        // These are answered in any state.
+        for op in ALWAYS_OPS {
+            let (rc, _, _) = call(&d, None, Node::Compute, op, 64, 0)?;
+            assert_eq!(rc, Ok(()));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn device_status_follows_the_device() -> Result {
+        let d = dev()?;
+        for (st, v) in [
+            (DeviceStatus::Operational, 0u32),
+            (DeviceStatus::InReset, 1),
+            (DeviceStatus::Malfunction, 2),
+            (DeviceStatus::NeedsReset, 3),
+            (DeviceStatus::InDeviceCreation, 4),
+            (DeviceStatus::InResetAfterDeviceRelease, 5),
+        ] {
+            d.sim.set_status(st);
+            let (rc, out, _) = call(&d, None, Node::Control, HL_INFO_DEVICE_STATUS, 8, 0)?;
+            assert_eq!(rc, Ok(()));
+            assert!(out.get(0..4) == Some(&v.to_ne_bytes()[..]));
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn hw_idle_and_time_sync() -> Result {
+        let d = dev()?;
+        let (rc, out, _) = call(&d, None, Node::Compute, HL_INFO_HW_IDLE, 40, 0)?;
+        assert_eq!(rc, Ok(()));
+        assert!(out.get(0..4) == Some(&1u32.to_ne_bytes()[..]));
+        let (rc, out, _) = call(&d, None, Node::Compute, HL_INFO_TIME_SYNC, 24, 0)?;
+        assert_eq!(rc, Ok(()));
+        assert!(out.get(8..16) == Some(&77u64.to_ne_bytes()[..]));
+        Ok(())
+    }
+
+    #[test]
+    fn firmware_ops_are_not_supported() -> Result {
+        let d = dev()?;
+        for op in FIRMWARE_OPS {
+            let (rc, out, _) = call(&d, None, Node::Compute, op, 64, 0)?;
+            assert_eq!(rc, Err(EOPNOTSUPP));
+            assert!(out.is_empty());
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn eventfd_and_notifier_ops() -> Result {
+        let d = dev()?;
+        for op in [
+            HL_INFO_GET_EVENTS,
+            HL_INFO_REGISTER_EVENTFD,
+            HL_INFO_UNREGISTER_EVENTFD,
+        ] {
+            let (rc, _, _) = call(&d, None, Node::Control, op, 64, 0)?;
+            assert_eq!(rc, Err(EOPNOTSUPP));
+        }
+        let (rc, _, _) = call(&d, None, Node::Compute, HL_INFO_GET_EVENTS, 4, 0)?;
+        assert_eq!(rc, Err(EINVAL));
+        let (rc, out, _) = call(&d, None, Node::Compute, HL_INFO_GET_EVENTS, 64, 0)?;
+        assert_eq!(rc, Ok(()));
+        assert_eq!(out.len(), 8);
+        let (rc, _, _) = call(&d, None, Node::Compute, HL_INFO_UNREGISTER_EVENTFD, 0, 0)?;
+        assert_eq!(rc, Err(EINVAL));
+        let (rc, _, _) = call(&d, None, Node::Compute, HL_INFO_REGISTER_EVENTFD, 0, 0)?;
+        assert_eq!(rc, Err(EOPNOTSUPP));
+        Ok(())
+    }
+
+    #[test]
+    fn captured_error_ops_copy_nothing() -> Result {
+        let d = dev()?;
+        for op in [
+            HL_INFO_RAZWI_EVENT,
+            HL_INFO_PAGE_FAULT_EVENT,
+            HL_INFO_USER_MAPPINGS,
+            HL_INFO_HW_ERR_EVENT,
+        ] {
+            let (rc, out, args) = call(&d, None, Node::Compute, op, 64, 0)?;
+            assert_eq!(rc, Ok(()));
+            assert!(out.is_empty());
+            assert_eq!(args.arg, 0);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn sync_manager_checks_the_dcore() -> Result {
+        let d = dev()?;
+        let mut args = HlInfoArgs {
+            return_pointer: 0x1000,
+            return_size: 16,
+            op: HL_INFO_SYNC_MANAGER,
+            arg: 8,
+            pad: 0,
+        };
+        let mut rec = Recorder {
+            written: KVec::new(),
+            fault: false,
+        };
+        let c = InfoCaller {
+            dev: &d,
+            ctx: None,
+            node: Node::Compute,
+            now_ns: (0, 0),
+        };
+        assert_eq!(info_ioctl(&c, &mut args, &mut rec), Err(EINVAL));
+        args.arg = 7;
+        assert_eq!(info_ioctl(&c, &mut args, &mut rec), Ok(()));
+        assert_eq!(rec.written.len(), 16);
+        Ok(())
+    }
+
+    #[test]
+    fn dram_usage_and_open_stats_follow_the_context() -> Result {
+        let d = dev()?;
+        let (rc, out, _) = call(&d, None, Node::Control, HL_INFO_DRAM_USAGE, 16, 0)?;
+        assert_eq!(rc, Ok(()));
+        assert!(out.get(0..8) == Some(&0x17_D000_0000u64.to_ne_bytes()[..]));
+        assert!(out.get(8..16) == Some(&0u64.to_ne_bytes()[..]));
+        let ctx = Context::new(d.clone(), 1234)?;
+        let (rc, out, _) = call(&d, Some(&ctx), Node::Compute, HL_INFO_OPEN_STATS, 24, 0)?;
+        assert_eq!(rc, Ok(()));
+        assert!(out.get(0..8) == Some(&1u64.to_ne_bytes()[..]));
+        assert_eq!(out.get(16).copied(), Some(1));
+        let (_, out, _) = call(
+            &d,
+            Some(&ctx),
+            Node::Compute,
+            HL_INFO_LAST_ERR_OPEN_DEV_TIME,
+            8,
+            0,
+        )?;
+        assert!(out.get(0..8) == Some(&1234i64.to_ne_bytes()[..]));
+        drop(ctx);
+        let (_, out, _) = call(&d, None, Node::Control, HL_INFO_OPEN_STATS, 24, 0)?;
+        assert_eq!(out.get(16).copied(), Some(0));
+        Ok(())
+    }
+
+    #[test]
+    fn a_faulting_user_buffer_is_efault() -> Result {
+        let d = dev()?;
+        let mut args = HlInfoArgs {
+            return_pointer: 0x1000,
+            return_size: 304,
+            op: 0,
+            arg: 0,
+            pad: 0,
+        };
+        let mut rec = Recorder {
+            written: KVec::new(),
+            fault: true,
+        };
+        let c = InfoCaller {
+            dev: &d,
+            ctx: None,
+            node: Node::Compute,
+            now_ns: (0, 0),
+        };
+        assert_eq!(info_ioctl(&c, &mut args, &mut rec), Err(EFAULT));
+        Ok(())
+    }
+
+    fn dev() -> Result<Arc<HlDevice>> {
+        Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)
+    }
+
+    type Outcome = (Result, KVec<u8>, HlInfoArgs);
+
+    fn call(
+        d: &HlDevice,
+        ctx: Option<&Context>,
+        node: Node,
+        op: u32,
+        size: u32,
+        pad: u32,
+    ) -> Result<Outcome> {
+        call_at(d, ctx, node, op, size, pad, 0x1000)
+    }
+
+    fn call_at(
+        d: &HlDevice,
+        ctx: Option<&Context>,
+        node: Node,
+        op: u32,
+        size: u32,
+        pad: u32,
+        ptr: u64,
+    ) -> Result<Outcome> {
+        let mut args = HlInfoArgs {
+            return_pointer: ptr,
+            return_size: size,
+            op,
+            arg: 0,
+            pad,
+        };
+        let mut rec = Recorder {
+            written: KVec::new(),
+            fault: false,
+        };
+        let c = InfoCaller {
+            dev: d,
+            ctx,
+            node,
+            now_ns: (1, 77),
+        };
+        let rc = info_ioctl(&c, &mut args, &mut rec);
+        Ok((rc, rec.written, args))
+    }
+}

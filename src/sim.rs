@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The simulated Gaudi2: the [`Backend`] used when there is no hardware.
+//!
+//! Device DRAM is sparse: only 4 KiB chunks that were written are backed by
+//! host memory (a tree keyed by chunk index), so a simulated 96 GiB Gaudi2
+//! costs nothing until it is used; unwritten DRAM reads as zeros. Page-table
+//! entries live in that same DRAM, exactly where a real Gaudi2 keeps its
+//! device-resident (HMMU) tables. MMU cache invalidations are logged so tests
+//! can check that exactly the touched range was invalidated.
+//!
+//! Lock order: each lock here is a leaf (nothing else is taken under it).
+
+use crate::asic::AsicProperties;
+use crate::backend::{Backend, DeviceStatus, MmuKind};
+use kernel::{
+    new_mutex,
+    prelude::*,
+    rbtree::{RBTree, RBTreeNodeReservation},
+    sync::Mutex, //
+};
+
+/// Bytes of host memory backing one touched piece of simulated DRAM.
+const CHUNK: usize = 4096;
+const CHUNK_U64: u64 = CHUNK as u64;
+
+/// One recorded MMU cache invalidation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Invalidation {
+    /// Which MMU.
+    pub(crate) kind: MmuKind,
+    /// The ASID, or `None` for a full invalidation.
+    pub(crate) asid: Option<u32>,
+    /// First VA (0 for a full invalidation).
+    pub(crate) va: u64,
+    /// Size in bytes (0 for a full invalidation).
+    pub(crate) size: u64,
+}
+
+/// Counters and the last event of the invalidation engine.
+#[derive(Debug, Default)]
+pub(crate) struct InvalidationLog {
+    /// Number of invalidations since the device was created.
+    pub(crate) count: u64,
+    /// The most recent one.
+    pub(crate) last: Option<Invalidation>,
+}
+
+/// A simulated Gaudi2.
+///
+/// # Invariants
+///
+/// Every key of `dram` is the chunk index of an address inside
+/// `[dram_base, dram_end)`.
+#[pin_data]
+pub(crate) struct SimGaudi2 {
+    dram_base: u64,
+    dram_end: u64,
+    #[pin]
+    dram: Mutex<RBTree<u64, KBox<[u8; CHUNK]>>>,
+    #[pin]
+    status: Mutex<DeviceStatus>,
+    #[pin]
+    invalidations: Mutex<InvalidationLog>,
+}
+
+impl SimGaudi2 {
+    /// A simulated device with the DRAM geometry of `asic`, operational and idle.
+    pub(crate) fn new(asic: &AsicProperties) -> impl PinInit<Self, Error> {
+        let (dram_base, dram_end) = (asic.dram_base, asic.dram_end());
+        try_pin_init!(Self {
+            dram_base,
+            dram_end,
+            dram <- new_mutex!(RBTree::new()),
+            status <- new_mutex!(DeviceStatus::Operational),
+            invalidations <- new_mutex!(InvalidationLog::default()),
+        })
+    }
+
+    /// Put the simulated device in another state (tests, debugfs).
+    pub(crate) fn set_status(&self, status: DeviceStatus) {
+        *self.status.lock() = status;
+    }
+
+    /// A copy of the invalidation counters (tests, debugfs).
+    pub(crate) fn invalidation_log(&self) -> (u64, Option<Invalidation>) {
+        let log = self.invalidations.lock();
+        (log.count, log.last)
+    }
+
+    /// Number of 4 KiB chunks of host memory backing the simulated DRAM.
+    /// O(n) in the backed chunks: for tests and debugfs only.
+    pub(crate) fn backed_chunks(&self) -> usize {
+        self.dram.lock().iter().count()
+    }
+
+    /// Check that `[addr, addr + len)` is inside DRAM.
+    fn check(&self, addr: u64, len: usize) -> Result {
+        let len = u64::try_from(len).map_err(|_| EINVAL)?;
+        let end = addr.checked_add(len).ok_or(EINVAL)?;
+        if addr < self.dram_base || end > self.dram_end {
+            return Err(EINVAL);
+        }
+        Ok(())
+    }
+
+    fn log(&self, inv: Invalidation) {
+        let mut log = self.invalidations.lock();
+        log.count += 1;
+        log.last = Some(inv);
+    }
+}
+
+/// Split `[addr, addr + len)` into per-chunk pieces: (chunk index, offset in
+/// chunk, offset in the caller's buffer, length).
+fn pieces(addr: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usize)> {
+    let mut done = 0usize;
+    core::iter::from_fn(move || {
+        if done >= len {
+            return None;
+        }
+        let a = addr + done as u64;
+        let off = (a % CHUNK_U64) as usize;
+        let n = core::cmp::min(CHUNK - off, len - done);
+        let piece = (a / CHUNK_U64, off, done, n);
+        done += n;
+        Some(piece)
+    })
+}
+
+impl Backend for SimGaudi2 {
+    fn write_pte(&self, addr: u64, value: u64) -> Result {
+        if addr % 8 != 0 {
+            return Err(EINVAL);
+        }
+        self.dram_write(addr, &value.to_le_bytes())
+    }
+
+    fn read_pte(&self, addr: u64) -> Result<u64> {
+        if addr % 8 != 0 {
+            return Err(EINVAL);
+        }
+        let mut b = [0u8; 8];
+        self.dram_read(addr, &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    fn invalidate_range(&self, kind: MmuKind, asid: u32, va: u64, size: u64) -> Result {
+        self.log(Invalidation {
+            kind,
+            asid: Some(asid),
+            va,
+            size,
+        });
+        Ok(())
+    }
+
+    fn invalidate_all(&self, kind: MmuKind) -> Result {
+        self.log(Invalidation {
+            kind,
+            asid: None,
+            va: 0,
+            size: 0,
+        });
+        Ok(())
+    }
+
+    fn status(&self) -> DeviceStatus {
+        *self.status.lock()
+    }
+
+    fn is_idle(&self) -> bool {
+        // No engines run on the simulation.
+        true
+    }
+
+    fn dram_read(&self, addr: u64, buf: &mut [u8]) -> Result {
+        self.check(addr, buf.len())?;
+        let dram = self.dram.lock();
+        for (chunk, off, at, n) in pieces(addr, buf.len()) {
+            let dst = buf.get_mut(at..at + n).ok_or(EINVAL)?;
+            match dram.get(&chunk) {
+                Some(data) => dst.copy_from_slice(data.get(off..off + n).ok_or(EINVAL)?),
+                None => dst.fill(0),
+            }
+        }
+        Ok(())
+    }
+
+    fn dram_write(&self, addr: u64, data: &[u8]) -> Result {
+        self.check(addr, data.len())?;
+        let mut dram = self.dram.lock();
+        for (chunk, off, at, n) in pieces(addr, data.len()) {
+            let src = data.get(at..at + n).ok_or(EINVAL)?;
+            if dram.get(&chunk).is_none() {
+                // A sleeping lock: allocating here is allowed.
+                let page = KBox::new([0u8; CHUNK], GFP_KERNEL)?;
+                let node = RBTreeNodeReservation::new(GFP_KERNEL)?.into_node(chunk, page);
+                dram.insert(node);
+            }
+            if let Some(page) = dram.get_mut(&chunk) {
+                page.get_mut(off..off + n)
+                    .ok_or(EINVAL)?
+                    .copy_from_slice(src);
+            }
+        }
+        Ok(())
+    }
+}
+
+#[kunit_tests(hlrs_sim)]
+mod tests {
+    use super::*;
+    use kernel::sync::Arc;
+
+    fn sim() -> Result<Arc<SimGaudi2>> {
+        let asic = AsicProperties::gaudi2(6, 0)?;
+        Arc::pin_init(SimGaudi2::new(&asic), GFP_KERNEL)
+    }
+
+    #[test]
+    fn untouched_dram_reads_zero_and_costs_nothing() -> Result {
+        let s = sim()?;
+        let mut b = [0xffu8; 64];
+        s.dram_read(0x1001_0010_0000_0000, &mut b)?;
+        assert!(b.iter().all(|&x| x == 0));
+        assert_eq!(s.backed_chunks(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn writes_across_chunks_read_back() -> Result {
+        let s = sim()?;
+        let addr = 0x1001_0000_3000_0000 + 4096 - 3;
+        s.dram_write(addr, &[1, 2, 3, 4, 5, 6])?;
+        let mut b = [0u8; 8];
+        s.dram_read(addr - 1, &mut b)?;
+        assert_eq!(b, [0, 1, 2, 3, 4, 5, 6, 0]);
+        assert_eq!(s.backed_chunks(), 2);
+        Ok(())
+    }
+
+    #[test]
+    fn out_of_range_accesses_fail() -> Result {
+        let s = sim()?;
+        let mut b = [0u8; 8];
+        assert_eq!(s.dram_read(0x1000_0000_0000_0000, &mut b), Err(EINVAL));
+        let end = 0x1001_0000_0000_0000 + (96u64 << 30);
+        assert_eq!(s.dram_read(end - 4, &mut b), Err(EINVAL));
+        assert_eq!(s.dram_write(u64::MAX - 2, &b), Err(EINVAL));
+        assert!(s.dram_read(end - 8, &mut b).is_ok());
+        assert_eq!(s.backed_chunks(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn ptes_and_invalidations() -> Result {
+        let s = sim()?;
+        let at = 0x1001_0000_2FC0_0000;
+        s.write_pte(at, 0x1234_5000 | 0x801)?;
+        assert_eq!(s.read_pte(at)?, 0x1234_5801);
+        assert_eq!(s.write_pte(at + 4, 1), Err(EINVAL));
+        s.invalidate_range(MmuKind::Dram, 1, 0x1000, 0x2000)?;
+        let (n, last) = s.invalidation_log();
+        assert_eq!(n, 1);
+        assert_eq!(
+            last,
+            Some(Invalidation {
+                kind: MmuKind::Dram,
+                asid: Some(1),
+                va: 0x1000,
+                size: 0x2000
+            })
+        );
+        s.invalidate_all(MmuKind::Host)?;
+        let (n, last) = s.invalidation_log();
+        assert_eq!(n, 2);
+        assert_eq!(last.map(|i| (i.kind, i.asid)), Some((MmuKind::Host, None)));
+        Ok(())
+    }
+
+    #[test]
+    fn status_changes() -> Result {
+        let s = sim()?;
+        assert!(s.status().is_operational());
+        s.set_status(DeviceStatus::InReset);
+        assert!(!s.status().is_operational());
+        assert_eq!(s.status().uapi(), crate::uapi::HL_DEVICE_STATUS_IN_RESET);
+        Ok(())
+    }
+}
