@@ -8,6 +8,7 @@ OUT=$HLRS_ROOT/target/run
 mkdir -p "$OUT"
 {
 	prepare_module
+	step "in-guest binaries (static): CLI" build_guest_bins
 	step "boot the guest (QEMU), load the module, run the walk" \
 		scripts/guest.sh run "$OUT/console.log" "${HLRS_PARAMS:-}" || true
 } >&2

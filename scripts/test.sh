@@ -28,21 +28,8 @@ host_tests() {
 }
 step "host cargo test" host_tests
 
-guest_bins() {
-	# Static binaries (glibc, crt-static) so the busybox guest needs no libraries.
-	RUSTFLAGS="-C target-feature=+crt-static" cargo test -p hlrs-guest-tests --release \
-		--target x86_64-unknown-linux-gnu --no-run --message-format=json 2>"$OUT/guest-build.log" |
-		python3 -c 'import json,sys
-for l in sys.stdin:
-    m = json.loads(l)
-    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
-        print(m["executable"])' >"$OUT/guest-bins.txt" || { cat "$OUT/guest-build.log"; return 1; }
-	mkdir -p "$OUT/bin"
-	cp "$(head -n1 "$OUT/guest-bins.txt")" "$OUT/bin/guest-tests"
-}
-step "in-guest test binaries (static)" guest_bins
+step "in-guest binaries (static): tests, CLI" build_guest_bins
 
-export GUEST_BINS="$OUT/bin/guest-tests"
 step "guest run (QEMU)" scripts/guest.sh test "$OUT/console.log" "${HLRS_PARAMS:-}" || true
 
 echo "==> summary (guest console: $OUT/console.log)"

@@ -18,6 +18,11 @@ for d in /sys/class/accel/*; do
 	printf '  %-22s pci_addr=%s\n' "$(basename "$d")" "$(cat "$d/pci_addr" 2>/dev/null || echo -)"
 done
 
-if [ -x /bin/hlrs ]; then
-	/bin/hlrs-demo.sh
-fi
+say "Devices (hlrs list)"
+hlrs list
+
+say "What device 0 says about itself (hlrs info: INFO ioctl, HW_IP_INFO, on the control node)"
+hlrs info
+
+say "DRAM usage of every device (hlrs usage: INFO ioctl, DRAM_USAGE)"
+hlrs usage

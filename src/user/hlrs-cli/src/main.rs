@@ -1,0 +1,96 @@
+//! `hlrs`: operator CLI for habanalabs_rs devices.
+
+use clap::{Parser, Subcommand};
+use hlrs::{uapi::HlInfoHwIpInfo, Device};
+use std::process::ExitCode;
+
+mod format;
+
+/// Inspect and exercise habanalabs_rs (Gaudi) devices.
+#[derive(Parser, Debug)]
+#[command(name = "hlrs", version, about)]
+struct Cli {
+    /// Device index (the N of /dev/accel/accelN).
+    #[arg(short, long, default_value_t = 0, global = true)]
+    device: u32,
+    /// Machine-readable JSON instead of tables.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Decoded HW_IP_INFO of the device (through the control node).
+    Info,
+    /// DRAM used and free, per device.
+    Usage,
+    /// List the devices present.
+    List,
+}
+
+fn run(cli: &Cli) -> std::io::Result<String> {
+    match cli.command {
+        Command::Info => {
+            let dev = Device::open_control(cli.device)?;
+            let hw: HlInfoHwIpInfo = dev.hw_ip_info()?;
+            let bus = dev.bus_id().unwrap_or_default();
+            Ok(format::info(cli.device, &bus, &hw, cli.json))
+        }
+        Command::Usage => {
+            let mut rows = Vec::new();
+            for i in hlrs::device_indices()? {
+                let dev = Device::open_control(i)?;
+                let hw = dev.hw_ip_info()?;
+                let usage = dev.dram_usage()?;
+                rows.push(format::UsageRow {
+                    device: i,
+                    total: hw.dram_size,
+                    free: usage.dram_free_mem,
+                });
+            }
+            Ok(format::usage(&rows, cli.json))
+        }
+        Command::List => {
+            let mut rows = Vec::new();
+            for i in hlrs::device_indices()? {
+                let dev = Device::open_control(i)?;
+                rows.push((i, dev.bus_id().unwrap_or_default(), dev.device_status()?));
+            }
+            Ok(format::list(&rows, cli.json))
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(&cli) {
+        Ok(out) => {
+            print!("{out}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("hlrs: {}", format::describe_error(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_global_options_after_the_subcommand() {
+        let cli = Cli::try_parse_from(["hlrs", "info", "--device", "3", "--json"]).unwrap();
+        assert_eq!(cli.device, 3);
+        assert!(cli.json);
+        assert!(matches!(cli.command, Command::Info));
+    }
+
+    #[test]
+    fn rejects_unknown_subcommands() {
+        assert!(Cli::try_parse_from(["hlrs", "frobnicate"]).is_err());
+    }
+}
