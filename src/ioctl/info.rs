@@ -506,27 +506,18 @@ mod tests {
     #[test]
     fn sync_manager_checks_the_dcore() -> Result {
         let d = dev()?;
-        let mut args = HlInfoArgs {
+        let args = |arg| HlInfoArgs {
             return_pointer: 0x1000,
             return_size: 16,
             op: HL_INFO_SYNC_MANAGER,
-            arg: 8,
+            arg,
             pad: 0,
         };
-        let mut rec = Recorder {
-            written: KVec::new(),
-            fault: false,
-        };
-        let c = InfoCaller {
-            dev: &d,
-            ctx: None,
-            node: Node::Compute,
-            now_ns: (0, 0),
-        };
-        assert_eq!(info_ioctl(&c, &mut args, &mut rec), Err(EINVAL));
-        args.arg = 7;
-        assert_eq!(info_ioctl(&c, &mut args, &mut rec), Ok(()));
-        assert_eq!(rec.written.len(), 16);
+        let (rc, _, _) = run(&d, None, Node::Compute, args(8), false)?;
+        assert_eq!(rc, Err(EINVAL));
+        let (rc, out, _) = run(&d, None, Node::Compute, args(7), false)?;
+        assert_eq!(rc, Ok(()));
+        assert_eq!(out.len(), 16);
         Ok(())
     }
 
@@ -560,24 +551,15 @@ mod tests {
     #[test]
     fn a_faulting_user_buffer_is_efault() -> Result {
         let d = dev()?;
-        let mut args = HlInfoArgs {
+        let args = HlInfoArgs {
             return_pointer: 0x1000,
             return_size: 304,
             op: 0,
             arg: 0,
             pad: 0,
         };
-        let mut rec = Recorder {
-            written: KVec::new(),
-            fault: true,
-        };
-        let c = InfoCaller {
-            dev: &d,
-            ctx: None,
-            node: Node::Compute,
-            now_ns: (0, 0),
-        };
-        assert_eq!(info_ioctl(&c, &mut args, &mut rec), Err(EFAULT));
+        let (rc, _, _) = run(&d, None, Node::Compute, args, true)?;
+        assert_eq!(rc, Err(EFAULT));
         Ok(())
     }
 
@@ -607,16 +589,27 @@ mod tests {
         pad: u32,
         ptr: u64,
     ) -> Result<Outcome> {
-        let mut args = HlInfoArgs {
+        let args = HlInfoArgs {
             return_pointer: ptr,
             return_size: size,
             op,
             arg: 0,
             pad,
         };
+        run(d, ctx, node, args, false)
+    }
+
+    /// Run one INFO call into a recorder (that faults if `fault`).
+    fn run(
+        d: &HlDevice,
+        ctx: Option<&Context>,
+        node: Node,
+        mut args: HlInfoArgs,
+        fault: bool,
+    ) -> Result<Outcome> {
         let mut rec = Recorder {
             written: KVec::new(),
-            fault: false,
+            fault,
         };
         let c = InfoCaller {
             dev: d,

@@ -291,3 +291,21 @@ fn memory_ops_before_they_exist() {
         expect_errno(dev.memory_args(&mut args), EINVAL);
     }
 }
+
+#[test]
+fn module_cannot_be_unloaded_while_a_node_is_open() {
+    guest_only!();
+    for node in [Node::Compute, Node::Control] {
+        let dev = Device::open(node, 0).unwrap();
+        let st = std::process::Command::new("rmmod")
+            .arg("habanalabs_rs")
+            .status()
+            .unwrap();
+        assert!(!st.success(), "rmmod succeeded with {node:?} open");
+        assert_eq!(
+            read_trimmed("/sys/module/habanalabs_rs/initstate").unwrap(),
+            "live"
+        );
+        assert_eq!(dev.hw_ip_info().unwrap().device_id, 0x1020);
+    }
+}
