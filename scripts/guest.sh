@@ -20,7 +20,7 @@ cp "$HLRS_ROOT/habanalabs_rs.ko" "$OUT/root/"
 [ -f "$HLRS_ROOT/scripts/guest/run.sh" ] && cp "$HLRS_ROOT/scripts/guest/run.sh" "$OUT/root/run.sh"
 # The static userspace binaries built by build_guest_bins.
 BINS=$HLRS_ROOT/target/guest-bin
-[ -f "$BINS/guest-tests" ] && cp "$BINS/guest-tests" "$OUT/root/tests/"
+[ -d "$BINS/tests" ] && cp "$BINS"/tests/* "$OUT/root/tests/"
 [ -f "$BINS/hlrs" ] && cp "$BINS/hlrs" "$OUT/root/bin/hlrs"
 chmod +x "$OUT/root/init" "$OUT/root"/*.sh 2>/dev/null || true
 (cd "$OUT/root" && find . | cpio -o -H newc --quiet | gzip -1 >"$OUT/initrd.gz")

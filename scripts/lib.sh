@@ -58,7 +58,8 @@ prepare_module() {
 }
 
 # Static (glibc, crt-static) userspace binaries for the busybox guest:
-# target/guest-bin/hlrs (the CLI) and target/guest-bin/guest-tests.
+# target/guest-bin/hlrs (the CLI) and target/guest-bin/tests/<name>, one per
+# test target of tests/guest.
 build_guest_bins() {
 	local out=$HLRS_ROOT/target/guest-bin log=$HLRS_ROOT/target/guest-bin.log
 	local -a flags=(--release --target x86_64-unknown-linux-gnu)
@@ -67,14 +68,18 @@ build_guest_bins() {
 	(cd "$HLRS_ROOT" && cargo build -p hlrs-cli "${flags[@]}") >"$log" 2>&1 ||
 		{ cat "$log"; return 1; }
 	cp "$HLRS_ROOT/target/x86_64-unknown-linux-gnu/release/hlrs" "$out/hlrs"
-	local exe
-	exe=$(cd "$HLRS_ROOT" && cargo test -p hlrs-guest-tests "${flags[@]}" --no-run \
+	local list
+	list=$(cd "$HLRS_ROOT" && cargo test -p hlrs-guest-tests "${flags[@]}" --no-run \
 		--message-format=json 2>>"$log" | python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)
     if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
-        print(m["executable"])') || { cat "$log"; return 1; }
-	[ -n "$exe" ] || { cat "$log"; return 1; }
-	cp "$exe" "$out/guest-tests"
+        print(m["target"]["name"], m["executable"])') || { cat "$log"; return 1; }
+	[ -n "$list" ] || { cat "$log"; return 1; }
+	rm -rf "$out/tests"
+	mkdir -p "$out/tests"
+	while read -r name exe; do
+		cp "$exe" "$out/tests/$name"
+	done <<<"$list"
 	unset RUSTFLAGS
 }

@@ -48,6 +48,11 @@ impl Context {
         self.dram_phys_mem.load(Relaxed)
     }
 
+    /// Add `delta` bytes (negative: subtract) to the context's DRAM usage.
+    pub(crate) fn account_dram(&self, delta: i64) {
+        self.dram_phys_mem.fetch_add(delta as u64, Relaxed);
+    }
+
     /// The context's ASID.
     pub(crate) fn asid(&self) -> u32 {
         self.asid
@@ -55,7 +60,17 @@ impl Context {
 }
 
 impl Drop for Context {
+    /// Tear the context down (`hl_ctx_fini` -> `hl_vm_ctx_fini`): free every
+    /// allocation left behind, then release the ASID.
     fn drop(&mut self) {
+        let left = crate::vm::device_memory::free_all_of(self);
+        if left > 0 {
+            pr_debug!(
+                "context {}: freed {} allocation(s) left behind\n",
+                self.asid,
+                left
+            );
+        }
         self.dev.close_compute(self.asid);
     }
 }

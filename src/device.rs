@@ -2,12 +2,16 @@
 
 //! One Gaudi device (upstream `struct hl_device`, the memory-relevant part).
 //!
-//! Lock order (outermost first): `HlDevice::state` -> the backend's leaf locks.
+//! Lock order (outermost first): `HlDevice::state`, `HlDevice::handles`,
+//! `HlDevice::pool`, then the backend's leaf locks. In practice no two of them
+//! are held at once: page packs return their pages after the handle table is
+//! unlocked.
 
 use crate::{
     asic::{AsicProperties, MAX_ASID},
     backend::{Backend, DeviceStatus},
     sim::SimGaudi2,
+    vm::{dram_pool::DramPool, handles::HandleTable},
 };
 use kernel::{
     new_mutex,
@@ -15,7 +19,7 @@ use kernel::{
     str::CString,
     sync::{
         atomic::{Atomic, Relaxed},
-        Mutex,
+        Arc, Mutex,
     },
     time::{Instant, Monotonic}, //
 };
@@ -82,12 +86,26 @@ pub(crate) struct HlDevice {
     pub(crate) state: Mutex<DeviceState>,
     /// Bytes of DRAM allocated by all contexts (`dram_used_mem`).
     dram_used: Atomic<u64>,
+    /// The DRAM page pool over `[dram_user_base, dram_end)`. Page packs hold a
+    /// reference to it (not to the device, which holds them in `handles`).
+    pub(crate) pool: Arc<Mutex<DramPool>>,
+    /// Handle -> page pack, device-wide (handles of every context).
+    #[pin]
+    pub(crate) handles: Mutex<HandleTable>,
 }
 
 impl HlDevice {
     /// A new, operational device.
     pub(crate) fn new(index: u32, asic: AsicProperties) -> impl PinInit<Self, Error> {
+        let pool = DramPool::new(
+            asic.dram_user_base,
+            asic.dram_page_size,
+            asic.user_dram_pages(),
+        )
+        .and_then(|p| Arc::pin_init(new_mutex!(p), GFP_KERNEL));
         try_pin_init!(Self {
+            pool: pool?,
+            handles <- new_mutex!(HandleTable::new()),
             sim <- SimGaudi2::new(&asic),
             index,
             asic,
@@ -111,6 +129,11 @@ impl HlDevice {
     /// Bytes of DRAM allocated on the device.
     pub(crate) fn dram_used(&self) -> u64 {
         self.dram_used.load(Relaxed)
+    }
+
+    /// Add `delta` bytes (negative: subtract) to the device's DRAM usage.
+    pub(crate) fn account_dram(&self, delta: i64) {
+        self.dram_used.fetch_add(delta as u64, Relaxed);
     }
 
     /// The device state (`hl_device_status`).

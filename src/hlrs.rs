@@ -14,12 +14,14 @@ pub mod uapi;
 mod asic;
 mod backend;
 mod context;
+mod debugfs;
 mod device;
 mod ffi;
 mod file;
 mod ioctl;
 mod params;
 mod sim;
+mod vm;
 
 module! {
     type: HabanaLabsRs,
@@ -45,9 +47,11 @@ module! {
 
 struct HabanaLabsRs {
     config: params::Config,
-    /// The registered devices; dropped (unregistered) before `_region`.
-    devices: KVec<ffi::accel::AccelDevice>,
+    /// The registered devices and their debugfs files; dropped (unregistered)
+    /// before `_region` and `_debugfs`.
+    devices: KVec<(ffi::accel::AccelDevice, Pin<KBox<debugfs::DeviceDebugfs>>)>,
     _region: ffi::accel::ChrdevRegion,
+    _debugfs: kernel::debugfs::Dir,
 }
 
 impl kernel::Module for HabanaLabsRs {
@@ -68,15 +72,21 @@ impl kernel::Module for HabanaLabsRs {
             p.dram_page_size >> 20
         );
         let region = ffi::accel::ChrdevRegion::new()?;
+        let root = kernel::debugfs::Dir::new(c"habanalabs_rs");
         let mut devices = KVec::with_capacity(config.devices as usize, GFP_KERNEL)?;
         for index in 0..config.devices {
             let hdev = Arc::pin_init(device::HlDevice::new(index, p.clone()), GFP_KERNEL)?;
-            devices.push(ffi::accel::AccelDevice::new(hdev, &region)?, GFP_KERNEL)?;
+            let files = KBox::pin_init(debugfs::DeviceDebugfs::new(&root, &hdev)?, GFP_KERNEL)?;
+            devices.push(
+                (ffi::accel::AccelDevice::new(hdev, &region)?, files),
+                GFP_KERNEL,
+            )?;
         }
         Ok(Self {
             config,
             devices,
             _region: region,
+            _debugfs: root,
         })
     }
 }

@@ -1,22 +1,34 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! `DRM_IOCTL_HL_MEMORY` (upstream `hl_mem_ioctl`, common/memory.c:2194-2313).
+//!
+//! What each op writes back follows upstream (DRM copies the union back even
+//! when the op fails): ALLOC zeroes the union and sets `out.handle` (0 on
+//! failure); FREE writes nothing.
 
-use crate::{backend::DeviceStatus, file::ComputeFile, uapi::HlMemArgs};
+use crate::{
+    file::ComputeFile,
+    uapi::*,
+    vm::device_memory::{alloc_device_memory, free_device_memory}, //
+};
 use kernel::prelude::*;
 
 /// Serve one MEMORY ioctl for a compute file.
-///
-/// Device memory is not implemented yet: every op answers `EOPNOTSUPP` after
-/// the checks upstream makes first (device operational -> `EBUSY`, op in
-/// range -> `EINVAL`).
 pub(crate) fn memory_ioctl(file: &ComputeFile, args: &mut HlMemArgs) -> Result {
-    let status: DeviceStatus = file.ctx.device().status();
-    if !status.is_operational() {
+    let ctx = &file.ctx;
+    if !ctx.device().status().is_operational() {
         return Err(EBUSY);
     }
     match args.op {
-        crate::uapi::HL_MEM_OP_ALLOC..=crate::uapi::HL_MEM_OP_TS_ALLOC => Err(EOPNOTSUPP),
+        HL_MEM_OP_ALLOC => {
+            let size = args.alloc_mem_size();
+            let flags = args.flags;
+            let rc = alloc_device_memory(ctx, size, flags);
+            args.set_out_u64_zeroed(rc.as_ref().map_or(0, |&h| u64::from(h)));
+            rc.map(|_| ())
+        }
+        HL_MEM_OP_FREE => free_device_memory(ctx, args.free_handle()),
+        HL_MEM_OP_MAP..=HL_MEM_OP_TS_ALLOC => Err(EOPNOTSUPP),
         _ => Err(EINVAL),
     }
 }

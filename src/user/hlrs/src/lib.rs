@@ -259,6 +259,29 @@ impl Device {
         Ok(())
     }
 
+    /// `HL_MEM_OP_ALLOC`: allocate `size` bytes of device memory (rounded up to
+    /// whole DRAM pages) with `HL_MEM_*` `flags`; returns the handle (>= 1).
+    pub fn alloc(&self, size: u64, flags: u32) -> io::Result<u64> {
+        let mut args = HlMemArgs {
+            arg0: size,
+            op: HL_MEM_OP_ALLOC,
+            flags,
+            ..Default::default()
+        };
+        self.memory_args(&mut args)?;
+        Ok(args.out_u64())
+    }
+
+    /// `HL_MEM_OP_FREE`: free the device memory of `handle`.
+    pub fn free(&self, handle: u64) -> io::Result<()> {
+        let mut args = HlMemArgs {
+            arg0: handle,
+            op: HL_MEM_OP_FREE,
+            ..Default::default()
+        };
+        self.memory_args(&mut args)
+    }
+
     /// Issue an ioctl with any `_IOWR` opcode on a 64-byte buffer (tests of
     /// how the driver refuses numbers it does not serve).
     pub fn raw_ioctl<const OPCODE: Opcode>(&self, buf: &mut [u8; 64]) -> io::Result<()> {

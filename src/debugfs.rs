@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Debugfs: `/sys/kernel/debug/habanalabs_rs/<device>/`.
+//!
+//! | file | content |
+//! |---|---|
+//! | `dram_pool` | pool geometry, usage and a one-character-per-page map |
+//! | `memory` | every live handle: owner ASID, size, pages, contiguity, flags, mappings |
+//! | `status` | the simulated device's state; writing a state name changes it (tests) |
+
+use crate::{backend::DeviceStatus, device::HlDevice};
+use kernel::{
+    debugfs::{Dir, File},
+    fmt,
+    prelude::*,
+    str::CString,
+    sync::Arc,
+    uaccess::UserSliceReader, //
+};
+
+/// The debugfs files of one device; removed when dropped.
+#[pin_data]
+pub(crate) struct DeviceDebugfs {
+    #[pin]
+    dram_pool: File<Arc<HlDevice>>,
+    #[pin]
+    memory: File<Arc<HlDevice>>,
+    #[pin]
+    status: File<Arc<HlDevice>>,
+    _dir: Dir,
+}
+
+impl DeviceDebugfs {
+    /// Create `<root>/<index>/` and its files.
+    pub(crate) fn new(root: &Dir, dev: &Arc<HlDevice>) -> Result<impl PinInit<Self, Error>> {
+        let dir = root.subdir(&CString::try_from_fmt(fmt!("{}", dev.index))?);
+        let dev = dev.clone();
+        Ok(try_pin_init!(Self {
+            dram_pool <- dir.read_callback_file(c"dram_pool", dev.clone(), &show_dram_pool),
+            memory <- dir.read_callback_file(c"memory", dev.clone(), &show_memory),
+            status <- dir.read_write_callback_file(c"status", dev, &show_status, &write_status),
+            _dir: dir,
+        }))
+    }
+}
+
+fn show_dram_pool(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let pool = dev.pool.lock();
+    let (pages, free, size) = (pool.pages(), pool.free_pages(), pool.page_size());
+    writeln!(f, "base:        {:#x}", dev.asic.dram_user_base)?;
+    writeln!(f, "page size:   {:#x} ({} MiB)", size, size >> 20)?;
+    writeln!(
+        f,
+        "pages:       {} total, {} used, {} free",
+        pages,
+        pages - free,
+        free
+    )?;
+    writeln!(
+        f,
+        "used bytes:  {} (DRAM_USAGE: {} used)",
+        (pages - free) * size,
+        dev.dram_used()
+    )?;
+    write!(f, "map:         ")?;
+    for i in 0..pages {
+        f.write_str(if pool.is_used(i) { "U" } else { "." })?;
+    }
+    writeln!(f)
+}
+
+fn show_memory(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    writeln!(
+        f,
+        "handle  asid  size                pages  contiguous  shared  mappings  first page"
+    )?;
+    let table = dev.handles.lock();
+    let mut result = Ok(());
+    table.for_each(|h, e| {
+        let p = &e.pack;
+        if result.is_ok() {
+            result = writeln!(
+                f,
+                "{:<7} {:<5} {:<#19x} {:<6} {:<11} {:<7} {:<9} {:#x}",
+                h,
+                p.asid,
+                p.total_size,
+                p.npages,
+                if p.is_contiguous() { "yes" } else { "no" },
+                if p.flags & crate::uapi::HL_MEM_SHARED != 0 {
+                    "yes"
+                } else {
+                    "no"
+                },
+                e.mapping_cnt,
+                p.page_addr(0).unwrap_or(0)
+            );
+        }
+    });
+    result
+}
+
+const STATUS_NAMES: [(&str, DeviceStatus); 6] = [
+    ("operational", DeviceStatus::Operational),
+    ("in_reset", DeviceStatus::InReset),
+    ("malfunction", DeviceStatus::Malfunction),
+    ("needs_reset", DeviceStatus::NeedsReset),
+    ("in_device_creation", DeviceStatus::InDeviceCreation),
+    (
+        "in_reset_after_device_release",
+        DeviceStatus::InResetAfterDeviceRelease,
+    ),
+];
+
+fn show_status(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let now = dev.status();
+    let name = STATUS_NAMES
+        .iter()
+        .find(|(_, s)| *s == now)
+        .map_or("?", |(n, _)| n);
+    writeln!(f, "{}", name)
+}
+
+fn write_status(dev: &Arc<HlDevice>, reader: &mut UserSliceReader) -> Result {
+    let mut buf = [0u8; 40];
+    let n = core::cmp::min(reader.len(), buf.len());
+    reader.read_slice(buf.get_mut(..n).ok_or(EINVAL)?)?;
+    let text = core::str::from_utf8(buf.get(..n).ok_or(EINVAL)?)
+        .map_err(|_| EINVAL)?
+        .trim();
+    let status = STATUS_NAMES
+        .iter()
+        .find(|(n, _)| *n == text)
+        .map(|(_, s)| *s)
+        .ok_or(EINVAL)?;
+    dev.sim.set_status(status);
+    Ok(())
+}

@@ -1,0 +1,332 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! ALLOC and FREE of device memory (upstream `alloc_device_memory` and
+//! `free_device_memory`, common/memory.c:87-211, 353-386).
+
+use crate::{
+    context::Context,
+    uapi::{HL_MEM_CONTIGUOUS, HL_MEM_FLAGS_ALL},
+    vm::{handles::HandleReservation, page_pack::PhysPgPack},
+};
+use kernel::{prelude::*, sync::Arc};
+
+/// Allocate `mem_size` bytes of DRAM for `ctx`, rounded up to whole DRAM pages;
+/// returns the new handle (>= 1).
+///
+/// Errors: `EINVAL` for a zero size, a size whose rounding overflows (upstream
+/// wraps to 0 pages and also says `EINVAL`) or unknown flag bits (upstream
+/// ignores them); `ENOMEM` when the pool cannot satisfy it or no handle is
+/// left (upstream: `EFAULT`). On error nothing is allocated and the usage
+/// counters are unchanged.
+///
+/// Cost: O(npages) for the page addresses of a non-contiguous pack, O(log n)
+/// for the handle; one accounting update (upstream takes one pool reference
+/// per page).
+pub(crate) fn alloc_device_memory(ctx: &Context, mem_size: u64, flags: u32) -> Result<u32> {
+    if flags & !HL_MEM_FLAGS_ALL != 0 {
+        return Err(EINVAL);
+    }
+    let dev = ctx.device();
+    // The ALLOC page size is always the default one: `supports_user_set_page_size`
+    // is never set for Gaudi2 upstream, so `alloc.page_size` is ignored.
+    let page_size = dev.asic.dram_page_size;
+    if mem_size == 0 {
+        return Err(EINVAL);
+    }
+    let npages = mem_size.checked_add(page_size - 1).ok_or(EINVAL)? / page_size;
+    let contiguous = flags & HL_MEM_CONTIGUOUS != 0;
+    let pack = Arc::new(
+        PhysPgPack::alloc(dev, ctx.asid(), flags, npages, contiguous)?,
+        GFP_KERNEL,
+    )?;
+    let total = pack.total_size;
+    let res = HandleReservation::new()?;
+    let handle = dev.handles.lock().insert(pack, res)?;
+    dev.account_dram(total as i64);
+    ctx.account_dram(total as i64);
+    Ok(handle)
+}
+
+/// Free the DRAM of `handle` (only its low 32 bits count, as upstream).
+///
+/// Errors: `EINVAL` for an unknown handle, or one with live mappings (the
+/// memory stays allocated); `EPERM` for a handle another context owns
+/// (upstream does not check ownership).
+pub(crate) fn free_device_memory(ctx: &Context, handle: u64) -> Result {
+    let dev = ctx.device();
+    let handle = handle as u32;
+    let asid = ctx.asid();
+    let pack = dev.handles.lock().remove_if(handle, |e| {
+        if e.pack.asid != asid {
+            Err(EPERM)
+        } else if e.mapping_cnt > 0 {
+            Err(EINVAL)
+        } else {
+            Ok(())
+        }
+    })?;
+    dev.account_dram(-(pack.total_size as i64));
+    ctx.account_dram(-(pack.total_size as i64));
+    // The pages go back to the pool when the last reference is dropped here.
+    drop(pack);
+    Ok(())
+}
+
+/// Free every allocation `ctx` still owns (the DRAM part of `hl_vm_ctx_fini`,
+/// common/memory.c:2787-2804), including `HL_MEM_SHARED` ones, as upstream.
+/// Returns how many there were.
+pub(crate) fn free_all_of(ctx: &Context) -> usize {
+    let dev = ctx.device();
+    let mut left = KVec::new();
+    if dev
+        .handles
+        .lock()
+        .take_owned_by(ctx.asid(), &mut left)
+        .is_err()
+    {
+        pr_err!("context teardown: could not collect the handles left behind\n");
+    }
+    for (_, pack) in left.iter() {
+        dev.account_dram(-(pack.total_size as i64));
+        ctx.account_dram(-(pack.total_size as i64));
+    }
+    left.len()
+}
+
+#[kunit_tests(hlrs_device_memory)]
+mod tests {
+    use super::*;
+    use crate::{
+        asic::AsicProperties, device::HlDevice, file::ComputeFile, ioctl::memory::memory_ioctl,
+        uapi::*,
+    };
+
+    const PAGE: u64 = 0x3000_0000;
+    const USER: u64 = 127 * PAGE;
+
+    #[test]
+    fn handles_start_at_one_and_are_reused_lowest_first() -> Result {
+        let (d, ctx) = setup(0)?;
+        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 1);
+        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 2);
+        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 3);
+        free_device_memory(&ctx, 1)?;
+        free_device_memory(&ctx, 3)?;
+        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 1);
+        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 3);
+        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 4);
+        assert_eq!(d.handles.lock().len(), 4);
+        Ok(())
+    }
+
+    #[test]
+    fn sizes_round_up_to_whole_dram_pages() -> Result {
+        let (d, ctx) = setup(0)?;
+        let h = alloc_device_memory(&ctx, 1, 0)?;
+        assert_eq!(ctx.dram_phys_mem(), PAGE);
+        assert_eq!(d.dram_used(), PAGE);
+        alloc_device_memory(&ctx, PAGE + 1, 0)?;
+        assert_eq!(ctx.dram_phys_mem(), 3 * PAGE);
+        free_device_memory(&ctx, u64::from(h))?;
+        assert_eq!(ctx.dram_phys_mem(), 2 * PAGE);
+        assert_eq!(d.pool.lock().free_pages(), 125);
+        Ok(())
+    }
+
+    #[test]
+    fn bad_sizes_and_flags_are_einval() -> Result {
+        let (d, ctx) = setup(0)?;
+        assert_eq!(alloc_device_memory(&ctx, 0, 0), Err(EINVAL));
+        // Upstream's rounding wraps to 0 pages here; ours is checked.
+        assert_eq!(alloc_device_memory(&ctx, u64::MAX, 0), Err(EINVAL));
+        assert_eq!(
+            alloc_device_memory(&ctx, u64::MAX - PAGE + 2, 0),
+            Err(EINVAL)
+        );
+        for bad in [0x10u32, 0x20, 0x8000_0000] {
+            assert_eq!(alloc_device_memory(&ctx, 1, bad), Err(EINVAL));
+        }
+        assert_eq!(d.dram_used(), 0);
+        assert_eq!(d.handles.lock().len(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn exhaustion_is_enomem_and_leaks_nothing() -> Result {
+        for flags in [0, HL_MEM_CONTIGUOUS] {
+            let (d, ctx) = setup(0)?;
+            assert_eq!(alloc_device_memory(&ctx, USER + 1, flags), Err(ENOMEM));
+            assert_eq!(d.dram_used(), 0);
+            assert_eq!(d.pool.lock().free_pages(), 127);
+            let h = alloc_device_memory(&ctx, USER, flags)?;
+            assert_eq!(alloc_device_memory(&ctx, 1, flags), Err(ENOMEM));
+            free_device_memory(&ctx, u64::from(h))?;
+            assert_eq!(alloc_device_memory(&ctx, 1, flags)?, 1);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn contiguous_packs_store_no_per_page_entries() -> Result {
+        let (d, ctx) = setup(0)?;
+        let a = alloc_device_memory(&ctx, 3 * PAGE, HL_MEM_CONTIGUOUS)?;
+        let b = alloc_device_memory(&ctx, 3 * PAGE, 0)?;
+        let handles = d.handles.lock();
+        let pa = handles.get(a).ok_or(EINVAL)?.pack.clone();
+        let pb = handles.get(b).ok_or(EINVAL)?.pack.clone();
+        drop(handles);
+        assert!(pa.is_contiguous());
+        assert_eq!(pa.descriptor_bytes(), 0);
+        let base = pa.page_addr(0).ok_or(EINVAL)?;
+        assert_eq!(base, d.asic.dram_user_base);
+        assert_eq!(pa.page_addr(2), Some(base + 2 * PAGE));
+        assert_eq!(pa.page_addr(3), None);
+        assert!(!pb.is_contiguous());
+        assert_eq!(pb.descriptor_bytes(), 3 * 8);
+        assert_eq!(pb.page_addr(0), Some(base + 3 * PAGE));
+        assert_eq!(pb.npages, 3);
+        assert_eq!(pb.total_size, 3 * PAGE);
+        assert_eq!(pb.page_size, PAGE);
+        Ok(())
+    }
+
+    #[test]
+    fn free_checks_handle_mapping_and_owner() -> Result {
+        let (d, ctx) = setup(0)?;
+        assert_eq!(free_device_memory(&ctx, 1), Err(EINVAL));
+        let h = alloc_device_memory(&ctx, 1, HL_MEM_SHARED)?;
+        // Mapped: refused, memory stays.
+        d.handles.lock().get_mut(h).ok_or(EINVAL)?.mapping_cnt = 1;
+        assert_eq!(free_device_memory(&ctx, u64::from(h)), Err(EINVAL));
+        assert_eq!(d.dram_used(), PAGE);
+        d.handles.lock().get_mut(h).ok_or(EINVAL)?.mapping_cnt = 0;
+        // Only the low 32 bits of the handle count.
+        free_device_memory(&ctx, (1u64 << 32) | u64::from(h))?;
+        assert_eq!(d.dram_used(), 0);
+        assert_eq!(free_device_memory(&ctx, u64::from(h)), Err(EINVAL));
+        // A pack of another ASID (the kernel's) cannot be freed by the user context.
+        let foreign = Arc::new(PhysPgPack::alloc(&d, 0, 0, 1, true)?, GFP_KERNEL)?;
+        let fh = d
+            .handles
+            .lock()
+            .insert(foreign, HandleReservation::new()?)?;
+        assert_eq!(free_device_memory(&ctx, u64::from(fh)), Err(EPERM));
+        assert_eq!(d.pool.lock().free_pages(), 126);
+        Ok(())
+    }
+
+    #[test]
+    fn teardown_frees_everything_left_behind() -> Result {
+        let (d, ctx) = setup(0)?;
+        alloc_device_memory(&ctx, 5 * PAGE, HL_MEM_CONTIGUOUS)?;
+        alloc_device_memory(&ctx, 7 * PAGE, HL_MEM_SHARED)?;
+        alloc_device_memory(&ctx, 1, 0)?;
+        assert_eq!(d.dram_used(), 13 * PAGE);
+        drop(ctx);
+        assert_eq!(d.dram_used(), 0);
+        assert_eq!(d.pool.lock().free_pages(), 127);
+        assert_eq!(d.handles.lock().len(), 0);
+        // The next context starts from scratch.
+        let ctx = Context::new(d.clone(), 2)?;
+        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 1);
+        Ok(())
+    }
+
+    #[test]
+    fn ioctl_writes_the_union_back_as_upstream() -> Result {
+        let (d, ctx) = setup(0)?;
+        let file = ComputeFile { ctx };
+        // ALLOC zeroes the union and sets the handle; page_size is ignored.
+        for page_size in [0u64, 3, 4096, 1 << 40] {
+            let mut a = HlMemArgs {
+                arg0: 1,
+                arg1: page_size,
+                arg2: 9,
+                op: HL_MEM_OP_ALLOC,
+                flags: 0,
+                ctx_id: 5,
+                num_of_elements: 7,
+            };
+            memory_ioctl(&file, &mut a)?;
+            assert!(a.out_u64() >= 1);
+            assert_eq!((a.arg1, a.arg2, a.op, a.ctx_id), (0, 0, 0, 0));
+        }
+        assert_eq!(d.dram_used(), 4 * PAGE);
+        // A failed ALLOC leaves handle 0.
+        let mut a = HlMemArgs {
+            arg0: 0,
+            arg1: 5,
+            op: HL_MEM_OP_ALLOC,
+            ..Default::default()
+        };
+        assert_eq!(memory_ioctl(&file, &mut a), Err(EINVAL));
+        assert_eq!(a, HlMemArgs::default());
+        // FREE writes nothing back.
+        let mut f = HlMemArgs {
+            arg0: 2,
+            arg1: 77,
+            op: HL_MEM_OP_FREE,
+            ..Default::default()
+        };
+        let before = f;
+        memory_ioctl(&file, &mut f)?;
+        assert_eq!(f, before);
+        // Unknown op, and the device not operational.
+        let mut u = HlMemArgs {
+            op: 7,
+            ..Default::default()
+        };
+        assert_eq!(memory_ioctl(&file, &mut u), Err(EINVAL));
+        d.sim.set_status(crate::backend::DeviceStatus::NeedsReset);
+        let mut a = HlMemArgs {
+            arg0: 1,
+            op: HL_MEM_OP_ALLOC,
+            ..Default::default()
+        };
+        assert_eq!(memory_ioctl(&file, &mut a), Err(EBUSY));
+        assert_eq!(d.dram_used(), 3 * PAGE);
+        Ok(())
+    }
+
+    #[test]
+    fn dram_usage_is_exact_through_a_random_mix() -> Result {
+        let (d, ctx) = setup(0)?;
+        let mut live: KVec<(u32, u64)> = KVec::new();
+        let mut seed = 0x9E37_79B9_7F4A_7C15u64;
+        for _ in 0..2000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            if seed % 3 != 0 || live.is_empty() {
+                let pages = seed % 9 + 1;
+                let flags = if seed & 0x100 != 0 {
+                    HL_MEM_CONTIGUOUS
+                } else {
+                    0
+                };
+                match alloc_device_memory(&ctx, pages * PAGE - (seed % PAGE), flags) {
+                    Ok(h) => live.push((h, pages), GFP_KERNEL)?,
+                    Err(e) => assert_eq!(e, ENOMEM),
+                }
+            } else {
+                let i = (seed as usize / 3) % live.len();
+                let (h, _) = live.remove(i)?;
+                free_device_memory(&ctx, u64::from(h))?;
+            }
+            let used: u64 = live.iter().map(|&(_, p)| p * PAGE).sum();
+            assert_eq!(d.dram_used(), used);
+            assert_eq!(ctx.dram_phys_mem(), used);
+            assert_eq!(d.pool.lock().free_pages(), 127 - used / PAGE);
+        }
+        Ok(())
+    }
+
+    fn setup(index: u32) -> Result<(Arc<HlDevice>, Context)> {
+        let d = Arc::pin_init(
+            HlDevice::new(index, AsicProperties::gaudi2(6, 0)?),
+            GFP_KERNEL,
+        )?;
+        let ctx = Context::new(d.clone(), 1)?;
+        Ok((d, ctx))
+    }
+}
