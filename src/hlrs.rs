@@ -13,6 +13,7 @@ pub mod uapi;
 
 mod asic;
 mod params;
+mod vm;
 
 module! {
     type: HabanaLabsRs,
