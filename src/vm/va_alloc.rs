@@ -1,0 +1,2435 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The VA block allocator of one VA range (upstream `struct hl_va_range` with
+//! `get_va_block`, `add_va_block`, `hl_reserve_va_block` and
+//! `hl_unreserve_va_block`, common/memory.c:398-821).
+//!
+//! One [`VaAllocator`] manages one range of device virtual addresses: HOST
+//! (4 KiB pages), HOST_HUGE (2 MiB pages) or DRAM (Gaudi2's page of
+//! 16 x HBMs x 8 MiB, e.g. 0x3000_0000, which is not a power of two). Every block
+//! it hands out is a whole number of pages from the range start.
+//!
+//! # Design
+//!
+//! Binder's two-tree best-fit allocator (`drivers/android/binder/range_alloc/tree.rs`)
+//! extended with alignment classes, hints and the hint-reserved span:
+//!
+//! - `blocks`: an [`RBTree`] keyed by start address holding **every** block, free
+//!   and allocated, so that they tile the range. Free neighbours are merged.
+//! - One size tree per alignment class, keyed `(usable size, start)` and holding
+//!   the searchable free blocks. The usable size is what is left after aligning
+//!   the block start to the class (`valid_size` upstream). The page-size class
+//!   always exists; at most one larger power-of-two class (2 MiB in the 4 KiB
+//!   host range) may be added. Best fit is then one `cursor_lower_bound` on
+//!   `(size, 0)`: the smallest usable size `>= size`, ties to the lowest address,
+//!   exactly upstream's choice.
+//! - The hint-reserved span (`hints_*_reserved_va_range`), rounded out to whole
+//!   pages and called the *hint-only span* here, splits free blocks at its two
+//!   edges. Free blocks inside it are kept out of the size trees, so a no-hint
+//!   allocation can never land there; a hint still reaches them. An allocation
+//!   made by hint across an edge is stored as one segment per side and freed as
+//!   a unit.
+//! - Every tree node an allocation may need is reserved up front
+//!   ([`VaAllocator::prepare`], possibly before taking the caller's lock), and
+//!   every allocated block keeps the size-tree nodes it needs once it is free, so
+//!   [`VaAllocator::free`] never allocates and cannot fail for lack of memory. A
+//!   request is decided without touching the state and then committed by code
+//!   with no failure path, so a failed call changes nothing.
+//!
+//! # Complexity compared with upstream
+//!
+//! n is the number of blocks in the range.
+//!
+//! | operation | upstream (sorted list of free blocks) | here |
+//! |---|---|---|
+//! | allocate, no hint | O(n) scan for best fit, O(n) more to re-insert the front part | O(log n), also with the 2 MiB class |
+//! | allocate with hint | O(n) scan until the hint's block | O(log n) |
+//! | free | O(n) overlap scan and insertion | O(log n) |
+//! | bad-free detection | overlap with free blocks only; allocations are not recorded | exact: start and size must match one allocation |
+//! | [`VaAllocator::clear`] | O(n) | O(n log n), and it reports leaked allocations |
+//!
+//! Memory: one `blocks` node per block plus one size-tree node per class for
+//! every block (linked while free and searchable, held spare otherwise). Each
+//! allocation reserves the worst case up front, two `blocks` nodes and four
+//! size-tree nodes (six small `kmalloc`s); what it does not use is freed.
+//!
+//! # Differences from upstream, on purpose
+//!
+//! - A hint whose `[hint, hint + size)` ends exactly on the last byte of a free
+//!   block is honoured (upstream tests `hint + size <= inclusive end`: off by one,
+//!   spec 7.3 item 14).
+//! - A no-hint allocation avoids the hint-reserved span by splitting free blocks
+//!   at its edges, so the free part beside the span stays usable. Upstream skips a
+//!   whole block when the candidate at its aligned start overlaps the span, and it
+//!   does not apply the span at all when a non-zero hint could not be honoured; here
+//!   a hint that falls back to best fit also avoids the span.
+//! - The best-fit candidates are therefore the free blocks cut at the span edges;
+//!   otherwise the choice (smallest usable size, lowest address) is upstream's.
+//! - Sizes are rounded up to whole pages for every page size (upstream rounds only
+//!   the non-power-of-two DRAM page), with checked arithmetic. Sizes are `u64`
+//!   everywhere (upstream cuts the overlap checks to `u32`, spec 7.4 item 24).
+//! - Only the alignment classes given at construction are served; other
+//!   alignments are rejected rather than searched in O(n).
+//! - Allocated blocks are recorded: a free must name exactly one allocation.
+//! - Failures are distinct errors ([`VaAllocError`]) instead of "0 means no VA".
+//! - No VA is ever lost on an allocation failure (upstream loses the range when
+//!   re-inserting the front part fails, spec 7.3 item 11).
+//!
+//! # Errors
+//!
+//! | case | [`VaAllocError`] | errno here | upstream |
+//! |---|---|---|---|
+//! | size 0, or rounding the size up to pages overflows | `InvalidSize` | `EINVAL` | no check (callers never pass 0; an overflowing DRAM rounding wraps) |
+//! | alignment not 0 or a power of two, or not an alignment class of the range | `InvalidAlign` | `EINVAL` | no check (any alignment, O(n) search) |
+//! | `force_hint` with hint 0 | `NoHint` | `EINVAL` | `ENOMEM` (mem:693-702) |
+//! | `force_hint` with a misaligned hint | `MisalignedHint` | `EINVAL` | `ENOMEM` (mem:628-634) |
+//! | `force_hint`, `[hint, hint + size)` not inside the range or wrapping | `HintOutOfRange` | `EINVAL` | `ENOMEM` (no block matches) |
+//! | `force_hint`, `[hint, hint + size)` not entirely free | `HintInUse` | `EADDRINUSE` | `ENOMEM` (mem:693-702) |
+//! | no free block can hold the request | `NoSpace` | `ENOMEM` | `ENOMEM` (mem:687-691) |
+//! | reserving tree nodes failed | `NoMemory` | `ENOMEM` | `ENOMEM` |
+//! | free/unreserve that is not exactly one allocation | (kernel `Error`) | `EINVAL` | `EINVAL` only when it overlaps a free block or (unreserve) lies in no range; otherwise accepted |
+//!
+//! Without `force_hint` a misaligned, out-of-range or occupied hint is ignored and
+//! the request is placed by best fit, as upstream does. [`VaAllocError::to_errno`]
+//! gives the errno of this table, [`VaAllocError::upstream_errno`] upstream's.
+#![allow(dead_code)] // Until the context wires it in (issue 4).
+
+use crate::asic::VaSpan;
+use core::mem;
+use kernel::{
+    alloc::Flags,
+    prelude::*,
+    rbtree::{RBTree, RBTreeNode, RBTreeNodeReservation},
+};
+
+/// Key of the size trees: (usable size for the tree's alignment class, block start).
+type SizeKey = (u64, u64);
+/// A size tree: the searchable free blocks of one alignment class.
+type SizeTree = RBTree<SizeKey, ()>;
+/// Memory for one size-tree node.
+type SizeNodeRes = RBTreeNodeReservation<SizeKey, ()>;
+/// Memory for one node of the block tree.
+type BlockNodeRes = RBTreeNodeReservation<u64, Block>;
+
+/// Largest number of blocks an allocation can cover: the hint-only span has two
+/// edges, so a free run is at most three blocks long.
+const MAX_RUN: usize = 3;
+
+/// Why an allocation failed. See the table in the module documentation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum VaAllocError {
+    /// The size is 0, or rounding it up to whole pages overflows `u64`.
+    InvalidSize,
+    /// The alignment is neither 0 nor a power of two, or, raised to the page
+    /// size, it is not one of the range's alignment classes.
+    InvalidAlign,
+    /// `force_hint` without a hint (hint 0).
+    NoHint,
+    /// `force_hint` with a hint that is not aligned.
+    MisalignedHint,
+    /// `force_hint` with a hint whose `[hint, hint + size)` is not inside the
+    /// range (or wraps around).
+    HintOutOfRange,
+    /// `force_hint` with a hint whose `[hint, hint + size)` is not entirely free.
+    HintInUse,
+    /// No free block can hold the request.
+    NoSpace,
+    /// Reserving tree nodes failed (only from the calls that allocate them).
+    NoMemory,
+}
+
+impl VaAllocError {
+    /// The errno this driver returns for the error. O(1).
+    pub(crate) fn to_errno(self) -> Error {
+        match self {
+            Self::InvalidSize
+            | Self::InvalidAlign
+            | Self::NoHint
+            | Self::MisalignedHint
+            | Self::HintOutOfRange => EINVAL,
+            Self::HintInUse => EADDRINUSE,
+            Self::NoSpace | Self::NoMemory => ENOMEM,
+        }
+    }
+
+    /// The errno upstream returns in the same case: `get_va_block` reports every
+    /// failure as address 0, which its callers turn into `ENOMEM` (mem:1178-1182).
+    /// O(1).
+    pub(crate) fn upstream_errno(self) -> Error {
+        ENOMEM
+    }
+}
+
+impl From<VaAllocError> for Error {
+    fn from(e: VaAllocError) -> Self {
+        e.to_errno()
+    }
+}
+
+/// How to build a [`VaAllocator`]: upstream `va_range_init`'s arguments plus the
+/// ASIC's hint rules.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct VaAllocConfig {
+    /// The VA range. With a power-of-two page size it is shrunk to whole pages.
+    pub(crate) span: VaSpan,
+    /// The range's page size; every block is a whole number of pages.
+    pub(crate) page_size: u64,
+    /// A second alignment class served in O(log n), e.g. 2 MiB in the 4 KiB host
+    /// range: a power of two larger than the page size, which must be a power of
+    /// two too.
+    pub(crate) extra_align: Option<u64>,
+    /// The span kept for hint addresses (`hints_*_reserved_va_range`), if any.
+    pub(crate) hint_reserved: Option<VaSpan>,
+    /// Address bits ignored when the alignment of a hint is checked against a
+    /// non-power-of-two page size (upstream `dram_hints_align_mask`; Gaudi2:
+    /// `crate::asic::DRAM_HINTS_ALIGN_MASK`, so only the low 48 bits are
+    /// checked). Unused for power-of-two page sizes.
+    pub(crate) hint_ignored_bits: u64,
+}
+
+impl VaAllocConfig {
+    /// A range of `page_size` pages with no extra class, no hint-reserved span
+    /// and no ignored hint bits.
+    pub(crate) const fn new(span: VaSpan, page_size: u64) -> Self {
+        Self {
+            span,
+            page_size,
+            extra_align: None,
+            hint_reserved: None,
+            hint_ignored_bits: 0,
+        }
+    }
+
+    /// The same with a second alignment class.
+    pub(crate) const fn with_extra_align(mut self, align: u64) -> Self {
+        self.extra_align = Some(align);
+        self
+    }
+
+    /// The same with a hint-reserved span.
+    pub(crate) const fn with_hint_reserved(mut self, span: VaSpan) -> Self {
+        self.hint_reserved = Some(span);
+        self
+    }
+
+    /// The same with address bits ignored by the hint alignment check.
+    pub(crate) const fn with_hint_ignored_bits(mut self, bits: u64) -> Self {
+        self.hint_ignored_bits = bits;
+        self
+    }
+}
+
+/// One allocation request (upstream `get_va_block`'s arguments).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct VaRequest {
+    /// Bytes wanted; rounded up to whole pages.
+    pub(crate) size: u64,
+    /// Alignment: 0 or a power of two, raised to the page size. It must then be
+    /// the page size or the range's extra class. Ignored for a non-power-of-two
+    /// page size, whose blocks are always aligned to whole pages from the range
+    /// start (as upstream ignores it there).
+    pub(crate) align: u64,
+    /// The wanted start address, or 0 for none.
+    pub(crate) hint: u64,
+    /// Fail unless the block is placed exactly at `hint` (`HL_MEM_FORCE_HINT`).
+    pub(crate) force_hint: bool,
+}
+
+impl VaRequest {
+    /// `size` bytes anywhere, page aligned.
+    pub(crate) const fn new(size: u64) -> Self {
+        Self {
+            size,
+            align: 0,
+            hint: 0,
+            force_hint: false,
+        }
+    }
+
+    /// The same with an alignment.
+    pub(crate) const fn with_align(mut self, align: u64) -> Self {
+        self.align = align;
+        self
+    }
+
+    /// The same, preferably at `hint`.
+    pub(crate) const fn with_hint(mut self, hint: u64) -> Self {
+        self.hint = hint;
+        self.force_hint = false;
+        self
+    }
+
+    /// The same, at `hint` or not at all.
+    pub(crate) const fn with_forced_hint(mut self, hint: u64) -> Self {
+        self.hint = hint;
+        self.force_hint = true;
+        self
+    }
+}
+
+/// The size-tree nodes one block owns, one per alignment class.
+///
+/// `None` only where the allocator has no extra class; a block missing a node
+/// (which the invariants rule out) would only be left out of that size tree.
+struct SizeNodes {
+    base: Option<SizeNodeRes>,
+    extra: Option<SizeNodeRes>,
+}
+
+impl SizeNodes {
+    /// Fresh nodes for the page class and, if `extra`, the extra class.
+    fn new(flags: Flags, extra: bool) -> Result<Self> {
+        Ok(Self {
+            base: Some(RBTreeNodeReservation::new(flags)?),
+            extra: if extra {
+                Some(RBTreeNodeReservation::new(flags)?)
+            } else {
+                None
+            },
+        })
+    }
+
+    /// Keep `self`'s nodes and fill a missing one from `other`; drop the rest.
+    fn or(self, other: Self) -> Self {
+        Self {
+            base: self.base.or(other.base),
+            extra: self.extra.or(other.extra),
+        }
+    }
+}
+
+/// The memory for the tree nodes one allocation may need: one block-tree node
+/// and its size-tree nodes for each of the two pieces a cut may create.
+struct Piece {
+    node: BlockNodeRes,
+    sizes: SizeNodes,
+}
+
+impl Piece {
+    fn new(flags: Flags) -> Result<Self> {
+        Ok(Self {
+            node: RBTreeNodeReservation::new(flags)?,
+            sizes: SizeNodes::new(flags, true)?,
+        })
+    }
+}
+
+/// Tree nodes reserved for one allocation by [`VaAllocator::prepare`].
+///
+/// Obtained before taking the lock that protects the allocator and consumed by
+/// [`VaAllocator::alloc_with`]; what the allocation does not need is freed when it
+/// is dropped.
+pub(crate) struct VaReservations {
+    /// For the allocated block when it does not start at its free block's start.
+    head: Piece,
+    /// For the free rest behind the allocated block.
+    tail: Piece,
+}
+
+/// What a block is.
+enum State {
+    /// Free and outside the hint-only span: linked in every size tree.
+    Free,
+    /// Free and inside the hint-only span: reachable by hint only, so not in the
+    /// size trees; holds its size-tree nodes.
+    FreeHintOnly(SizeNodes),
+    /// The first (usually only) segment of the allocation `[start, alloc_end)`.
+    Allocated { nodes: SizeNodes, alloc_end: u64 },
+    /// A further segment of the allocation that starts in the block before: an
+    /// allocation made by hint across an edge of the hint-only span.
+    Continued(SizeNodes),
+}
+
+impl State {
+    fn is_free(&self) -> bool {
+        matches!(self, Self::Free | Self::FreeHintOnly(_))
+    }
+}
+
+/// One block `[start, end)`; the start is its key in the block tree.
+struct Block {
+    end: u64,
+    state: State,
+}
+
+/// The second alignment class and its size tree.
+struct ExtraClass {
+    align: u64,
+    tree: SizeTree,
+}
+
+/// The alignment class of a request.
+#[derive(Clone, Copy)]
+struct Class {
+    /// The alignment (the page size for the page class).
+    align: u64,
+    /// Whether it is the extra class.
+    extra: bool,
+}
+
+/// The free blocks an allocation takes, in address order (read-only plan).
+struct Run {
+    keys: [u64; MAX_RUN],
+    len: usize,
+    first: u64,
+    last: u64,
+    last_end: u64,
+}
+
+impl Run {
+    fn new(start: u64, end: u64) -> Self {
+        Self {
+            keys: [start; MAX_RUN],
+            len: 1,
+            first: start,
+            last: start,
+            last_end: end,
+        }
+    }
+
+    /// Append the block `[start, end)`; `false` if the run is full.
+    fn push(&mut self, start: u64, end: u64) -> bool {
+        match self.keys.get_mut(self.len) {
+            Some(k) => {
+                *k = start;
+                self.len += 1;
+                self.last = start;
+                self.last_end = end;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// Where an allocation goes: `[start, end)` inside the free blocks of `run`.
+struct Placement {
+    start: u64,
+    end: u64,
+    run: Run,
+}
+
+/// `x` rounded up to `align` (a power of two), or `None` on overflow. O(1).
+fn align_up(x: u64, align: u64) -> Option<u64> {
+    let mask = align.checked_sub(1)?;
+    Some(x.checked_add(mask)? & !mask)
+}
+
+/// What `[start, end)` offers an allocation aligned to `align` (a power of two):
+/// `end - align_up(start)`, or 0 when nothing aligned fits. O(1).
+fn aligned_size(start: u64, end: u64, align: u64) -> u64 {
+    match align_up(start, align) {
+        Some(a) if a < end => end - a,
+        _ => 0,
+    }
+}
+
+/// The hint-reserved span `r` clipped to `span` and rounded out to whole pages
+/// from `span.start`, or `None` when it misses the range. O(1).
+fn hint_only_span(span: VaSpan, page: u64, r: VaSpan) -> Result<Option<VaSpan>> {
+    let lo = r.start.max(span.start);
+    let hi = r.end.min(span.end);
+    if lo >= hi {
+        return Ok(None);
+    }
+    let lo = (lo - span.start) / page * page;
+    let hi = (hi - span.start)
+        .div_ceil(page)
+        .checked_mul(page)
+        .ok_or(EINVAL)?;
+    Ok(Some(VaSpan::new(
+        span.start.checked_add(lo).ok_or(EINVAL)?,
+        span.start.checked_add(hi).ok_or(EINVAL)?,
+    )))
+}
+
+/// The VA block allocator of one VA range. See the module documentation.
+///
+/// The caller serialises access (upstream: `va_range->lock`), e.g. with a
+/// `kernel::sync::Mutex`; [`VaAllocator::prepare`] needs no access.
+///
+/// # Invariants
+///
+/// - `blocks` tiles `span`: its keys are block starts, the first is `span.start`,
+///   every block ends where the next starts, the last ends at `span.end`, and
+///   `start < end` for every block.
+/// - Every block boundary is a whole number of pages from `span.start`.
+/// - No block crosses an edge of `hint_only` (it lies entirely inside or outside).
+/// - A free block is `FreeHintOnly` exactly when it lies inside `hint_only`. Each
+///   `Free` block has one node in `base`, keyed `(length, start)`, and, with an
+///   extra class, one in `extra.tree`, keyed `(aligned_size(.., align), start)`.
+///   The size trees hold nothing else.
+/// - Two free blocks are adjacent only at an edge of `hint_only`: free space is
+///   otherwise always merged.
+/// - An allocation `[s, e)` is an `Allocated { alloc_end: e }` block at `s`,
+///   followed by `Continued` blocks up to `e`; its segments meet only at edges of
+///   `hint_only`.
+/// - Every block that is not linked in the size trees holds one size-tree node per
+///   class, ready for when it is free (or merged).
+/// - `free_blocks` is the number of free blocks in `blocks`, `allocations` the
+///   number of `Allocated` blocks.
+pub(crate) struct VaAllocator {
+    /// The range, whole pages.
+    span: VaSpan,
+    /// The page size.
+    page_size: u64,
+    /// Whether `page_size` is a power of two.
+    pow2: bool,
+    /// Hint bits ignored by the alignment check (non-power-of-two pages only).
+    hint_ignored_bits: u64,
+    /// The hint-reserved span as configured (for [`Self::is_hint_crossing_range`]).
+    hint_reserved: Option<VaSpan>,
+    /// The hint-reserved span clipped to the range and rounded out to whole pages.
+    hint_only: Option<VaSpan>,
+    /// Every block, free or allocated, by start address.
+    blocks: RBTree<u64, Block>,
+    /// Searchable free blocks by `(length, start)`: the page class.
+    base: SizeTree,
+    /// The extra alignment class, if any.
+    extra: Option<ExtraClass>,
+    /// Number of allocations.
+    allocations: usize,
+    /// Number of free blocks in `blocks`.
+    free_blocks: usize,
+}
+
+impl VaAllocator {
+    /// A new allocator with the whole range free (upstream `va_range_init`). O(1).
+    ///
+    /// With a power-of-two page size the start is rounded up and the end down to
+    /// whole pages. With another page size the range must be a whole number of
+    /// pages and its start must pass the hint alignment check (the range start is
+    /// a valid hint), else `EINVAL`. Also `EINVAL` for a page size of 0, an empty
+    /// range and an extra alignment that is not a power of two above a
+    /// power-of-two page size. `ENOMEM` if the tree nodes cannot be allocated.
+    pub(crate) fn new(cfg: &VaAllocConfig) -> Result<Self> {
+        let page = cfg.page_size;
+        if page == 0 {
+            return Err(EINVAL);
+        }
+        let pow2 = page.is_power_of_two();
+        let (start, end) = if pow2 {
+            (
+                align_up(cfg.span.start, page).ok_or(EINVAL)?,
+                cfg.span.end & !(page - 1),
+            )
+        } else {
+            let len = cfg.span.end.checked_sub(cfg.span.start).ok_or(EINVAL)?;
+            if len % page != 0 || (cfg.span.start & !cfg.hint_ignored_bits) % page != 0 {
+                return Err(EINVAL);
+            }
+            (cfg.span.start, cfg.span.end)
+        };
+        if start >= end {
+            return Err(EINVAL);
+        }
+        let extra = match cfg.extra_align {
+            None => None,
+            Some(align) if pow2 && align.is_power_of_two() && align > page => Some(ExtraClass {
+                align,
+                tree: RBTree::new(),
+            }),
+            Some(_) => return Err(EINVAL),
+        };
+        let span = VaSpan::new(start, end);
+        let hint_only = match cfg.hint_reserved {
+            Some(r) => hint_only_span(span, page, r)?,
+            None => None,
+        };
+        let mut this = Self {
+            span,
+            page_size: page,
+            pow2,
+            hint_ignored_bits: cfg.hint_ignored_bits,
+            hint_reserved: cfg.hint_reserved,
+            hint_only,
+            blocks: RBTree::new(),
+            base: RBTree::new(),
+            extra,
+            allocations: 0,
+            free_blocks: 0,
+        };
+        // The free range, cut at the edges of the hint-only span.
+        let pieces = match hint_only {
+            Some(h) => [(start, h.start), (h.start, h.end), (h.end, end)],
+            None => [(start, end), (end, end), (end, end)],
+        };
+        let has_extra = this.extra.is_some();
+        for (s, e) in pieces {
+            if s < e {
+                let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+                let nodes = SizeNodes::new(GFP_KERNEL, has_extra)?;
+                let state = this.free_state(s, e, nodes);
+                this.blocks
+                    .insert(node.into_node(s, Block { end: e, state }));
+                this.free_blocks += 1;
+            }
+        }
+        Ok(this)
+    }
+
+    /// The range (whole pages).
+    pub(crate) fn span(&self) -> VaSpan {
+        self.span
+    }
+
+    /// The page size.
+    pub(crate) fn page_size(&self) -> u64 {
+        self.page_size
+    }
+
+    /// The hint-reserved span as configured.
+    pub(crate) fn hint_reserved(&self) -> Option<VaSpan> {
+        self.hint_reserved
+    }
+
+    /// The part of the range only hints can reach: the hint-reserved span clipped
+    /// to the range and rounded out to whole pages.
+    pub(crate) fn hint_only_span(&self) -> Option<VaSpan> {
+        self.hint_only
+    }
+
+    /// Reserve the tree nodes any one allocation may need: two block-tree nodes
+    /// and their size-tree nodes for two alignment classes. O(1).
+    ///
+    /// Needs no access to the allocator, so it can run before the caller takes
+    /// the allocator's lock. `ENOMEM` if the memory cannot be allocated.
+    pub(crate) fn prepare(flags: Flags) -> Result<VaReservations> {
+        Ok(VaReservations {
+            head: Piece::new(flags)?,
+            tail: Piece::new(flags)?,
+        })
+    }
+
+    /// Allocate a block (upstream `get_va_block`), reserving the tree nodes with
+    /// `GFP_KERNEL` first. O(log n).
+    ///
+    /// Returns the block's start. See [`Self::alloc_with`].
+    pub(crate) fn alloc(&mut self, req: VaRequest) -> Result<u64, VaAllocError> {
+        let res = Self::prepare(GFP_KERNEL).map_err(|_| VaAllocError::NoMemory)?;
+        self.alloc_with(req, res)
+    }
+
+    /// Allocate a block using nodes reserved by [`Self::prepare`]; never
+    /// allocates memory. O(log n).
+    ///
+    /// The size is rounded up to whole pages. A hint that is aligned and whose
+    /// whole `[hint, hint + size)` is free (including when it ends exactly at the
+    /// end of a free block) is honoured exactly. Otherwise, without
+    /// `force_hint`, the block goes where best fit puts it: at the aligned start
+    /// of the free block with the smallest usable size, ties to the lowest
+    /// address, never inside the hint-only span. With `force_hint` anything but
+    /// the hint fails. On failure nothing changes and `res` is dropped. The
+    /// errors are listed in the module documentation.
+    pub(crate) fn alloc_with(
+        &mut self,
+        req: VaRequest,
+        res: VaReservations,
+    ) -> Result<u64, VaAllocError> {
+        let p = self.place(&req)?;
+        let start = p.start;
+        self.commit(p, res);
+        Ok(start)
+    }
+
+    /// Reserve a block with no hint (upstream `hl_reserve_va_block`): `alloc`
+    /// with the alignment raised to the page size. O(log n).
+    pub(crate) fn reserve(&mut self, size: u64, align: u64) -> Result<u64, VaAllocError> {
+        self.alloc(VaRequest::new(size).with_align(align))
+    }
+
+    /// Give back a block from [`Self::reserve`] (upstream `hl_unreserve_va_block`):
+    /// the same as [`Self::free`], including for a block that ends on the range's
+    /// last byte. O(log n).
+    pub(crate) fn unreserve(&mut self, start: u64, size: u64) -> Result {
+        self.free(start, size)
+    }
+
+    /// Free the allocation at `start` (upstream `add_va_block`); it merges with
+    /// its free neighbours. O(log n); never allocates memory.
+    ///
+    /// `size` is rounded up to whole pages like the request was, so the
+    /// requested or the rounded size both work. `EINVAL`, and nothing changes,
+    /// unless `[start, start + size)` is exactly one allocation: a double free,
+    /// a wrong size, a part of or more than an allocation, free space or an
+    /// address outside the range all fail.
+    pub(crate) fn free(&mut self, start: u64, size: u64) -> Result {
+        let size = self.round_size(size).ok_or(EINVAL)?;
+        let end = start.checked_add(size).ok_or(EINVAL)?;
+        match self.blocks.get(&start) {
+            Some(Block {
+                state: State::Allocated { alloc_end, .. },
+                ..
+            }) if *alloc_end == end => {}
+            _ => return Err(EINVAL),
+        }
+        self.release(start, end);
+        Ok(())
+    }
+
+    /// Free every allocation, leaving the range as [`Self::new`] made it (upstream
+    /// `clear_va_list_locked` drops the list instead). Returns how many
+    /// allocations were still live, for teardown warnings. O(n log n); never
+    /// allocates memory.
+    pub(crate) fn clear(&mut self) -> usize {
+        let mut count = 0;
+        let mut key = self.span.start;
+        while let Some(b) = self.blocks.get(&key) {
+            let mut next = b.end;
+            if let State::Allocated { alloc_end, .. } = b.state {
+                self.release(key, alloc_end);
+                count += 1;
+                // The freed space may have merged with the free block after it.
+                if let Some((_, end, _)) = self.block_containing(key) {
+                    next = end;
+                }
+            }
+            if next <= key {
+                break;
+            }
+            key = next;
+        }
+        count
+    }
+
+    /// Whether the whole range is free again, as after [`Self::new`]: teardown
+    /// checks this (upstream `va_range_fini` does not). O(1).
+    pub(crate) fn is_pristine(&self) -> bool {
+        self.allocations == 0
+    }
+
+    /// Number of allocations. O(1).
+    pub(crate) fn allocated_blocks(&self) -> usize {
+        self.allocations
+    }
+
+    /// Number of free blocks as upstream counts them: free space on both sides
+    /// of an edge of the hint-only span is one block. O(log n).
+    pub(crate) fn free_blocks(&self) -> usize {
+        let mut n = self.free_blocks;
+        if let Some(h) = self.hint_only {
+            for edge in [h.start, h.end] {
+                let after = self.blocks.get(&edge).is_some_and(|b| b.state.is_free());
+                if after && matches!(self.block_before(edge), Some((_, _, true))) {
+                    n = n.saturating_sub(1);
+                }
+            }
+        }
+        n
+    }
+
+    /// Call `f(start, end, is_free)` for every block in address order, as
+    /// upstream's list would show them (`print_va_list_locked`, for debugfs):
+    /// maximal free blocks and whole allocations, `end` exclusive. O(n).
+    pub(crate) fn for_each_block(&self, mut f: impl FnMut(u64, u64, bool)) {
+        let mut run: Option<(u64, u64)> = None;
+        for (&start, b) in self.blocks.iter() {
+            match &b.state {
+                State::Free | State::FreeHintOnly(_) => {
+                    run = match run {
+                        Some((s, e)) if e == start => Some((s, b.end)),
+                        other => {
+                            if let Some((s, e)) = other {
+                                f(s, e, true);
+                            }
+                            Some((start, b.end))
+                        }
+                    };
+                }
+                State::Allocated { alloc_end, .. } => {
+                    if let Some((s, e)) = run.take() {
+                        f(s, e, true);
+                    }
+                    f(start, *alloc_end, false);
+                }
+                State::Continued(_) => {}
+            }
+        }
+        if let Some((s, e)) = run {
+            f(s, e, true);
+        }
+    }
+
+    /// Whether `[addr, addr + size)` overlaps the hint-reserved span as configured
+    /// (upstream `is_hint_crossing_range`, with a full 64-bit size). O(1).
+    pub(crate) fn is_hint_crossing_range(&self, addr: u64, size: u64) -> bool {
+        self.hint_reserved.is_some_and(|r| r.overlaps(addr, size))
+    }
+
+    /// Check every invariant of the type; for tests and debugging. O(n log n).
+    pub(crate) fn check_invariants(&self) -> bool {
+        let mut expect = self.span.start;
+        let mut free = 0usize;
+        let mut allocs = 0usize;
+        let mut linked = 0usize;
+        let mut prev_free = false;
+        // End of the allocation whose segments are being walked.
+        let mut open: Option<u64> = None;
+        for (&start, b) in self.blocks.iter() {
+            if start != expect || b.end <= start || b.end > self.span.end {
+                return false;
+            }
+            if (b.end - self.span.start) % self.page_size != 0 {
+                return false;
+            }
+            if let Some(h) = self.hint_only {
+                if (start < h.start && h.start < b.end) || (start < h.end && h.end < b.end) {
+                    return false;
+                }
+            }
+            let ok = match &b.state {
+                State::Free => {
+                    linked += 1;
+                    open.is_none() && !self.in_hint_only(start) && self.is_linked(start, b.end)
+                }
+                State::FreeHintOnly(n) => {
+                    open.is_none() && self.in_hint_only(start) && self.nodes_complete(n)
+                }
+                State::Allocated { nodes, alloc_end } => {
+                    allocs += 1;
+                    let ok = open.is_none() && *alloc_end >= b.end && self.nodes_complete(nodes);
+                    open = Some(*alloc_end);
+                    ok
+                }
+                State::Continued(n) => {
+                    open.is_some_and(|e| b.end <= e)
+                        && self.is_edge(start)
+                        && self.nodes_complete(n)
+                }
+            };
+            if !ok {
+                return false;
+            }
+            if open == Some(b.end) {
+                open = None;
+            }
+            let is_free = b.state.is_free();
+            if is_free {
+                free += 1;
+                if prev_free && !self.is_edge(start) {
+                    return false;
+                }
+            }
+            prev_free = is_free;
+            expect = b.end;
+        }
+        expect == self.span.end
+            && open.is_none()
+            && free == self.free_blocks
+            && allocs == self.allocations
+            && self.base.iter().count() == linked
+            && self
+                .extra
+                .as_ref()
+                .is_none_or(|x| x.tree.iter().count() == linked)
+    }
+
+    // Decision: read-only.
+
+    /// `size` rounded up to whole pages; `None` for 0 or on overflow. O(1).
+    fn round_size(&self, size: u64) -> Option<u64> {
+        if size == 0 {
+            return None;
+        }
+        if self.pow2 {
+            align_up(size, self.page_size)
+        } else {
+            size.div_ceil(self.page_size).checked_mul(self.page_size)
+        }
+    }
+
+    /// The alignment class serving `align`. O(1).
+    fn class(&self, align: u64) -> Result<Class, VaAllocError> {
+        let page = Class {
+            align: self.page_size,
+            extra: false,
+        };
+        if !self.pow2 {
+            return Ok(page);
+        }
+        if align != 0 && !align.is_power_of_two() {
+            return Err(VaAllocError::InvalidAlign);
+        }
+        let align = align.max(self.page_size);
+        if align == self.page_size {
+            Ok(page)
+        } else if self.extra.as_ref().is_some_and(|x| x.align == align) {
+            Ok(Class { align, extra: true })
+        } else {
+            Err(VaAllocError::InvalidAlign)
+        }
+    }
+
+    /// Whether `hint` is aligned for `class` (upstream mem:621-640). O(1).
+    ///
+    /// Power-of-two pages: a multiple of the class alignment. Other pages: the
+    /// hint without the ignored bits is a multiple of the page size, as upstream
+    /// checks; a hint inside the range that passes but is not a whole number of
+    /// pages from the range start (possible only in a range that crosses a
+    /// boundary of the ignored bits) also counts as misaligned.
+    fn hint_aligned(&self, hint: u64, class: Class) -> bool {
+        if self.pow2 {
+            hint & (class.align - 1) == 0
+        } else {
+            (hint & !self.hint_ignored_bits) % self.page_size == 0
+                && (hint < self.span.start
+                    || hint >= self.span.end
+                    || (hint - self.span.start) % self.page_size == 0)
+        }
+    }
+
+    /// Where `req` goes, without changing anything. O(log n).
+    fn place(&self, req: &VaRequest) -> Result<Placement, VaAllocError> {
+        let size = self.round_size(req.size).ok_or(VaAllocError::InvalidSize)?;
+        let class = self.class(req.align)?;
+        let mut hint = req.hint;
+        if hint != 0 && !self.hint_aligned(hint, class) {
+            if req.force_hint {
+                return Err(VaAllocError::MisalignedHint);
+            }
+            hint = 0;
+        }
+        if hint == 0 {
+            if req.force_hint {
+                return Err(VaAllocError::NoHint);
+            }
+        } else {
+            match self.place_at(hint, size) {
+                Ok(p) => return Ok(p),
+                Err(e) if req.force_hint => return Err(e),
+                Err(_) => {}
+            }
+        }
+        self.best_fit(size, class).ok_or(VaAllocError::NoSpace)
+    }
+
+    /// `[hint, hint + size)` if it is all free. O(log n): the free blocks it may
+    /// cover are at most [`MAX_RUN`].
+    fn place_at(&self, hint: u64, size: u64) -> Result<Placement, VaAllocError> {
+        let end = hint.checked_add(size).ok_or(VaAllocError::HintOutOfRange)?;
+        if !self.span.contains_area(hint, size) {
+            return Err(VaAllocError::HintOutOfRange);
+        }
+        let (first, mut block_end, mut free) = self
+            .block_containing(hint)
+            .ok_or(VaAllocError::HintOutOfRange)?;
+        let mut run = Run::new(first, block_end);
+        loop {
+            if !free {
+                return Err(VaAllocError::HintInUse);
+            }
+            if block_end >= end {
+                return Ok(Placement {
+                    start: hint,
+                    end,
+                    run,
+                });
+            }
+            let next = block_end;
+            let b = self.blocks.get(&next).ok_or(VaAllocError::HintOutOfRange)?;
+            if !run.push(next, b.end) {
+                return Err(VaAllocError::HintInUse);
+            }
+            block_end = b.end;
+            free = b.state.is_free();
+        }
+    }
+
+    /// Best fit for `size` bytes of `class`: one lower-bound search in the class's
+    /// size tree. O(log n).
+    fn best_fit(&self, size: u64, class: Class) -> Option<Placement> {
+        let (start, key) = if class.extra {
+            let x = self.extra.as_ref()?;
+            let c = x.tree.cursor_lower_bound(&(size, 0))?;
+            let (&(_, key), ()) = c.current();
+            (align_up(key, x.align)?, key)
+        } else {
+            let c = self.base.cursor_lower_bound(&(size, 0))?;
+            let (&(_, key), ()) = c.current();
+            (key, key)
+        };
+        let b = self.blocks.get(&key)?;
+        let end = start.checked_add(size)?;
+        if end > b.end || !matches!(b.state, State::Free) {
+            return None;
+        }
+        Some(Placement {
+            start,
+            end,
+            run: Run::new(key, b.end),
+        })
+    }
+
+    /// `(start, end, is_free)` of the block holding `addr`. O(log n).
+    fn block_containing(&self, addr: u64) -> Option<(u64, u64, bool)> {
+        let (start, end, free) = match self.blocks.cursor_lower_bound(&addr) {
+            Some(c) => {
+                let (&k, b) = c.current();
+                if k == addr {
+                    (k, b.end, b.state.is_free())
+                } else {
+                    let (&k, b) = c.peek_prev()?;
+                    (k, b.end, b.state.is_free())
+                }
+            }
+            None => {
+                let c = self.blocks.cursor_back()?;
+                let (&k, b) = c.current();
+                (k, b.end, b.state.is_free())
+            }
+        };
+        (start <= addr && addr < end).then_some((start, end, free))
+    }
+
+    /// `(start, end, is_free)` of the block before the one starting at `key`.
+    /// O(log n).
+    fn block_before(&self, key: u64) -> Option<(u64, u64, bool)> {
+        let c = self.blocks.cursor_lower_bound(&key)?;
+        let (&k, b) = c.peek_prev()?;
+        Some((k, b.end, b.state.is_free()))
+    }
+
+    /// Whether `addr` lies inside the hint-only span.
+    fn in_hint_only(&self, addr: u64) -> bool {
+        self.hint_only
+            .is_some_and(|h| h.start <= addr && addr < h.end)
+    }
+
+    /// Whether `addr` is an edge of the hint-only span.
+    fn is_edge(&self, addr: u64) -> bool {
+        self.hint_only
+            .is_some_and(|h| addr == h.start || addr == h.end)
+    }
+
+    /// Whether the free block `[start, end)` is in every size tree.
+    fn is_linked(&self, start: u64, end: u64) -> bool {
+        self.base.get(&(end - start, start)).is_some()
+            && self.extra.as_ref().is_none_or(|x| {
+                x.tree
+                    .get(&(aligned_size(start, end, x.align), start))
+                    .is_some()
+            })
+    }
+
+    /// Whether `n` holds one node per class.
+    fn nodes_complete(&self, n: &SizeNodes) -> bool {
+        n.base.is_some() && n.extra.is_some() == self.extra.is_some()
+    }
+
+    // Commit: no failure paths from here on.
+
+    /// Drop the extra-class node if the allocator has no extra class.
+    fn own(&self, mut nodes: SizeNodes) -> SizeNodes {
+        if self.extra.is_none() {
+            nodes.extra = None;
+        }
+        nodes
+    }
+
+    /// Link the free block `[start, end)` into the size trees.
+    fn link(&mut self, start: u64, end: u64, nodes: SizeNodes) {
+        if let Some(r) = nodes.base {
+            self.base
+                .insert(r.into_node((end.saturating_sub(start), start), ()));
+        }
+        if let (Some(x), Some(r)) = (self.extra.as_mut(), nodes.extra) {
+            x.tree
+                .insert(r.into_node((aligned_size(start, end, x.align), start), ()));
+        }
+    }
+
+    /// Unlink the free block `[start, end)` from the size trees, keeping the nodes.
+    fn unlink(&mut self, start: u64, end: u64) -> SizeNodes {
+        let base = self
+            .base
+            .remove_node(&(end.saturating_sub(start), start))
+            .map(RBTreeNode::into_reservation);
+        let extra = self
+            .extra
+            .as_mut()
+            .and_then(|x| {
+                x.tree
+                    .remove_node(&(aligned_size(start, end, x.align), start))
+            })
+            .map(RBTreeNode::into_reservation);
+        SizeNodes { base, extra }
+    }
+
+    /// The state of the free block `[start, end)`, linking it if it is searchable.
+    fn free_state(&mut self, start: u64, end: u64, nodes: SizeNodes) -> State {
+        if self.in_hint_only(start) {
+            State::FreeHintOnly(nodes)
+        } else {
+            self.link(start, end, nodes);
+            State::Free
+        }
+    }
+
+    /// Take the size-tree nodes of the free block at `key`, unlinking it.
+    fn take_free_nodes(&mut self, key: u64) -> SizeNodes {
+        let none = SizeNodes {
+            base: None,
+            extra: None,
+        };
+        let Some(b) = self.blocks.get_mut(&key) else {
+            return none;
+        };
+        let end = b.end;
+        match mem::replace(&mut b.state, State::Free) {
+            State::Free => self.unlink(key, end),
+            State::FreeHintOnly(nodes) => nodes,
+            other => {
+                b.state = other;
+                none
+            }
+        }
+    }
+
+    /// Carve the allocation `p` out of its free blocks. O(log n).
+    ///
+    /// The run's blocks become the allocation's segments (their nodes stay in
+    /// place); a free front part keeps the first block's node and the allocated
+    /// segment gets `res.head`; a free tail part gets `res.tail`.
+    fn commit(&mut self, p: Placement, res: VaReservations) {
+        let VaReservations { head, tail } = res;
+        let Placement { start, end, run } = p;
+        for (i, &key) in run.keys.iter().take(run.len).enumerate() {
+            let nodes = self.take_free_nodes(key);
+            let state = if i == 0 {
+                State::Allocated {
+                    nodes,
+                    alloc_end: end,
+                }
+            } else {
+                State::Continued(nodes)
+            };
+            if let Some(b) = self.blocks.get_mut(&key) {
+                b.state = state;
+            }
+        }
+        self.free_blocks = self.free_blocks.saturating_sub(run.len);
+        self.allocations += 1;
+
+        if run.last_end > end {
+            if let Some(b) = self.blocks.get_mut(&run.last) {
+                b.end = end;
+            }
+            let nodes = self.own(tail.sizes);
+            let state = self.free_state(end, run.last_end, nodes);
+            self.blocks.insert(tail.node.into_node(
+                end,
+                Block {
+                    end: run.last_end,
+                    state,
+                },
+            ));
+            self.free_blocks += 1;
+        }
+
+        if run.first < start {
+            let Some(b) = self.blocks.get_mut(&run.first) else {
+                return;
+            };
+            let segment_end = b.end;
+            b.end = start;
+            let nodes = match mem::replace(&mut b.state, State::Free) {
+                State::Allocated { nodes, .. } => nodes,
+                other => {
+                    b.state = other;
+                    return;
+                }
+            };
+            let state = self.free_state(run.first, start, nodes);
+            if let Some(b) = self.blocks.get_mut(&run.first) {
+                b.state = state;
+            }
+            let nodes = self.own(head.sizes);
+            self.blocks.insert(head.node.into_node(
+                start,
+                Block {
+                    end: segment_end,
+                    state: State::Allocated {
+                        nodes,
+                        alloc_end: end,
+                    },
+                },
+            ));
+            self.free_blocks += 1;
+        }
+    }
+
+    /// Free the allocation `[start, alloc_end)` segment by segment. O(log n).
+    fn release(&mut self, start: u64, alloc_end: u64) {
+        self.allocations = self.allocations.saturating_sub(1);
+        let mut key = start;
+        while let Some(b) = self.blocks.get(&key) {
+            let segment_end = b.end;
+            let is_segment = if key == start {
+                matches!(b.state, State::Allocated { .. })
+            } else {
+                matches!(b.state, State::Continued(_))
+            };
+            if !is_segment {
+                break;
+            }
+            self.free_segment(key);
+            if segment_end >= alloc_end || segment_end <= key {
+                break;
+            }
+            key = segment_end;
+        }
+    }
+
+    /// Make the allocated block at `key` free and merge it with free neighbours
+    /// that are not behind an edge of the hint-only span. O(log n).
+    fn free_segment(&mut self, key: u64) {
+        let Some(b) = self.blocks.get_mut(&key) else {
+            return;
+        };
+        let mut end = b.end;
+        let mut nodes = match mem::replace(&mut b.state, State::Free) {
+            State::Allocated { nodes, .. } | State::Continued(nodes) => nodes,
+            other => {
+                b.state = other;
+                return;
+            }
+        };
+        self.free_blocks += 1;
+
+        if !self.is_edge(end) {
+            let next = self.blocks.get(&end).map(|n| (n.end, n.state.is_free()));
+            if let Some((next_end, true)) = next {
+                nodes = nodes.or(self.take_free_nodes(end));
+                self.blocks.remove(&end);
+                self.free_blocks = self.free_blocks.saturating_sub(1);
+                end = next_end;
+            }
+        }
+
+        let mut start = key;
+        if !self.is_edge(key) {
+            if let Some((prev, _, true)) = self.block_before(key) {
+                nodes = nodes.or(self.take_free_nodes(prev));
+                self.blocks.remove(&key);
+                self.free_blocks = self.free_blocks.saturating_sub(1);
+                start = prev;
+            }
+        }
+
+        let state = self.free_state(start, end, nodes);
+        if let Some(b) = self.blocks.get_mut(&start) {
+            b.end = end;
+            b.state = state;
+        }
+    }
+}
+
+#[kunit_tests(hlrs_va_alloc)]
+mod tests {
+    use super::*;
+    use crate::asic::{AsicProperties, HINTS_DRAM_RESERVED, HINTS_HOST_RESERVED};
+
+    const K4: u64 = 1 << 12;
+    const M2: u64 = 1 << 21;
+    const G1: u64 = 1 << 30;
+    const HOST: u64 = 0xFFF0_0000_0000_0000;
+    const DRAM_PAGE: u64 = 0x3000_0000;
+    const DRAM_START: u64 = 0x1001_0018_0000_0000;
+    /// `crate::asic::DRAM_HINTS_ALIGN_MASK` (not referenced: it is still marked
+    /// dead code there).
+    const LOW48_IGNORED: u64 = !0xFFFF_FFFF_FFFF;
+
+    #[test]
+    fn construction_rounds_and_validates() -> Result {
+        let a = VaAllocator::new(&VaAllocConfig::new(VaSpan::new(0x1001, 0x5fff), K4))?;
+        assert_eq!(a.span(), VaSpan::new(0x2000, 0x5000));
+        assert_eq!(a.page_size(), K4);
+        assert!(a.is_pristine());
+        assert_eq!(a.free_blocks(), 1);
+        assert_eq!(a.allocated_blocks(), 0);
+        assert!(a.check_invariants());
+
+        let new = |start: u64, end: u64, page: u64| {
+            VaAllocator::new(&VaAllocConfig::new(VaSpan::new(start, end), page)).err()
+        };
+        // Empty after rounding, empty, reversed, page 0.
+        assert_eq!(new(0x1001, 0x1fff, K4), Some(EINVAL));
+        assert_eq!(new(0x2000, 0x2000, K4), Some(EINVAL));
+        assert_eq!(new(0x3000, 0x2000, K4), Some(EINVAL));
+        assert_eq!(new(0x2000, 0x3000, 0), Some(EINVAL));
+        // Rounding the start up near the top of the address space does not wrap.
+        assert_eq!(new(u64::MAX - 0x1000, u64::MAX, K4), Some(EINVAL));
+        // A non-power-of-two page: whole pages only, and the start must be a
+        // valid hint.
+        let dram = |len: u64, ignored: u64| {
+            VaAllocator::new(
+                &VaAllocConfig::new(VaSpan::new(DRAM_START, DRAM_START + len), DRAM_PAGE)
+                    .with_hint_ignored_bits(ignored),
+            )
+            .err()
+        };
+        assert_eq!(dram(10 * DRAM_PAGE, LOW48_IGNORED), None);
+        assert_eq!(dram(10 * DRAM_PAGE + K4, LOW48_IGNORED), Some(EINVAL));
+        // DRAM_START is a whole number of pages only in its low 48 bits.
+        assert_eq!(dram(10 * DRAM_PAGE, 0), Some(EINVAL));
+        assert_eq!(
+            new(DRAM_START + K4, DRAM_START + K4 + DRAM_PAGE, DRAM_PAGE),
+            Some(EINVAL)
+        );
+        // The extra class: a power of two above a power-of-two page.
+        let extra = |page: u64, align: u64| {
+            VaAllocator::new(
+                &VaAllocConfig::new(VaSpan::new(0, 64 * DRAM_PAGE), page).with_extra_align(align),
+            )
+            .err()
+        };
+        assert_eq!(extra(K4, M2), None);
+        assert_eq!(extra(K4, 3 * M2), Some(EINVAL));
+        assert_eq!(extra(K4, K4), Some(EINVAL));
+        assert_eq!(extra(M2, K4), Some(EINVAL));
+        assert_eq!(extra(DRAM_PAGE, 2 * G1), Some(EINVAL));
+        Ok(())
+    }
+
+    // Helpers live after the first test so that their asserts report to KUnit.
+
+    /// A 4 KiB-page range of `pages` pages at HOST.
+    fn host(pages: u64) -> Result<VaAllocator> {
+        VaAllocator::new(&VaAllocConfig::new(
+            VaSpan::new(HOST, HOST + pages * K4),
+            K4,
+        ))
+    }
+
+    /// The same with the 2 MiB class.
+    fn host_2m(pages: u64) -> Result<VaAllocator> {
+        VaAllocator::new(
+            &VaAllocConfig::new(VaSpan::new(HOST, HOST + pages * K4), K4).with_extra_align(M2),
+        )
+    }
+
+    /// A small Gaudi2-like DRAM range of `pages` pages.
+    fn dram(pages: u64) -> Result<VaAllocator> {
+        VaAllocator::new(
+            &VaAllocConfig::new(
+                VaSpan::new(DRAM_START, DRAM_START + pages * DRAM_PAGE),
+                DRAM_PAGE,
+            )
+            .with_hint_ignored_bits(LOW48_IGNORED),
+        )
+    }
+
+    /// `a`'s blocks as `(start, end, is_free)`.
+    fn dump(a: &VaAllocator) -> Result<KVec<(u64, u64, bool)>> {
+        let mut v = KVec::new();
+        let mut err = Ok(());
+        a.for_each_block(|s, e, f| {
+            if err.is_ok() {
+                err = v.push((s, e, f), GFP_KERNEL);
+            }
+        });
+        err?;
+        Ok(v)
+    }
+
+    /// Allocate `pages` pages of `a` with no hint.
+    fn pages(a: &mut VaAllocator, pages: u64) -> Result<u64> {
+        Ok(a.alloc(VaRequest::new(pages * a.page_size()))?)
+    }
+
+    #[test]
+    fn host_range_basics_and_alignment() -> Result {
+        let mut a = host_2m(1024)?;
+        // One byte takes a whole page; allocations follow each other.
+        assert_eq!(a.alloc(VaRequest::new(1)), Ok(HOST));
+        assert_eq!(a.alloc(VaRequest::new(K4 + 1)), Ok(HOST + K4));
+        assert_eq!(a.alloc(VaRequest::new(K4)), Ok(HOST + 3 * K4));
+        // Alignments at or below the page size mean the page size.
+        assert_eq!(
+            a.alloc(VaRequest::new(K4).with_align(512)),
+            Ok(HOST + 4 * K4)
+        );
+        assert_eq!(
+            a.alloc(VaRequest::new(K4).with_align(K4)),
+            Ok(HOST + 5 * K4)
+        );
+        // The 2 MiB class starts at the next 2 MiB boundary...
+        assert_eq!(a.alloc(VaRequest::new(K4).with_align(M2)), Ok(HOST + M2));
+        // ...and the hole in front of it stays usable.
+        assert_eq!(a.alloc(VaRequest::new(K4)), Ok(HOST + 6 * K4));
+        assert_eq!(
+            a.alloc(VaRequest::new(M2).with_align(M2)),
+            Err(VaAllocError::NoSpace)
+        );
+        // Alignments that are not classes of the range.
+        for align in [3, 8 * K4, G1, u64::MAX] {
+            assert_eq!(
+                a.alloc(VaRequest::new(K4).with_align(align)),
+                Err(VaAllocError::InvalidAlign)
+            );
+        }
+        let mut b = host(1024)?;
+        assert_eq!(
+            b.alloc(VaRequest::new(K4).with_align(M2)),
+            Err(VaAllocError::InvalidAlign)
+        );
+        assert_eq!(a.allocated_blocks(), 7);
+        assert!(a.check_invariants());
+        assert_eq!(a.clear(), 7);
+        assert!(a.is_pristine());
+        assert!(a.check_invariants());
+        Ok(())
+    }
+
+    #[test]
+    fn two_mib_class_has_its_own_best_fit() -> Result {
+        let mut a = host_2m(2048)?;
+        // Free holes A = [2M - 4K, 4M - 4K) (2 MiB long, 2 MiB - 4 KiB usable at
+        // 2 MiB alignment) and B = [5M, 8M) (3 MiB long, 2 MiB usable).
+        assert_eq!(
+            a.alloc(VaRequest::new(M2 - K4).with_forced_hint(HOST)),
+            Ok(HOST)
+        );
+        let x2 = HOST + 2 * M2 - K4;
+        assert_eq!(
+            a.alloc(VaRequest::new(M2 / 2 + K4).with_forced_hint(x2)),
+            Ok(x2)
+        );
+        // 2 MiB at 2 MiB alignment only fits in B; at page alignment A is best.
+        let b = a.alloc(VaRequest::new(M2).with_align(M2))?;
+        assert_eq!(b, HOST + 3 * M2);
+        a.free(b, M2)?;
+        assert_eq!(a.alloc(VaRequest::new(M2)), Ok(HOST + M2 - K4));
+        // B is still the only block with 2 MiB usable at 2 MiB alignment.
+        assert_eq!(
+            a.alloc(VaRequest::new(M2).with_align(M2)),
+            Ok(HOST + 3 * M2)
+        );
+        assert!(a.check_invariants());
+        Ok(())
+    }
+
+    #[test]
+    fn gaudi2_dram_range() -> Result {
+        let p = AsicProperties::gaudi2(6, 0)?;
+        assert_eq!(p.dram_va.start, DRAM_START);
+        assert_eq!(p.dram_page_size, DRAM_PAGE);
+        let mut a = VaAllocator::new(
+            &VaAllocConfig::new(p.dram_va, p.dram_page_size)
+                .with_hint_reserved(HINTS_DRAM_RESERVED)
+                .with_hint_ignored_bits(LOW48_IGNORED),
+        )?;
+        assert_eq!(a.span(), p.dram_va);
+        // The first block is the range start; later ones follow directly.
+        assert_eq!(a.alloc(VaRequest::new(1)), Ok(DRAM_START));
+        assert_eq!(
+            a.alloc(VaRequest::new(DRAM_PAGE)),
+            Ok(DRAM_START + DRAM_PAGE)
+        );
+        assert_eq!(
+            a.alloc(VaRequest::new(2 * DRAM_PAGE + 1)),
+            Ok(DRAM_START + 2 * DRAM_PAGE)
+        );
+        // The alignment argument does not apply to a non-power-of-two page.
+        assert_eq!(
+            a.alloc(VaRequest::new(DRAM_PAGE).with_align(G1)),
+            Ok(DRAM_START + 5 * DRAM_PAGE)
+        );
+        assert_eq!(
+            a.alloc(VaRequest::new(DRAM_PAGE).with_align(3)),
+            Ok(DRAM_START + 6 * DRAM_PAGE)
+        );
+        // Freeing takes the requested or the rounded size.
+        a.free(DRAM_START, 1)?;
+        a.free(DRAM_START + 2 * DRAM_PAGE, 3 * DRAM_PAGE)?;
+        assert_eq!(a.alloc(VaRequest::new(DRAM_PAGE)), Ok(DRAM_START));
+        assert!(a.check_invariants());
+        assert_eq!(a.clear(), 4);
+        assert_eq!(
+            dump(&a)?.as_slice(),
+            &[(p.dram_va.start, p.dram_va.end, true)]
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn best_fit_picks_the_smallest_hole() -> Result {
+        let mut a = host(64)?;
+        // Blocks of 1, 1, 1, 3, 1, 2, 1 pages; then holes of 1, 3 and 2 pages.
+        let mut starts = [0u64; 7];
+        for (s, n) in starts.iter_mut().zip([1, 1, 1, 3, 1, 2, 1]) {
+            *s = pages(&mut a, n)?;
+        }
+        a.free(starts[1], K4)?;
+        a.free(starts[3], 3 * K4)?;
+        a.free(starts[5], 2 * K4)?;
+        assert_eq!(pages(&mut a, 2)?, HOST + 7 * K4);
+        assert_eq!(pages(&mut a, 1)?, HOST + K4);
+        assert_eq!(pages(&mut a, 3)?, HOST + 3 * K4);
+        assert_eq!(pages(&mut a, 1)?, HOST + 10 * K4);
+        assert!(a.check_invariants());
+        Ok(())
+    }
+
+    #[test]
+    fn best_fit_tie_goes_to_the_lowest_address() -> Result {
+        let mut a = host(64)?;
+        let mut starts = [0u64; 5];
+        for (s, n) in starts.iter_mut().zip([1, 2, 1, 2, 1]) {
+            *s = pages(&mut a, n)?;
+        }
+        a.free(starts[3], 2 * K4)?;
+        a.free(starts[1], 2 * K4)?;
+        assert_eq!(pages(&mut a, 2)?, HOST + K4);
+        assert_eq!(pages(&mut a, 2)?, HOST + 4 * K4);
+        assert_eq!(pages(&mut a, 2)?, HOST + 7 * K4);
+        assert!(a.check_invariants());
+        Ok(())
+    }
+
+    #[test]
+    fn va_is_reused_after_free() -> Result {
+        let mut a = host(64)?;
+        let x = pages(&mut a, 3)?;
+        let y = pages(&mut a, 5)?;
+        assert_eq!(y, x + 3 * K4);
+        a.free(x, 3 * K4)?;
+        assert_eq!(pages(&mut a, 3)?, x);
+        let mut d = dram(16)?;
+        let x = pages(&mut d, 2)?;
+        pages(&mut d, 1)?;
+        d.free(x, 2 * DRAM_PAGE)?;
+        assert_eq!(pages(&mut d, 2)?, x);
+        Ok(())
+    }
+
+    #[test]
+    fn freeing_everything_merges_back_in_any_order() -> Result {
+        let sizes = [1u64, 3, 2, 5, 1, 4, 2, 7];
+        let orders: [[usize; 8]; 5] = [
+            [0, 1, 2, 3, 4, 5, 6, 7],
+            [7, 6, 5, 4, 3, 2, 1, 0],
+            [0, 2, 4, 6, 1, 3, 5, 7],
+            [3, 4, 2, 5, 1, 6, 0, 7],
+            [7, 0, 6, 1, 5, 2, 4, 3],
+        ];
+        for order in orders {
+            let mut a = VaAllocator::new(
+                &VaAllocConfig::new(VaSpan::new(HOST, HOST + 64 * K4), K4)
+                    .with_extra_align(M2)
+                    .with_hint_reserved(VaSpan::new(HOST + 10 * K4 + 5, HOST + 12 * K4)),
+            )?;
+            let first = dump(&a)?;
+            let mut starts = [0u64; 8];
+            for (s, &n) in starts.iter_mut().zip(sizes.iter()) {
+                *s = pages(&mut a, n)?;
+            }
+            // Nothing went into the reserved span's pages [10, 12).
+            for (&s, &n) in starts.iter().zip(sizes.iter()) {
+                assert!(!a.is_hint_crossing_range(s, n * K4));
+            }
+            for i in order {
+                let (Some(&s), Some(&n)) = (starts.get(i), sizes.get(i)) else {
+                    return Err(EINVAL);
+                };
+                a.free(s, n * K4)?;
+                assert!(a.check_invariants());
+            }
+            assert!(a.is_pristine());
+            assert_eq!(a.free_blocks(), 1);
+            assert_eq!(dump(&a)?.as_slice(), first.as_slice());
+            assert_eq!(pages(&mut a, 1)?, HOST);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn hints_are_honoured() -> Result {
+        let mut a = host(64)?;
+        let h = HOST + 10 * K4;
+        assert_eq!(a.alloc(VaRequest::new(2 * K4).with_hint(h)), Ok(h));
+        let h2 = HOST + 20 * K4;
+        assert_eq!(a.alloc(VaRequest::new(K4).with_forced_hint(h2)), Ok(h2));
+        // A hint at the start of a free block.
+        assert_eq!(
+            a.alloc(VaRequest::new(K4).with_forced_hint(HOST + 12 * K4)),
+            Ok(HOST + 12 * K4)
+        );
+        assert!(a.check_invariants());
+        Ok(())
+    }
+
+    #[test]
+    fn hint_ending_at_the_end_of_a_free_block_is_honoured() -> Result {
+        // Upstream refuses these (behaviour 28): the fit test is off by one.
+        let mut a = host(64)?;
+        assert_eq!(pages(&mut a, 1)?, HOST);
+        // The last two pages of the range: the free block [1, 64) starts below.
+        let h = HOST + 62 * K4;
+        assert_eq!(a.alloc(VaRequest::new(2 * K4).with_hint(h)), Ok(h));
+        // The last page before an allocated block, forced.
+        assert_eq!(
+            a.alloc(VaRequest::new(K4).with_forced_hint(HOST + 20 * K4)),
+            Ok(HOST + 20 * K4)
+        );
+        let h = HOST + 18 * K4;
+        assert_eq!(a.alloc(VaRequest::new(2 * K4).with_forced_hint(h)), Ok(h));
+        // DRAM: the last page of the range.
+        let mut d = dram(8)?;
+        pages(&mut d, 1)?;
+        let h = DRAM_START + 7 * DRAM_PAGE;
+        assert_eq!(
+            d.alloc(VaRequest::new(DRAM_PAGE).with_forced_hint(h)),
+            Ok(h)
+        );
+        assert!(a.check_invariants() && d.check_invariants());
+        Ok(())
+    }
+
+    #[test]
+    fn misaligned_hints_are_ignored_or_rejected_when_forced() -> Result {
+        let mut a = host_2m(1024)?;
+        let before = dump(&a)?;
+        for (hint, align) in [(HOST + 10 * K4 + 1, 0), (HOST + K4, M2), (HOST + 0x800, K4)] {
+            let req = VaRequest::new(K4).with_align(align);
+            assert_eq!(
+                a.alloc(req.with_forced_hint(hint)),
+                Err(VaAllocError::MisalignedHint)
+            );
+            assert_eq!(dump(&a)?.as_slice(), before.as_slice());
+        }
+        // Without force the hint is ignored: best fit.
+        assert_eq!(
+            a.alloc(VaRequest::new(K4).with_hint(HOST + 10 * K4 + 1)),
+            Ok(HOST)
+        );
+        assert_eq!(
+            a.alloc(VaRequest::new(K4).with_align(M2).with_hint(HOST + 3 * K4)),
+            Ok(HOST + M2)
+        );
+        assert!(a.check_invariants());
+        Ok(())
+    }
+
+    #[test]
+    fn unusable_forced_hints_fail_with_distinct_errors() -> Result {
+        let mut a = host(64)?;
+        let x = pages(&mut a, 4)?;
+        let before = dump(&a)?;
+        let forced = |h: u64| VaRequest::new(2 * K4).with_forced_hint(h);
+        // Occupied, entirely and in part.
+        assert_eq!(a.alloc(forced(x)), Err(VaAllocError::HintInUse));
+        assert_eq!(a.alloc(forced(x + 2 * K4)), Err(VaAllocError::HintInUse));
+        assert_eq!(
+            a.alloc(VaRequest::new(8 * K4).with_forced_hint(x + 3 * K4)),
+            Err(VaAllocError::HintInUse)
+        );
+        assert_eq!(VaAllocError::HintInUse.to_errno(), EADDRINUSE);
+        // Hint 0.
+        assert_eq!(a.alloc(forced(0)), Err(VaAllocError::NoHint));
+        // Outside the range, or running past its end.
+        assert_eq!(
+            a.alloc(forced(HOST - 4 * K4)),
+            Err(VaAllocError::HintOutOfRange)
+        );
+        assert_eq!(
+            a.alloc(forced(HOST + 63 * K4)),
+            Err(VaAllocError::HintOutOfRange)
+        );
+        assert_eq!(
+            a.alloc(forced(HOST + 64 * K4)),
+            Err(VaAllocError::HintOutOfRange)
+        );
+        assert_eq!(dump(&a)?.as_slice(), before.as_slice());
+        assert!(a.check_invariants());
+        // Without force each of them falls back to best fit.
+        assert_eq!(a.alloc(VaRequest::new(2 * K4).with_hint(x)), Ok(x + 4 * K4));
+        assert_eq!(
+            a.alloc(VaRequest::new(2 * K4).with_hint(HOST + 63 * K4)),
+            Ok(x + 6 * K4)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn dram_hint_alignment_checks_only_the_low_48_bits() -> Result {
+        let mut a = dram(16)?;
+        let h = DRAM_START + 5 * DRAM_PAGE;
+        // The full address is not a multiple of the page, its low 48 bits are.
+        assert!(h % DRAM_PAGE != 0);
+        assert!((h & !LOW48_IGNORED) % DRAM_PAGE == 0);
+        assert_eq!(
+            a.alloc(VaRequest::new(DRAM_PAGE).with_forced_hint(h)),
+            Ok(h)
+        );
+        // Misaligned low bits.
+        assert_eq!(
+            a.alloc(VaRequest::new(DRAM_PAGE).with_forced_hint(h + 2 * DRAM_PAGE + K4)),
+            Err(VaAllocError::MisalignedHint)
+        );
+        // Aligned low bits, other high bits: aligned, but outside the range.
+        let far = (h + 2 * DRAM_PAGE) ^ (1 << 62);
+        assert_eq!(
+            a.alloc(VaRequest::new(DRAM_PAGE).with_forced_hint(far)),
+            Err(VaAllocError::HintOutOfRange)
+        );
+        assert_eq!(
+            a.alloc(VaRequest::new(DRAM_PAGE).with_hint(far)),
+            Ok(DRAM_START)
+        );
+        assert!(a.check_invariants());
+        Ok(())
+    }
+
+    #[test]
+    fn no_hint_allocations_avoid_the_reserved_span() -> Result {
+        // The real Gaudi2 DRAM range: the reserved span covers pages
+        // [109098, 152790) once rounded out to whole pages.
+        let p = AsicProperties::gaudi2(6, 0)?;
+        let mut a = VaAllocator::new(
+            &VaAllocConfig::new(p.dram_va, p.dram_page_size)
+                .with_hint_reserved(HINTS_DRAM_RESERVED)
+                .with_hint_ignored_bits(LOW48_IGNORED),
+        )?;
+        let page = |n: u64| DRAM_START + n * DRAM_PAGE;
+        let (lo, hi) = (109_098, 152_790);
+        assert_eq!(a.hint_only_span(), Some(VaSpan::new(page(lo), page(hi))));
+        assert!(a.is_hint_crossing_range(page(lo), DRAM_PAGE));
+        assert!(!a.is_hint_crossing_range(page(lo - 1), DRAM_PAGE));
+        assert!(a.is_hint_crossing_range(page(hi - 1), DRAM_PAGE));
+        assert!(!a.is_hint_crossing_range(page(hi), DRAM_PAGE));
+        // All but two pages below the span in one (forced) block.
+        assert_eq!(
+            a.alloc(VaRequest::new((lo - 2) * DRAM_PAGE).with_forced_hint(DRAM_START)),
+            Ok(DRAM_START)
+        );
+        // Three pages do not fit below: they go above the span, not into it.
+        assert_eq!(a.alloc(VaRequest::new(3 * DRAM_PAGE)), Ok(page(hi)));
+        // Two pages fit exactly below it.
+        assert_eq!(a.alloc(VaRequest::new(2 * DRAM_PAGE)), Ok(page(lo - 2)));
+        // A hint inside the span is honoured, with and without force.
+        assert_eq!(
+            a.alloc(VaRequest::new(DRAM_PAGE).with_hint(page(lo + 10))),
+            Ok(page(lo + 10))
+        );
+        assert_eq!(
+            a.alloc(VaRequest::new(DRAM_PAGE).with_forced_hint(page(lo))),
+            Ok(page(lo))
+        );
+        // A hint across the span's start edge, and its free.
+        a.free(page(lo), DRAM_PAGE)?;
+        a.free(page(lo - 2), 2 * DRAM_PAGE)?;
+        let before = dump(&a)?;
+        assert_eq!(
+            a.alloc(VaRequest::new(3 * DRAM_PAGE).with_forced_hint(page(lo - 1))),
+            Ok(page(lo - 1))
+        );
+        assert!(a.check_invariants());
+        a.free(page(lo - 1), 3 * DRAM_PAGE)?;
+        assert_eq!(dump(&a)?.as_slice(), before.as_slice());
+        assert!(a.check_invariants());
+        // A hint across both edges, as one allocation.
+        let mut s = VaAllocator::new(
+            &VaAllocConfig::new(VaSpan::new(HOST, HOST + 10 * K4), K4)
+                .with_hint_reserved(VaSpan::new(HOST + 4 * K4 + 1, HOST + 6 * K4 - 1)),
+        )?;
+        assert_eq!(
+            s.alloc(VaRequest::new(4 * K4).with_forced_hint(HOST + 3 * K4)),
+            Ok(HOST + 3 * K4)
+        );
+        assert!(s.check_invariants());
+        assert_eq!(dump(&s)?.len(), 3);
+        assert_eq!(s.free(HOST + 4 * K4, 3 * K4), Err(EINVAL));
+        s.free(HOST + 3 * K4, 4 * K4)?;
+        assert!(s.is_pristine() && s.check_invariants());
+        // Filling the range by best fit leaves the span's pages [4, 6) free.
+        for i in [0, 1, 2, 3, 6, 7, 8, 9] {
+            assert_eq!(pages(&mut s, 1)?, HOST + i * K4);
+        }
+        assert_eq!(s.alloc(VaRequest::new(K4)), Err(VaAllocError::NoSpace));
+        assert_eq!(s.free_blocks(), 1);
+        assert_eq!(
+            s.alloc(VaRequest::new(2 * K4).with_hint(HOST + 4 * K4)),
+            Ok(HOST + 4 * K4)
+        );
+        assert!(s.check_invariants());
+        Ok(())
+    }
+
+    #[test]
+    fn bad_frees_fail_without_changing_anything() -> Result {
+        let mut a = host(64)?;
+        let x = pages(&mut a, 4)?;
+        let y = pages(&mut a, 2)?;
+        let before = dump(&a)?;
+        for (s, n) in [
+            (x, 3 * K4),
+            (x, 5 * K4),
+            (x, 6 * K4),
+            (x + K4, 3 * K4),
+            (x + K4, K4),
+            (HOST + 10 * K4, K4),
+            (HOST - K4, K4),
+            (HOST + 64 * K4, K4),
+            (0, K4),
+            (x, 0),
+            (u64::MAX - 10, 20),
+            (!(K4 - 1), K4),
+            (x, u64::MAX),
+        ] {
+            assert_eq!(a.free(s, n), Err(EINVAL));
+            assert_eq!(a.unreserve(s, n), Err(EINVAL));
+        }
+        assert_eq!(dump(&a)?.as_slice(), before.as_slice());
+        assert_eq!(a.allocated_blocks(), 2);
+        assert!(a.check_invariants());
+        a.free(x, 4 * K4)?;
+        // Double free.
+        assert_eq!(a.free(x, 4 * K4), Err(EINVAL));
+        // The requested size rounds to the allocation's size.
+        a.free(y, K4 + 1)?;
+        assert!(a.is_pristine() && a.check_invariants());
+        Ok(())
+    }
+
+    #[test]
+    fn overflowing_sizes_and_hints_fail_cleanly() -> Result {
+        let mut a = host_2m(64)?;
+        let before = dump(&a)?;
+        for size in [0, u64::MAX, u64::MAX - K4 + 2] {
+            assert_eq!(
+                a.alloc(VaRequest::new(size)),
+                Err(VaAllocError::InvalidSize)
+            );
+        }
+        // Rounds to the largest page multiple without wrapping: just too big.
+        assert_eq!(
+            a.alloc(VaRequest::new(u64::MAX - K4 + 1)),
+            Err(VaAllocError::NoSpace)
+        );
+        assert_eq!(
+            a.alloc(VaRequest::new(!(M2 - 1)).with_align(M2)),
+            Err(VaAllocError::NoSpace)
+        );
+        let top = !(K4 - 1);
+        assert_eq!(
+            a.alloc(VaRequest::new(2 * K4).with_forced_hint(top)),
+            Err(VaAllocError::HintOutOfRange)
+        );
+        assert_eq!(
+            a.alloc(VaRequest::new(u64::MAX - K4 + 1).with_forced_hint(HOST)),
+            Err(VaAllocError::HintOutOfRange)
+        );
+        assert_eq!(dump(&a)?.as_slice(), before.as_slice());
+        assert_eq!(a.alloc(VaRequest::new(2 * K4).with_hint(top)), Ok(HOST));
+        assert!(!a.is_hint_crossing_range(u64::MAX - 5, u64::MAX));
+        let mut d = dram(4)?;
+        assert_eq!(
+            d.alloc(VaRequest::new(u64::MAX)),
+            Err(VaAllocError::InvalidSize)
+        );
+        assert_eq!(
+            d.alloc(VaRequest::new(u64::MAX - DRAM_PAGE)),
+            Err(VaAllocError::NoSpace)
+        );
+        assert_eq!(d.free(DRAM_START, u64::MAX), Err(EINVAL));
+        assert!(a.check_invariants() && d.check_invariants());
+        Ok(())
+    }
+
+    #[test]
+    fn exhaustion_is_enomem() -> Result {
+        let mut a = host(8)?;
+        for i in 0..8 {
+            assert_eq!(pages(&mut a, 1)?, HOST + i * K4);
+        }
+        assert_eq!(a.alloc(VaRequest::new(K4)), Err(VaAllocError::NoSpace));
+        assert_eq!(VaAllocError::NoSpace.to_errno(), ENOMEM);
+        a.free(HOST + 2 * K4, K4)?;
+        a.free(HOST + 4 * K4, K4)?;
+        // Two free pages, but not next to each other.
+        assert_eq!(a.alloc(VaRequest::new(2 * K4)), Err(VaAllocError::NoSpace));
+        a.free(HOST + 3 * K4, K4)?;
+        assert_eq!(pages(&mut a, 3)?, HOST + 2 * K4);
+        assert_eq!(a.free_blocks(), 0);
+        assert!(a.check_invariants());
+        Ok(())
+    }
+
+    #[test]
+    fn sizes_of_4_gib_and_more_work() -> Result {
+        let p = AsicProperties::gaudi2(6, 0)?;
+        let mut a = VaAllocator::new(
+            &VaAllocConfig::new(p.host_va, p.host_page_size)
+                .with_extra_align(p.host_huge_page_size)
+                .with_hint_reserved(HINTS_HOST_RESERVED),
+        )?;
+        let g4 = 4 * G1;
+        // The command-buffer pool: 4 GiB at 2 MiB alignment.
+        assert_eq!(a.reserve(g4, M2), Ok(HOST));
+        assert_eq!(a.alloc(VaRequest::new(g4 + K4)), Ok(HOST + g4));
+        assert_eq!(pages(&mut a, 1)?, HOST + 2 * g4 + K4);
+        a.free(HOST + g4, g4 + K4)?;
+        assert_eq!(a.alloc(VaRequest::new(g4 + K4)), Ok(HOST + g4));
+        assert_eq!(a.alloc(VaRequest::new(1 << 40)), Ok(HOST + 2 * g4 + 2 * K4));
+        // 4 GiB + 1 below the reserved span overlaps it (upstream: 1 byte, no).
+        let r = HINTS_HOST_RESERVED;
+        assert!(a.is_hint_crossing_range(r.start - g4, g4 + 1));
+        assert!(!a.is_hint_crossing_range(r.start - g4, g4));
+        // A 4 GiB block forced to end at the span start, then more by best fit.
+        assert_eq!(
+            a.alloc(VaRequest::new(g4).with_forced_hint(r.start - g4)),
+            Ok(r.start - g4)
+        );
+        assert!(a.check_invariants());
+        assert_eq!(a.clear(), 5);
+        assert!(a.is_pristine());
+        Ok(())
+    }
+
+    #[test]
+    fn reserve_and_unreserve_up_to_the_last_byte() -> Result {
+        let mut a = host_2m(1024)?;
+        assert_eq!(a.reserve(M2, M2), Ok(HOST));
+        // The rest of the range: it ends on the range's last byte.
+        assert_eq!(a.reserve(M2, 0), Ok(HOST + M2));
+        assert_eq!(a.reserve(K4, 0), Err(VaAllocError::NoSpace));
+        assert_eq!(a.reserve(K4, 3), Err(VaAllocError::InvalidAlign));
+        // Upstream refuses this unreserve (off by one at the range end).
+        a.unreserve(HOST + M2, M2)?;
+        assert_eq!(a.unreserve(HOST + M2, M2), Err(EINVAL));
+        a.unreserve(HOST, M2)?;
+        assert!(a.is_pristine() && a.check_invariants());
+        Ok(())
+    }
+
+    #[test]
+    fn errors_map_to_distinct_errnos() {
+        use VaAllocError::*;
+        for e in [
+            InvalidSize,
+            InvalidAlign,
+            NoHint,
+            MisalignedHint,
+            HintOutOfRange,
+        ] {
+            assert_eq!(e.to_errno(), EINVAL);
+            assert_eq!(Error::from(e), EINVAL);
+        }
+        assert_eq!(HintInUse.to_errno(), EADDRINUSE);
+        assert_eq!(NoSpace.to_errno(), ENOMEM);
+        assert_eq!(NoMemory.to_errno(), ENOMEM);
+        for e in [
+            InvalidSize,
+            InvalidAlign,
+            NoHint,
+            MisalignedHint,
+            HintOutOfRange,
+            HintInUse,
+            NoSpace,
+            NoMemory,
+        ] {
+            assert_eq!(e.upstream_errno(), ENOMEM);
+        }
+    }
+
+    #[test]
+    fn prepared_nodes_are_enough_and_failures_change_nothing() -> Result {
+        let mut a = VaAllocator::new(
+            &VaAllocConfig::new(VaSpan::new(HOST, HOST + 1024 * K4), K4)
+                .with_extra_align(M2)
+                .with_hint_reserved(VaSpan::new(HOST + 600 * K4, HOST + 700 * K4)),
+        )?;
+        // Best fit prefers the smaller free block above the span.
+        assert_eq!(pages(&mut a, 1)?, HOST + 700 * K4);
+        a.free(HOST + 700 * K4, K4)?;
+        assert_eq!(a.alloc(VaRequest::new(K4).with_forced_hint(HOST)), Ok(HOST));
+        // The worst case for nodes: a free front and a free tail, in one block.
+        let res = VaAllocator::prepare(GFP_KERNEL)?;
+        assert_eq!(
+            a.alloc_with(VaRequest::new(K4).with_align(M2), res),
+            Ok(HOST + M2)
+        );
+        // Across both span edges with a free front and tail.
+        let res = VaAllocator::prepare(GFP_KERNEL)?;
+        let h = HOST + 590 * K4;
+        assert_eq!(
+            a.alloc_with(VaRequest::new(120 * K4).with_forced_hint(h), res),
+            Ok(h)
+        );
+        assert!(a.check_invariants());
+        let before = dump(&a)?;
+        let res = VaAllocator::prepare(GFP_KERNEL)?;
+        assert_eq!(
+            a.alloc_with(VaRequest::new(K4).with_forced_hint(h), res),
+            Err(VaAllocError::HintInUse)
+        );
+        assert_eq!(dump(&a)?.as_slice(), before.as_slice());
+        assert_eq!(a.free_blocks(), 3);
+        assert_eq!(a.allocated_blocks(), 3);
+        a.free(h, 120 * K4)?;
+        a.free(HOST + M2, K4)?;
+        a.free(HOST, K4)?;
+        assert!(a.is_pristine() && a.check_invariants());
+        Ok(())
+    }
+
+    #[test]
+    fn dump_shows_whole_allocations_and_merged_free_blocks() -> Result {
+        let mut a = VaAllocator::new(
+            &VaAllocConfig::new(VaSpan::new(HOST, HOST + 16 * K4), K4)
+                .with_hint_reserved(VaSpan::new(HOST + 8 * K4, HOST + 12 * K4)),
+        )?;
+        // The span splits the free space internally, but it shows as one block.
+        assert_eq!(dump(&a)?.as_slice(), &[(HOST, HOST + 16 * K4, true)]);
+        assert_eq!(a.free_blocks(), 1);
+        a.alloc(VaRequest::new(2 * K4).with_forced_hint(HOST))?;
+        a.alloc(VaRequest::new(2 * K4).with_forced_hint(HOST + 7 * K4))?;
+        assert_eq!(
+            dump(&a)?.as_slice(),
+            &[
+                (HOST, HOST + 2 * K4, false),
+                (HOST + 2 * K4, HOST + 7 * K4, true),
+                (HOST + 7 * K4, HOST + 9 * K4, false),
+                (HOST + 9 * K4, HOST + 16 * K4, true),
+            ]
+        );
+        assert_eq!(a.free_blocks(), 2);
+        assert_eq!(a.allocated_blocks(), 2);
+        assert!(a.check_invariants());
+        Ok(())
+    }
+
+    /// A deliberately simple reference: a sorted list of maximal free blocks and
+    /// allocations, searched linearly.
+    struct Model {
+        span: VaSpan,
+        page: u64,
+        pow2: bool,
+        extra: Option<u64>,
+        ignored: u64,
+        hint_only: Option<VaSpan>,
+        blocks: KVec<(u64, u64, bool)>,
+    }
+
+    impl Model {
+        fn new(cfg: &VaAllocConfig, span: VaSpan) -> Result<Self> {
+            let page = cfg.page_size;
+            let hint_only = cfg.hint_reserved.and_then(|r| {
+                let lo = r.start.max(span.start);
+                let hi = r.end.min(span.end);
+                (lo < hi).then(|| {
+                    VaSpan::new(
+                        span.start + (lo - span.start) / page * page,
+                        span.start + (hi - span.start).div_ceil(page) * page,
+                    )
+                })
+            });
+            let mut blocks = KVec::new();
+            blocks.push((span.start, span.end, true), GFP_KERNEL)?;
+            Ok(Self {
+                span,
+                page,
+                pow2: page.is_power_of_two(),
+                extra: cfg.extra_align,
+                ignored: cfg.hint_ignored_bits,
+                hint_only,
+                blocks,
+            })
+        }
+
+        fn round(&self, size: u64) -> Option<u64> {
+            if size == 0 {
+                None
+            } else if self.pow2 {
+                size.checked_next_multiple_of(self.page)
+            } else {
+                size.div_ceil(self.page).checked_mul(self.page)
+            }
+        }
+
+        fn alloc(&mut self, req: VaRequest) -> Result<Result<u64, VaAllocError>> {
+            let Some(size) = self.round(req.size) else {
+                return Ok(Err(VaAllocError::InvalidSize));
+            };
+            let align = if self.pow2 {
+                if req.align != 0 && !req.align.is_power_of_two() {
+                    return Ok(Err(VaAllocError::InvalidAlign));
+                }
+                let al = req.align.max(self.page);
+                if al != self.page && Some(al) != self.extra {
+                    return Ok(Err(VaAllocError::InvalidAlign));
+                }
+                al
+            } else {
+                self.page
+            };
+            let aligned = if self.pow2 {
+                req.hint % align == 0
+            } else {
+                (req.hint & !self.ignored) % self.page == 0
+                    && (!(self.span.start..self.span.end).contains(&req.hint)
+                        || (req.hint - self.span.start) % self.page == 0)
+            };
+            let mut hint = req.hint;
+            if hint != 0 && !aligned {
+                if req.force_hint {
+                    return Ok(Err(VaAllocError::MisalignedHint));
+                }
+                hint = 0;
+            }
+            if hint == 0 && req.force_hint {
+                return Ok(Err(VaAllocError::NoHint));
+            }
+            let mut chosen = None;
+            if hint != 0 {
+                match hint.checked_add(size) {
+                    Some(he) if hint >= self.span.start && he <= self.span.end => {
+                        if self
+                            .blocks
+                            .iter()
+                            .any(|&(s, e, free)| free && s <= hint && he <= e)
+                        {
+                            chosen = Some(hint);
+                        } else if req.force_hint {
+                            return Ok(Err(VaAllocError::HintInUse));
+                        }
+                    }
+                    _ => {
+                        if req.force_hint {
+                            return Ok(Err(VaAllocError::HintOutOfRange));
+                        }
+                    }
+                }
+            }
+            if chosen.is_none() {
+                // Linear best fit over the free blocks cut at the span.
+                let mut best: Option<(u64, u64)> = None;
+                for &(s, e, free) in self.blocks.iter() {
+                    if !free {
+                        continue;
+                    }
+                    let pieces = match self.hint_only {
+                        Some(h) => [(s, e.min(h.start)), (s.max(h.end), e)],
+                        None => [(s, e), (0, 0)],
+                    };
+                    for (ps, pe) in pieces {
+                        if ps >= pe {
+                            continue;
+                        }
+                        let a = if self.pow2 {
+                            match ps.checked_next_multiple_of(align) {
+                                Some(a) => a,
+                                None => continue,
+                            }
+                        } else {
+                            ps
+                        };
+                        if a >= pe || pe - a < size {
+                            continue;
+                        }
+                        if best.is_none_or(|(v, _)| pe - a < v) {
+                            best = Some((pe - a, a));
+                        }
+                    }
+                }
+                chosen = best.map(|(_, a)| a);
+            }
+            let Some(a) = chosen else {
+                return Ok(Err(VaAllocError::NoSpace));
+            };
+            let ae = a + size;
+            let mut out = KVec::with_capacity(self.blocks.len() + 2, GFP_KERNEL)?;
+            for &(s, e, free) in self.blocks.iter() {
+                if free && s <= a && ae <= e {
+                    if s < a {
+                        out.push((s, a, true), GFP_KERNEL)?;
+                    }
+                    out.push((a, ae, false), GFP_KERNEL)?;
+                    if ae < e {
+                        out.push((ae, e, true), GFP_KERNEL)?;
+                    }
+                } else {
+                    out.push((s, e, free), GFP_KERNEL)?;
+                }
+            }
+            self.blocks = out;
+            Ok(Ok(a))
+        }
+
+        fn free(&mut self, start: u64, size: u64) -> Result<Result> {
+            let Some(end) = self.round(size).and_then(|n| start.checked_add(n)) else {
+                return Ok(Err(EINVAL));
+            };
+            let Some(idx) = self
+                .blocks
+                .iter()
+                .position(|&(s, e, free)| !free && s == start && e == end)
+            else {
+                return Ok(Err(EINVAL));
+            };
+            let mut out: KVec<(u64, u64, bool)> =
+                KVec::with_capacity(self.blocks.len(), GFP_KERNEL)?;
+            for (i, &(s, e, free)) in self.blocks.iter().enumerate() {
+                let free = free || i == idx;
+                let merged = match out.last_mut() {
+                    Some(last) if free && last.2 && last.1 == s => {
+                        last.1 = e;
+                        true
+                    }
+                    _ => false,
+                };
+                if !merged {
+                    out.push((s, e, free), GFP_KERNEL)?;
+                }
+            }
+            self.blocks = out;
+            Ok(Ok(()))
+        }
+
+        fn clear(&mut self) -> Result<usize> {
+            let n = self.blocks.iter().filter(|b| !b.2).count();
+            self.blocks.clear();
+            self.blocks
+                .push((self.span.start, self.span.end, true), GFP_KERNEL)?;
+            Ok(n)
+        }
+
+        /// The `k`-th allocation (modulo their number), if any.
+        fn nth_allocation(&self, k: u64) -> Option<(u64, u64)> {
+            let n = self.blocks.iter().filter(|b| !b.2).count();
+            if n == 0 {
+                return None;
+            }
+            let k = usize::try_from(k % n as u64).ok()?;
+            self.blocks
+                .iter()
+                .filter(|b| !b.2)
+                .nth(k)
+                .map(|&(s, e, _)| (s, e))
+        }
+    }
+
+    /// xorshift64: a tiny deterministic PRNG.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            let mut x = self.0;
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            self.0 = x;
+            x
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            if n == 0 {
+                0
+            } else {
+                self.next() % n
+            }
+        }
+    }
+
+    /// Outcome counters, to show the random runs reach every path.
+    #[derive(Default)]
+    struct Stats {
+        ok: u32,
+        by_hint: u32,
+        no_space: u32,
+        in_use: u32,
+        misaligned: u32,
+        out_of_range: u32,
+        freed: u32,
+        bad_free: u32,
+        crossing: u32,
+    }
+
+    /// `ops` random operations on an allocator and the model, compared after
+    /// every step.
+    fn differential(cfg: &VaAllocConfig, seed: u64, ops: u32) -> Result<Stats> {
+        let mut a = VaAllocator::new(cfg)?;
+        let mut m = Model::new(cfg, a.span())?;
+        let mut rng = Rng(seed);
+        let mut st = Stats::default();
+        let span = a.span();
+        let page = a.page_size();
+        let npages = span.len() / page;
+        for op in 0..ops {
+            let r = rng.below(100);
+            let what;
+            if r < 52 {
+                let size = match rng.below(20) {
+                    0 => 0,
+                    1 => u64::MAX - rng.below(3) * page,
+                    2 => (1 + rng.below(npages)) * page,
+                    3..=5 => (1 + rng.below(16)) * page - rng.below(page),
+                    _ => (1 + rng.below(8)) * page,
+                };
+                let align = match (cfg.extra_align, rng.below(20)) {
+                    (_, 0..=11) => 0,
+                    (_, 12..=14) => page,
+                    (Some(x), 15..=17) => x,
+                    (_, 18) => 3,
+                    _ => page * 2,
+                };
+                let aligned = |n: u64| span.start + n * page;
+                let hint = match rng.below(12) {
+                    0..=4 => 0,
+                    5..=7 => aligned(rng.below(npages)),
+                    8 => aligned(rng.below(npages)) + 1 + rng.below(page - 1),
+                    9 => match (m.hint_only, cfg.extra_align) {
+                        (Some(h), _) if rng.below(2) == 0 => {
+                            h.start + rng.below(h.len() / page) * page
+                        }
+                        (_, Some(x)) => span.start + rng.below(span.len() / x) * x,
+                        _ => aligned(npages - 1 - rng.below(4)),
+                    },
+                    10 => match rng.below(4) {
+                        0 => span.start.wrapping_sub(page),
+                        1 => span.end,
+                        2 => !(page - 1),
+                        _ => aligned(rng.below(npages)) ^ (1 << 62),
+                    },
+                    _ => match m.nth_allocation(rng.next()) {
+                        Some((s, _)) => s,
+                        None => 0,
+                    },
+                };
+                let req = VaRequest {
+                    size,
+                    align,
+                    hint,
+                    force_hint: rng.below(3) == 0,
+                };
+                let got = a.alloc(req);
+                let want = m.alloc(req)?;
+                if got != want {
+                    pr_err!("op {}: {:?}: got {:?}, model {:?}\n", op, req, got, want);
+                    return Err(EINVAL);
+                }
+                match got {
+                    Ok(s) => {
+                        st.ok += 1;
+                        if hint != 0 && s == hint {
+                            st.by_hint += 1;
+                        }
+                        let rounded = m.round(size).ok_or(EINVAL)?;
+                        if a.is_hint_crossing_range(s, rounded) {
+                            st.crossing += 1;
+                            // Only a hint reaches the reserved span.
+                            assert_eq!(s, hint);
+                        }
+                    }
+                    Err(VaAllocError::NoSpace) => st.no_space += 1,
+                    Err(VaAllocError::HintInUse) => st.in_use += 1,
+                    Err(VaAllocError::MisalignedHint) => st.misaligned += 1,
+                    Err(VaAllocError::HintOutOfRange) => st.out_of_range += 1,
+                    Err(_) => {}
+                }
+                what = "alloc";
+            } else if r < 90 {
+                let Some((s, e)) = m.nth_allocation(rng.next()) else {
+                    continue;
+                };
+                // The requested size of an allocation may be below the rounded one.
+                let size = if rng.below(4) == 0 {
+                    e - s - rng.below(page)
+                } else {
+                    e - s
+                };
+                let got = a.free(s, size);
+                let want = m.free(s, size)?;
+                if got != want || got.is_err() {
+                    pr_err!("op {}: free({:#x}, {:#x}): {:?}\n", op, s, size, got);
+                    return Err(EINVAL);
+                }
+                st.freed += 1;
+                what = "free";
+            } else if r < 99 {
+                let (s, size) = match (m.nth_allocation(rng.next()), rng.below(5)) {
+                    (Some((s, e)), 0) => (s, e - s + page),
+                    (Some((s, e)), 1) => (s + page, e - s - page),
+                    (Some((s, e)), 2) => (s, (e - s) * 2),
+                    (Some((s, _)), 3) => (s.wrapping_sub(page), page),
+                    _ => (span.start + rng.below(npages) * page, page),
+                };
+                let got = a.free(s, size);
+                let want = m.free(s, size)?;
+                if got != want {
+                    pr_err!("op {}: bad free({:#x}, {:#x}): {:?}\n", op, s, size, got);
+                    return Err(EINVAL);
+                }
+                if got.is_err() {
+                    st.bad_free += 1;
+                }
+                what = "bad free";
+            } else {
+                let got = a.clear();
+                let want = m.clear()?;
+                if got != want {
+                    pr_err!("op {}: clear: {} vs {}\n", op, got, want);
+                    return Err(EINVAL);
+                }
+                what = "clear";
+            }
+            let d = dump(&a)?;
+            let free = m.blocks.iter().filter(|b| b.2).count();
+            let allocated = m.blocks.len() - free;
+            if d.as_slice() != m.blocks.as_slice()
+                || !a.check_invariants()
+                || a.free_blocks() != free
+                || a.allocated_blocks() != allocated
+                || a.is_pristine() != (allocated == 0)
+            {
+                pr_err!("op {} ({}): allocator and model differ\n", op, what);
+                return Err(EINVAL);
+            }
+        }
+        a.clear();
+        assert!(a.is_pristine() && a.check_invariants());
+        Ok(st)
+    }
+
+    #[test]
+    fn random_ops_match_the_model_in_a_host_range() -> Result {
+        // 4096 pages of 4 KiB with the 2 MiB class and a span that is not page
+        // aligned at either end.
+        let cfg = VaAllocConfig::new(VaSpan::new(HOST, HOST + 4096 * K4), K4)
+            .with_extra_align(M2)
+            .with_hint_reserved(VaSpan::new(HOST + 3000 * K4 + 100, HOST + 3500 * K4 - 100));
+        let st = differential(&cfg, 0x9E37_79B9_7F4A_7C15, 2500)?;
+        assert!(st.ok > 0 && st.by_hint > 0 && st.no_space > 0 && st.in_use > 0);
+        assert!(st.misaligned > 0 && st.out_of_range > 0 && st.freed > 0 && st.bad_free > 0);
+        assert!(st.crossing > 0);
+        Ok(())
+    }
+
+    #[test]
+    fn random_ops_match_the_model_in_a_dram_range() -> Result {
+        let cfg = VaAllocConfig::new(
+            VaSpan::new(DRAM_START, DRAM_START + 256 * DRAM_PAGE),
+            DRAM_PAGE,
+        )
+        .with_hint_ignored_bits(LOW48_IGNORED)
+        .with_hint_reserved(VaSpan::new(
+            DRAM_START + 100 * DRAM_PAGE + 0x1234,
+            DRAM_START + 140 * DRAM_PAGE - 0x10,
+        ));
+        let st = differential(&cfg, 0x2545_F491_4F6C_DD1D, 2500)?;
+        assert!(st.ok > 0 && st.by_hint > 0 && st.no_space > 0 && st.in_use > 0);
+        assert!(st.misaligned > 0 && st.out_of_range > 0 && st.freed > 0 && st.bad_free > 0);
+        assert!(st.crossing > 0);
+        Ok(())
+    }
+
+    #[test]
+    fn random_ops_match_the_model_in_a_plain_range() -> Result {
+        let cfg = VaAllocConfig::new(VaSpan::new(HOST + 0x123, HOST + 512 * M2), M2);
+        let st = differential(&cfg, 0xD1B5_4A32_D192_ED03, 2000)?;
+        assert!(st.ok > 0 && st.by_hint > 0 && st.no_space > 0 && st.in_use > 0);
+        assert!(st.misaligned > 0 && st.out_of_range > 0 && st.freed > 0 && st.bad_free > 0);
+        Ok(())
+    }
+}
