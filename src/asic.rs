@@ -55,7 +55,6 @@ pub(crate) const GAUDI2_EVENT_SIZE: u32 = 1329;
 pub(crate) const MAX_ASID: u32 = 2;
 /// `dram_hints_align_mask = ~GAUDI2_HBM_MMU_SCRM_ADDRESS_MASK`: only the low 48 bits of a
 /// DRAM hint are checked for page alignment (gaudi2/gaudi2.c:2700, include/gaudi2/gaudi2.h:46).
-#[expect(dead_code, reason = "used by later layers")]
 pub(crate) const DRAM_HINTS_ALIGN_MASK: u64 = !0xFFFF_FFFF_FFFF;
 
 /// `VA_HOST_SPACE_PAGE_START`/`_END` (gaudi2/gaudi2P.h:131-132), 4 KiB pages.

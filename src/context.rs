@@ -3,7 +3,7 @@
 //! The per-open compute context (upstream `struct hl_ctx`): one per open of
 //! the compute node. It owns the user ASID; closing the file tears it down.
 
-use crate::device::HlDevice;
+use crate::{device::HlDevice, vm::va_range::ContextVm};
 use kernel::{
     prelude::*,
     sync::{
@@ -21,6 +21,8 @@ use kernel::{
 pub(crate) struct Context {
     dev: Arc<HlDevice>,
     asid: u32,
+    /// The context's VA ranges (also reachable from the device for debugfs).
+    vm: Arc<ContextVm>,
     /// Bytes of DRAM this context allocated (`dram_phys_mem`).
     dram_phys_mem: Atomic<u64>,
 }
@@ -29,11 +31,13 @@ impl Context {
     /// Create the context of a new compute open (`hl_ctx_create`), or fail
     /// with the errno of `HlDevice::open_compute`.
     pub(crate) fn new(dev: Arc<HlDevice>, now_ns: i64) -> Result<Self> {
-        let asid = dev.open_compute(now_ns)?;
+        let vm = Arc::pin_init(ContextVm::new(&dev.asic), GFP_KERNEL)?;
+        let asid = dev.open_compute(now_ns, &vm)?;
         // INVARIANT: `open_compute` marked the context active and reserved `asid`.
         Ok(Self {
             dev,
             asid,
+            vm,
             dram_phys_mem: Atomic::new(0),
         })
     }
@@ -64,11 +68,13 @@ impl Drop for Context {
     /// allocation left behind, then release the ASID.
     fn drop(&mut self) {
         let left = crate::vm::device_memory::free_all_of(self);
-        if left > 0 {
+        let va_left = self.vm.clear();
+        if left > 0 || va_left > 0 {
             pr_debug!(
-                "context {}: freed {} allocation(s) left behind\n",
+                "context {}: freed {} allocation(s) and {} VA block(s) left behind\n",
                 self.asid,
-                left
+                left,
+                va_left
             );
         }
         self.dev.close_compute(self.asid);

@@ -7,8 +7,9 @@
 //! | `dram_pool` | pool geometry, usage and a one-character-per-page map |
 //! | `memory` | every live handle: owner ASID, size, pages, contiguity, flags, mappings |
 //! | `status` | the simulated device's state; writing a state name changes it (tests) |
+//! | `va` | the VA ranges of the open compute context: every block, free or allocated |
 
-use crate::{backend::DeviceStatus, device::HlDevice};
+use crate::{backend::DeviceStatus, device::HlDevice, vm::va_range::VaRangeType};
 use kernel::{
     debugfs::{Dir, File},
     fmt,
@@ -27,6 +28,8 @@ pub(crate) struct DeviceDebugfs {
     memory: File<Arc<HlDevice>>,
     #[pin]
     status: File<Arc<HlDevice>>,
+    #[pin]
+    va: File<Arc<HlDevice>>,
     _dir: Dir,
 }
 
@@ -38,6 +41,7 @@ impl DeviceDebugfs {
         Ok(try_pin_init!(Self {
             dram_pool <- dir.read_callback_file(c"dram_pool", dev.clone(), &show_dram_pool),
             memory <- dir.read_callback_file(c"memory", dev.clone(), &show_memory),
+            va <- dir.read_callback_file(c"va", dev.clone(), &show_va),
             status <- dir.read_write_callback_file(c"status", dev, &show_status, &write_status),
             _dir: dir,
         }))
@@ -98,6 +102,46 @@ fn show_memory(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         }
     });
     result
+}
+
+/// `print_va_list_locked`, for every range of the active context.
+fn show_va(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let Some(vm) = dev.state.lock().active_vm.clone() else {
+        return writeln!(f, "no open compute context");
+    };
+    for kind in VaRangeType::ALL {
+        let alloc = vm.range(kind).lock();
+        let span = alloc.span();
+        writeln!(
+            f,
+            "range {}: [{:#x}, {:#x}) page {:#x}, {} free block(s), {} allocation(s)",
+            kind.name(),
+            span.start,
+            span.end,
+            alloc.page_size(),
+            alloc.free_blocks(),
+            alloc.allocated_blocks()
+        )?;
+        if let Some(r) = alloc.hint_reserved() {
+            writeln!(f, "  hint-reserved [{:#x}, {:#x})", r.start, r.end)?;
+        }
+        let mut result = Ok(());
+        alloc.for_each_block(|start, end, free| {
+            if result.is_ok() {
+                let what = if free { "free" } else { "used" };
+                result = writeln!(
+                    f,
+                    "  {} [{:#x}, {:#x}) {:#x}",
+                    what,
+                    start,
+                    end,
+                    end - start
+                );
+            }
+        });
+        result?;
+    }
+    Ok(())
 }
 
 const STATUS_NAMES: [(&str, DeviceStatus); 6] = [

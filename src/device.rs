@@ -11,7 +11,7 @@ use crate::{
     asic::{AsicProperties, MAX_ASID},
     backend::{Backend, DeviceStatus},
     sim::SimGaudi2,
-    vm::{dram_pool::DramPool, handles::HandleTable},
+    vm::{dram_pool::DramPool, handles::HandleTable, va_range::ContextVm},
 };
 use kernel::{
     new_mutex,
@@ -65,6 +65,9 @@ pub(crate) struct DeviceState {
     session_start: Option<Instant<Monotonic>>,
     /// Length of the last finished compute session in ms (`last_open_session_duration_jif`).
     pub(crate) last_session_ms: u64,
+    /// The VA ranges of the active compute context (debugfs). Not the context
+    /// itself: the context holds the device, and this must not make a cycle.
+    pub(crate) active_vm: Option<Arc<ContextVm>>,
 }
 
 /// One Gaudi2 (simulated).
@@ -116,6 +119,7 @@ impl HlDevice {
                 last_open_ktime_ns: 0,
                 session_start: None,
                 last_session_ms: 0,
+                active_vm: None,
             }),
             dram_used: Atomic::new(0),
         })
@@ -176,7 +180,7 @@ impl HlDevice {
     /// upstream's `hl_device_open` does (common/habanalabs_drv.c:200-236):
     /// `EAGAIN` while in reset, `EPERM` when not operational, `EBUSY` when
     /// another compute context is active. O(1).
-    pub(crate) fn open_compute(&self, now_ns: i64) -> Result<u32> {
+    pub(crate) fn open_compute(&self, now_ns: i64, vm: &Arc<ContextVm>) -> Result<u32> {
         let status = self.status();
         if !status.is_operational() {
             return Err(match status {
@@ -198,6 +202,7 @@ impl HlDevice {
         st.open_counter += 1;
         st.last_open_ktime_ns = now_ns;
         st.session_start = Some(Instant::now());
+        st.active_vm = Some(vm.clone());
         Ok(asid)
     }
 
@@ -208,6 +213,7 @@ impl HlDevice {
             st.asids &= !(1 << asid);
         }
         st.compute_ctx_active = false;
+        st.active_vm = None;
         if let Some(start) = st.session_start.take() {
             st.last_session_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(0);
         }
@@ -237,11 +243,12 @@ mod tests {
     #[test]
     fn one_compute_context_at_a_time() -> Result {
         let d = dev(0)?;
-        let asid = d.open_compute(5)?;
+        let vm = Arc::pin_init(ContextVm::new(&d.asic), GFP_KERNEL)?;
+        let asid = d.open_compute(5, &vm)?;
         assert_eq!(asid, 1);
-        assert_eq!(d.open_compute(6), Err(EBUSY));
+        assert_eq!(d.open_compute(6, &vm), Err(EBUSY));
         d.close_compute(asid);
-        assert_eq!(d.open_compute(7)?, 1);
+        assert_eq!(d.open_compute(7, &vm)?, 1);
         let st = d.state.lock();
         assert_eq!(st.open_counter, 2);
         assert_eq!(st.last_open_ktime_ns, 7);
@@ -251,12 +258,13 @@ mod tests {
     #[test]
     fn open_fails_when_not_operational() -> Result {
         let d = dev(0)?;
+        let vm = Arc::pin_init(ContextVm::new(&d.asic), GFP_KERNEL)?;
         d.sim.set_status(DeviceStatus::InReset);
-        assert_eq!(d.open_compute(1), Err(EAGAIN));
+        assert_eq!(d.open_compute(1, &vm), Err(EAGAIN));
         d.sim.set_status(DeviceStatus::Malfunction);
-        assert_eq!(d.open_compute(1), Err(EPERM));
+        assert_eq!(d.open_compute(1, &vm), Err(EPERM));
         d.sim.set_status(DeviceStatus::InDeviceCreation);
-        let asid = d.open_compute(1)?;
+        let asid = d.open_compute(1, &vm)?;
         d.close_compute(asid);
         Ok(())
     }

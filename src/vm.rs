@@ -12,3 +12,4 @@ pub(crate) mod dram_pool;
 pub(crate) mod handles;
 pub(crate) mod page_pack;
 pub(crate) mod va_alloc;
+pub(crate) mod va_range;

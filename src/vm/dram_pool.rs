@@ -92,8 +92,8 @@ impl DramPool {
     /// Page index of a physical address inside the pool.
     pub(crate) fn page_index(&self, addr: u64) -> Option<u64> {
         let off = addr.checked_sub(self.base)?;
-        let i = off / self.page_size;
-        (off % self.page_size == 0 && i < self.pages).then_some(i)
+        let i = off.checked_div(self.page_size)?;
+        (off.checked_rem(self.page_size)? == 0 && i < self.pages).then_some(i)
     }
 
     fn all(&self) -> u128 {

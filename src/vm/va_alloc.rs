@@ -92,7 +92,6 @@
 //! Without `force_hint` a misaligned, out-of-range or occupied hint is ignored and
 //! the request is placed by best fit, as upstream does. [`VaAllocError::to_errno`]
 //! gives the errno of this table, [`VaAllocError::upstream_errno`] upstream's.
-#![allow(dead_code)] // Until the context wires it in (issue 4).
 
 use crate::asic::VaSpan;
 use core::mem;
