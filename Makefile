@@ -3,6 +3,7 @@
 # Entry points (see README.md):
 #   make test     bootstrap, kernel, module, host tests, guest run, one summary
 #   make run      the main job: boot the guest, load the module, show it working
+#   make bench    benchmarks (VA allocator cost vs live blocks)
 #   make module   build the .ko (KDIR=... for any prepared Rust-enabled kernel tree)
 #   make clippy   build the module under clippy with the kernel's lint set
 #   make fmt / make fmt-check   rustfmt with the kernel's .rustfmt.toml
@@ -10,7 +11,7 @@
 SHELL := /bin/bash
 KDIR ?=
 
-.PHONY: all test run module clippy fmt fmt-check bootstrap kernel guest host-test clean
+.PHONY: all test run bench module clippy fmt fmt-check bootstrap kernel guest host-test clean
 
 all: module
 
@@ -19,6 +20,9 @@ test:
 
 run:
 	@scripts/run.sh
+
+bench:
+	@scripts/bench.sh
 
 bootstrap:
 	@scripts/bootstrap.sh

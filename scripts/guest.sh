@@ -31,7 +31,7 @@ rc=0
 timeout --foreground -k 5 "${HLRS_GUEST_TIMEOUT:-600}" \
 	qemu-system-x86_64 "${ACCEL[@]}" -m 1024 -smp 2 -nographic -no-reboot \
 	-kernel "$KOBJ/arch/x86/boot/bzImage" -initrd "$OUT/initrd.gz" \
-	-append "console=ttyS0 panic=-1 kfence.sample_interval=10 hlrs.mode=$MODE hlrs.params=$PARAMS" \
+	-append "console=ttyS0 panic=-1 kfence.sample_interval=10 hlrs.mode=$MODE hlrs.params=$PARAMS ${HLRS_CMDLINE:-}" \
 	</dev/null >"$LOG" 2>&1 || rc=$?
 [ $rc -eq 124 ] && echo "@@HLRS-HOST guest timed out after ${HLRS_GUEST_TIMEOUT:-600} s" >>"$LOG"
 exit $rc

@@ -42,6 +42,10 @@ module! {
             default: 0,
             description: "Simulated DRAM size in MiB (0: hbms x 16 GiB); at least two DRAM pages",
         },
+        bench_va_blocks: u64 {
+            default: 1000,
+            description: "Live VA blocks of the KUnit VA benchmark (make bench uses 100000)",
+        },
     },
 }
 
