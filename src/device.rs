@@ -75,7 +75,7 @@ pub(crate) struct DeviceState {
 /// # Invariants
 ///
 /// `index` is unique among the devices of this module load; `asic` never changes.
-#[pin_data]
+#[pin_data(PinnedDrop)]
 pub(crate) struct HlDevice {
     /// Index of the device within this module (0-based); also its fake PCI bus.
     pub(crate) index: u32,
@@ -216,6 +216,22 @@ impl HlDevice {
         st.active_vm = None;
         if let Some(start) = st.session_start.take() {
             st.last_session_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(0);
+        }
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for HlDevice {
+    /// `hl_vm_fini`: every DRAM page must be back in the pool when the device
+    /// goes away (upstream warns "pool not destroyed", common/memory.c:2898).
+    fn drop(self: Pin<&mut Self>) {
+        let pool = self.pool.lock();
+        if pool.free_pages() != pool.pages() {
+            pr_warn!(
+                "device {}: {} DRAM page(s) still allocated at removal\n",
+                self.index,
+                pool.pages() - pool.free_pages()
+            );
         }
     }
 }
