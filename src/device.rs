@@ -225,10 +225,27 @@ impl PinnedDrop for HlDevice {
     /// `hl_vm_fini`: every DRAM page must be back in the pool when the device
     /// goes away (upstream warns "pool not destroyed", common/memory.c:2898).
     fn drop(self: Pin<&mut Self>) {
+        // Contexts free their handles at teardown, so any left here (a kernel
+        // ASID allocation, or a bug) are reported and released now.
+        let mut left = KVec::new();
+        {
+            let mut handles = self.handles.lock();
+            for asid in 0..MAX_ASID {
+                let _ = handles.take_owned_by(asid, &mut left);
+            }
+        }
+        if !left.is_empty() {
+            pr_warn!(
+                "device {}: {} handle(s) still allocated at removal\n",
+                self.index,
+                left.len()
+            );
+        }
+        drop(left);
         let pool = self.pool.lock();
         if pool.free_pages() != pool.pages() {
             pr_warn!(
-                "device {}: {} DRAM page(s) still allocated at removal\n",
+                "device {}: {} DRAM page(s) not back in the pool at removal\n",
                 self.index,
                 pool.pages() - pool.free_pages()
             );

@@ -212,6 +212,8 @@ mod tests {
             .insert(foreign, HandleReservation::new()?)?;
         assert_eq!(free_device_memory(&ctx, u64::from(fh)), Err(EPERM));
         assert_eq!(d.pool.lock().free_pages(), 126);
+        drop(d.handles.lock().remove_if(fh, |_| Ok(()))?);
+        assert_eq!(d.pool.lock().free_pages(), 127);
         Ok(())
     }
 
