@@ -10,7 +10,6 @@
 use kernel::prelude::*;
 
 /// PCI vendor id of Habana Labs (`PCI_VENDOR_ID_HABANALABS`, common/habanalabs.h:42).
-#[expect(dead_code, reason = "used by later layers")]
 pub(crate) const PCI_VENDOR_ID_HABANALABS: u16 = 0x1da3;
 /// PCI device id of Gaudi2 (`PCI_IDS_GAUDI2`, common/habanalabs_drv.c:66).
 pub(crate) const PCI_IDS_GAUDI2: u16 = 0x1020;
@@ -78,18 +77,14 @@ pub(crate) const HINTS_HOST_HPAGE_RESERVED: VaSpan =
     VaSpan::new(0xFFF0_F800_0000_0000, 0xFFF1_0000_0000_0000);
 
 /// PTE bit: the entry is valid (`PAGE_PRESENT_MASK`, include/hw_ip/mmu/mmu_general.h:24).
-#[expect(dead_code, reason = "used by later layers")]
 pub(crate) const PTE_PRESENT: u64 = 0x1;
 /// PTE bit: the entry maps a page, not a next-level hop (`LAST_MASK`, mmu_general.h:26).
-#[expect(dead_code, reason = "used by later layers")]
 pub(crate) const PTE_LAST: u64 = 0x800;
 /// PTE flag field (`FLAGS_MASK`, mmu_general.h:27); the rest is the physical address.
-#[expect(dead_code, reason = "used by later layers")]
 pub(crate) const PTE_FLAGS_MASK: u64 = 0xFFF;
 /// PTEs per hop table (`HOP_TABLE_SIZE_512_PTE / HL_PTE_SIZE`, mmu_general.h:39-40).
 pub(crate) const HOP_PTES: u64 = 512;
 /// Size of one hop table in bytes.
-#[expect(dead_code, reason = "used by later layers")]
 pub(crate) const HOP_TABLE_SIZE: u64 = HOP_PTES * 8;
 
 /// A half-open span of addresses `[start, end)`.

@@ -31,8 +31,15 @@ impl Context {
     /// Create the context of a new compute open (`hl_ctx_create`), or fail
     /// with the errno of `HlDevice::open_compute`.
     pub(crate) fn new(dev: Arc<HlDevice>, now_ns: i64) -> Result<Self> {
-        let vm = Arc::pin_init(ContextVm::new(&dev.asic), GFP_KERNEL)?;
-        let asid = dev.open_compute(now_ns, &vm)?;
+        let asid = dev.open_compute(now_ns)?;
+        let vm = match ContextVm::new(&dev, asid).and_then(|init| Arc::pin_init(init, GFP_KERNEL)) {
+            Ok(vm) => vm,
+            Err(e) => {
+                dev.close_compute(asid);
+                return Err(e);
+            }
+        };
+        dev.set_active_vm(Some(vm.clone()));
         // INVARIANT: `open_compute` marked the context active and reserved `asid`.
         Ok(Self {
             dev,
@@ -52,6 +59,11 @@ impl Context {
         self.dram_phys_mem.load(Relaxed)
     }
 
+    /// The context's VA ranges, page tables and mappings.
+    pub(crate) fn vm(&self) -> &ContextVm {
+        &self.vm
+    }
+
     /// Add `delta` bytes (negative: subtract) to the context's DRAM usage.
     pub(crate) fn account_dram(&self, delta: i64) {
         self.dram_phys_mem.fetch_add(delta as u64, Relaxed);
@@ -67,8 +79,18 @@ impl Drop for Context {
     /// Tear the context down (`hl_ctx_fini` -> `hl_vm_ctx_fini`): free every
     /// allocation left behind, then release the ASID.
     fn drop(&mut self) {
+        let maps_left = self.vm.unmap_all(&self.dev);
         let left = crate::vm::device_memory::free_all_of(self);
         let va_left = self.vm.clear();
+        let hops_left = self.vm.teardown_mmu(&self.dev);
+        if maps_left > 0 || hops_left > 0 {
+            pr_debug!(
+                "context {}: unmapped {} mapping(s) left behind; {} hop(s) were left\n",
+                self.asid,
+                maps_left,
+                hops_left
+            );
+        }
         if left > 0 || va_left > 0 {
             pr_debug!(
                 "context {}: freed {} allocation(s) and {} VA block(s) left behind\n",

@@ -8,14 +8,24 @@
 //! | `memory` | every live handle: owner ASID, size, pages, contiguity, flags, mappings |
 //! | `status` | the simulated device's state; writing a state name changes it (tests) |
 //! | `va` | the VA ranges of the open compute context: every block, free or allocated |
+//! | `mmu` | page-table statistics; write a VA, read its translation by the page-walk oracle |
 
-use crate::{backend::DeviceStatus, device::HlDevice, vm::va_range::VaRangeType};
+use crate::{
+    asic::MmuGeometry,
+    backend::DeviceStatus,
+    device::HlDevice,
+    mmu::walk::{translate, WalkFault},
+    vm::va_range::VaRangeType,
+};
 use kernel::{
     debugfs::{Dir, File},
     fmt,
     prelude::*,
     str::CString,
-    sync::Arc,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc,
+    },
     uaccess::UserSliceReader, //
 };
 
@@ -30,6 +40,8 @@ pub(crate) struct DeviceDebugfs {
     status: File<Arc<HlDevice>>,
     #[pin]
     va: File<Arc<HlDevice>>,
+    #[pin]
+    mmu: File<MmuProbe>,
     _dir: Dir,
 }
 
@@ -42,6 +54,12 @@ impl DeviceDebugfs {
             dram_pool <- dir.read_callback_file(c"dram_pool", dev.clone(), &show_dram_pool),
             memory <- dir.read_callback_file(c"memory", dev.clone(), &show_memory),
             va <- dir.read_callback_file(c"va", dev.clone(), &show_va),
+            mmu <- dir.read_write_callback_file(
+                c"mmu",
+                MmuProbe { dev: dev.clone(), va: Atomic::new(0) },
+                &show_mmu,
+                &write_mmu
+            ),
             status <- dir.read_write_callback_file(c"status", dev, &show_status, &write_status),
             _dir: dir,
         }))
@@ -141,6 +159,65 @@ fn show_va(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         });
         result?;
     }
+    Ok(())
+}
+
+/// The `mmu` file: the device and the last VA written to it.
+pub(crate) struct MmuProbe {
+    dev: Arc<HlDevice>,
+    va: Atomic<u64>,
+}
+
+/// Upstream's `mmu` debugfs: page-table statistics and the translation of the
+/// VA last written, by the page-walk oracle (from device memory, as the
+/// hardware reads it).
+fn show_mmu(p: &MmuProbe, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let dev = &p.dev;
+    writeln!(f, "hop slots free:  {}", dev.dr_hops.lock().free_slots())?;
+    writeln!(f, "PTE writes:      {}", dev.sim.pte_writes())?;
+    let Some(vm) = dev.state.lock().active_vm.clone() else {
+        return writeln!(f, "no open compute context");
+    };
+    let (hop0, hops) = {
+        let mmu = vm.mmu.lock();
+        (mmu.dmmu.hop0(), mmu.dmmu.hop_count())
+    };
+    writeln!(f, "asid:            {}", vm.asid)?;
+    writeln!(f, "dmmu hop0:       {:#x}, {} more hop(s)", hop0, hops)?;
+    writeln!(f, "mappings:        {}", vm.mapping_count())?;
+    let va = p.va.load(Relaxed);
+    if va == 0 {
+        return writeln!(f, "(write a VA to this file to translate it)");
+    }
+    let read = |addr: u64| dev.backend().read_pte(addr);
+    match translate(&MmuGeometry::DMMU, &read, hop0, va, Some(&dev.scrambler)) {
+        Ok(t) => {
+            write!(
+                f,
+                "va {:#x} -> pa {:#x} (leaf at hop {}; hops",
+                va, t.pa, t.leaf
+            )?;
+            for h in t.hops.iter().take(t.leaf + 1) {
+                write!(f, " {:#x}", h)?;
+            }
+            writeln!(f, ")")
+        }
+        Err(WalkFault::NotPresent(l)) => {
+            writeln!(f, "va {:#x}: fault: not present at hop {}", va, l)
+        }
+        Err(e) => writeln!(f, "va {:#x}: fault: {:?}", va, e),
+    }
+}
+
+fn write_mmu(p: &MmuProbe, reader: &mut UserSliceReader) -> Result {
+    let mut buf = [0u8; 40];
+    let n = core::cmp::min(reader.len(), buf.len());
+    reader.read_slice(buf.get_mut(..n).ok_or(EINVAL)?)?;
+    let text = core::str::from_utf8(buf.get(..n).ok_or(EINVAL)?)
+        .map_err(|_| EINVAL)?
+        .trim();
+    let hex = text.strip_prefix("0x").unwrap_or(text);
+    p.va.store(u64::from_str_radix(hex, 16).map_err(|_| EINVAL)?, Relaxed);
     Ok(())
 }
 

@@ -10,6 +10,7 @@
 use crate::{
     asic::{AsicProperties, MAX_ASID},
     backend::{Backend, DeviceStatus},
+    mmu::{page_table::DrHopPool, pte::Scrambler},
     sim::SimGaudi2,
     vm::{dram_pool::DramPool, handles::HandleTable, va_range::ContextVm},
 };
@@ -95,6 +96,11 @@ pub(crate) struct HlDevice {
     /// Handle -> page pack, device-wide (handles of every context).
     #[pin]
     pub(crate) handles: Mutex<HandleTable>,
+    /// The device-resident hop slots of the DMMU page tables.
+    #[pin]
+    pub(crate) dr_hops: Mutex<DrHopPool>,
+    /// Gaudi2's DRAM address scrambling for this HBM count.
+    pub(crate) scrambler: Scrambler,
 }
 
 impl HlDevice {
@@ -106,8 +112,16 @@ impl HlDevice {
             asic.user_dram_pages(),
         )
         .and_then(|p| Arc::pin_init(new_mutex!(p), GFP_KERNEL));
+        let dr_hops = DrHopPool::new(
+            asic.mmu_pgt_addr,
+            crate::asic::HMMU_PAGE_TABLES_SIZE,
+            MAX_ASID,
+        );
+        let scrambler = Scrambler::new(asic.hbms);
         try_pin_init!(Self {
             pool: pool?,
+            dr_hops <- new_mutex!(dr_hops?),
+            scrambler,
             handles <- new_mutex!(HandleTable::new()),
             sim <- SimGaudi2::new(&asic),
             index,
@@ -180,7 +194,7 @@ impl HlDevice {
     /// upstream's `hl_device_open` does (common/habanalabs_drv.c:200-236):
     /// `EAGAIN` while in reset, `EPERM` when not operational, `EBUSY` when
     /// another compute context is active. O(1).
-    pub(crate) fn open_compute(&self, now_ns: i64, vm: &Arc<ContextVm>) -> Result<u32> {
+    pub(crate) fn open_compute(&self, now_ns: i64) -> Result<u32> {
         let status = self.status();
         if !status.is_operational() {
             return Err(match status {
@@ -202,8 +216,12 @@ impl HlDevice {
         st.open_counter += 1;
         st.last_open_ktime_ns = now_ns;
         st.session_start = Some(Instant::now());
-        st.active_vm = Some(vm.clone());
         Ok(asid)
+    }
+
+    /// Publish the VA/MMU state of the active compute context (debugfs).
+    pub(crate) fn set_active_vm(&self, vm: Option<Arc<ContextVm>>) {
+        self.state.lock().active_vm = vm;
     }
 
     /// Undo [`Self::open_compute`] when the context goes away. O(1).
@@ -276,12 +294,11 @@ mod tests {
     #[test]
     fn one_compute_context_at_a_time() -> Result {
         let d = dev(0)?;
-        let vm = Arc::pin_init(ContextVm::new(&d.asic), GFP_KERNEL)?;
-        let asid = d.open_compute(5, &vm)?;
+        let asid = d.open_compute(5)?;
         assert_eq!(asid, 1);
-        assert_eq!(d.open_compute(6, &vm), Err(EBUSY));
+        assert_eq!(d.open_compute(6), Err(EBUSY));
         d.close_compute(asid);
-        assert_eq!(d.open_compute(7, &vm)?, 1);
+        assert_eq!(d.open_compute(7)?, 1);
         let st = d.state.lock();
         assert_eq!(st.open_counter, 2);
         assert_eq!(st.last_open_ktime_ns, 7);
@@ -291,13 +308,12 @@ mod tests {
     #[test]
     fn open_fails_when_not_operational() -> Result {
         let d = dev(0)?;
-        let vm = Arc::pin_init(ContextVm::new(&d.asic), GFP_KERNEL)?;
         d.sim.set_status(DeviceStatus::InReset);
-        assert_eq!(d.open_compute(1, &vm), Err(EAGAIN));
+        assert_eq!(d.open_compute(1), Err(EAGAIN));
         d.sim.set_status(DeviceStatus::Malfunction);
-        assert_eq!(d.open_compute(1, &vm), Err(EPERM));
+        assert_eq!(d.open_compute(1), Err(EPERM));
         d.sim.set_status(DeviceStatus::InDeviceCreation);
-        let asid = d.open_compute(1, &vm)?;
+        let asid = d.open_compute(1)?;
         d.close_compute(asid);
         Ok(())
     }

@@ -19,6 +19,7 @@ mod device;
 mod ffi;
 mod file;
 mod ioctl;
+mod mmu;
 mod params;
 mod sim;
 mod vm;

@@ -17,7 +17,10 @@ use kernel::{
     new_mutex,
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
-    sync::Mutex, //
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Mutex,
+    }, //
 };
 
 /// Bytes of host memory backing one touched piece of simulated DRAM.
@@ -62,6 +65,12 @@ pub(crate) struct SimGaudi2 {
     status: Mutex<DeviceStatus>,
     #[pin]
     invalidations: Mutex<InvalidationLog>,
+    /// PTE writes since creation (statistics).
+    pte_writes: Atomic<u64>,
+    /// Fault injection: when non-zero, the PTE write that brings it to zero fails.
+    fail_pte_write_in: Atomic<u64>,
+    /// Fault injection: when set, the next invalidation fails.
+    fail_invalidation: Atomic<u64>,
 }
 
 impl SimGaudi2 {
@@ -74,6 +83,9 @@ impl SimGaudi2 {
             dram <- new_mutex!(RBTree::new()),
             status <- new_mutex!(DeviceStatus::Operational),
             invalidations <- new_mutex!(InvalidationLog::default()),
+            pte_writes: Atomic::new(0),
+            fail_pte_write_in: Atomic::new(0),
+            fail_invalidation: Atomic::new(0),
         })
     }
 
@@ -86,6 +98,29 @@ impl SimGaudi2 {
     pub(crate) fn invalidation_log(&self) -> (u64, Option<Invalidation>) {
         let log = self.invalidations.lock();
         (log.count, log.last)
+    }
+
+    /// PTE writes since the device was created.
+    pub(crate) fn pte_writes(&self) -> u64 {
+        self.pte_writes.load(Relaxed)
+    }
+
+    /// Make the `n`-th PTE write from now fail with `EIO` (0: never). Tests only.
+    pub(crate) fn inject_pte_write_failure(&self, n: u64) {
+        self.fail_pte_write_in.store(n, Relaxed);
+    }
+
+    /// Make the next MMU cache invalidation fail with `EIO`. Tests only.
+    pub(crate) fn inject_invalidation_failure(&self) {
+        self.fail_invalidation.store(1, Relaxed);
+    }
+
+    fn take_invalidation_failure(&self) -> Result {
+        if self.fail_invalidation.load(Relaxed) != 0 {
+            self.fail_invalidation.store(0, Relaxed);
+            return Err(EIO);
+        }
+        Ok(())
     }
 
     /// Number of 4 KiB chunks of host memory backing the simulated DRAM.
@@ -133,6 +168,14 @@ impl Backend for SimGaudi2 {
         if addr % 8 != 0 {
             return Err(EINVAL);
         }
+        let left = self.fail_pte_write_in.load(Relaxed);
+        if left != 0 {
+            self.fail_pte_write_in.store(left - 1, Relaxed);
+            if left == 1 {
+                return Err(EIO);
+            }
+        }
+        self.pte_writes.add(1, Relaxed);
         self.dram_write(addr, &value.to_le_bytes())
     }
 
@@ -146,6 +189,7 @@ impl Backend for SimGaudi2 {
     }
 
     fn invalidate_range(&self, kind: MmuKind, asid: u32, va: u64, size: u64) -> Result {
+        self.take_invalidation_failure()?;
         self.log(Invalidation {
             kind,
             asid: Some(asid),
@@ -156,6 +200,7 @@ impl Backend for SimGaudi2 {
     }
 
     fn invalidate_all(&self, kind: MmuKind) -> Result {
+        self.take_invalidation_failure()?;
         self.log(Invalidation {
             kind,
             asid: None,

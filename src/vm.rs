@@ -10,6 +10,7 @@
 pub(crate) mod device_memory;
 pub(crate) mod dram_pool;
 pub(crate) mod handles;
+pub(crate) mod mapping;
 pub(crate) mod page_pack;
 pub(crate) mod va_alloc;
 pub(crate) mod va_range;

@@ -772,8 +772,11 @@ impl AccelDevice {
             }
         };
         pr_info!(
-            "device {}: accel{} and accel_controlD{} (bus {})\n",
+            "device {}: simulated {:04x}:{:04x} rev {}, accel{} and accel_controlD{} (bus {})\n",
             hdev.index,
+            crate::asic::PCI_VENDOR_ID_HABANALABS,
+            hdev.asic.device_id,
+            hdev.asic.revision,
             index,
             index,
             core::str::from_utf8(&hdev.bus_id()).unwrap_or("?")

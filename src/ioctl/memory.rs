@@ -4,12 +4,16 @@
 //!
 //! What each op writes back follows upstream (DRM copies the union back even
 //! when the op fails): ALLOC zeroes the union and sets `out.handle` (0 on
-//! failure); FREE writes nothing.
+//! failure); MAP zeroes it and sets `out.device_virt_addr` (0 on failure); FREE
+//! and UNMAP write nothing.
 
 use crate::{
     file::ComputeFile,
     uapi::*,
-    vm::device_memory::{alloc_device_memory, free_device_memory}, //
+    vm::{
+        device_memory::{alloc_device_memory, free_device_memory},
+        mapping::{map_device_va, unmap_device_va},
+    },
 };
 use kernel::prelude::*;
 
@@ -28,7 +32,25 @@ pub(crate) fn memory_ioctl(file: &ComputeFile, args: &mut HlMemArgs) -> Result {
             rc.map(|_| ())
         }
         HL_MEM_OP_FREE => free_device_memory(ctx, args.free_handle()),
-        HL_MEM_OP_MAP..=HL_MEM_OP_TS_ALLOC => Err(EOPNOTSUPP),
+        HL_MEM_OP_MAP => {
+            let flags = args.flags;
+            let rc = if flags & !HL_MEM_FLAGS_ALL != 0 {
+                Err(EINVAL)
+            } else if flags & HL_MEM_USERPTR != 0 {
+                Err(EOPNOTSUPP)
+            } else {
+                map_device_va(
+                    ctx,
+                    args.map_device_handle(),
+                    args.map_device_hint_addr(),
+                    flags,
+                )
+            };
+            args.set_out_u64_zeroed(*rc.as_ref().unwrap_or(&0));
+            rc.map(|_| ())
+        }
+        HL_MEM_OP_UNMAP => unmap_device_va(ctx, args.unmap_device_virt_addr()),
+        HL_MEM_OP_MAP_BLOCK..=HL_MEM_OP_TS_ALLOC => Err(EOPNOTSUPP),
         _ => Err(EINVAL),
     }
 }

@@ -8,10 +8,15 @@
 //! lock is taken.
 
 use crate::{
-    asic::{self, AsicProperties, VaSpan},
-    vm::va_alloc::{VaAllocConfig, VaAllocError, VaAllocator, VaRequest},
+    asic::{self, AsicProperties, MmuGeometry, VaSpan},
+    device::HlDevice,
+    mmu::page_table::{DrHops, PageTable},
+    vm::{
+        mapping::Mapping,
+        va_alloc::{VaAllocConfig, VaAllocError, VaAllocator, VaRequest},
+    },
 };
-use kernel::{new_mutex, prelude::*, sync::Mutex};
+use kernel::{new_mutex, prelude::*, rbtree::RBTree, sync::Mutex};
 
 /// The three VA range types (`enum hl_va_range_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,9 +59,26 @@ fn config(asic: &AsicProperties, kind: VaRangeType) -> VaAllocConfig {
     }
 }
 
-/// The VA ranges of one context.
+/// The page tables of one context.
+pub(crate) struct ContextMmu {
+    /// DMMU tree (DRAM VAs), device resident.
+    pub(crate) dmmu: PageTable,
+}
+
+/// The virtual-memory state of one context: VA ranges, page tables, mappings.
+/// Held by the context and, for debugfs, by the device while the context is
+/// open; it holds no reference to the device.
 #[pin_data]
 pub(crate) struct ContextVm {
+    /// The context's ASID.
+    pub(crate) asid: u32,
+    /// The context's page tables (one lock per context; upstream: one
+    /// device-wide `mmu_lock`).
+    #[pin]
+    pub(crate) mmu: Mutex<ContextMmu>,
+    /// Live mappings keyed by the VA returned to the user (upstream `mem_hash`).
+    #[pin]
+    pub(crate) mappings: Mutex<RBTree<u64, Mapping>>,
     spans: [(VaRangeType, VaSpan); 3],
     #[pin]
     host: Mutex<VaAllocator>,
@@ -67,8 +89,17 @@ pub(crate) struct ContextVm {
 }
 
 impl ContextVm {
-    /// The three ranges of a new context (`vm_ctx_init_with_ranges`).
-    pub(crate) fn new(asic: &AsicProperties) -> impl PinInit<Self, Error> {
+    /// The VM state of a new context with `asid` (`hl_vm_ctx_init` and
+    /// `hl_mmu_ctx_init`): the three ranges and an empty DMMU tree whose hop 0
+    /// is cleared in device memory.
+    pub(crate) fn new(dev: &HlDevice, asid: u32) -> Result<impl PinInit<Self, Error>> {
+        let hop0 = dev.dr_hops.lock().hop0(asid).ok_or(EINVAL)?;
+        let mut mem = DrHops {
+            pool: &dev.dr_hops,
+            backend: dev.backend(),
+        };
+        let dmmu = PageTable::new(MmuGeometry::DMMU, hop0, &mut mem)?;
+        let asic = &dev.asic;
         let host = VaAllocator::new(&config(asic, VaRangeType::Host));
         let host_huge = VaAllocator::new(&config(asic, VaRangeType::HostHuge));
         let dram = VaAllocator::new(&config(asic, VaRangeType::Dram));
@@ -77,12 +108,15 @@ impl ContextVm {
             (VaRangeType::HostHuge, asic.host_huge_va),
             (VaRangeType::Dram, asic.dram_va),
         ];
-        try_pin_init!(Self {
+        Ok(try_pin_init!(Self {
+            asid,
+            mmu <- new_mutex!(ContextMmu { dmmu }),
+            mappings <- new_mutex!(RBTree::new()),
             spans,
             host <- new_mutex!(host?),
             host_huge <- new_mutex!(host_huge?),
             dram <- new_mutex!(dram?),
-        })
+        }))
     }
 
     /// The allocator of one range.
@@ -140,10 +174,16 @@ mod tests {
     use super::*;
     use kernel::sync::Arc;
 
+    fn vm_of(asic: &AsicProperties) -> Result<(Arc<HlDevice>, Arc<ContextVm>)> {
+        let d = Arc::pin_init(HlDevice::new(0, asic.clone()), GFP_KERNEL)?;
+        let vm = Arc::pin_init(ContextVm::new(&d, 1)?, GFP_KERNEL)?;
+        Ok((d, vm))
+    }
+
     #[test]
     fn range_type_lookup_has_no_off_by_one() -> Result {
         let asic = AsicProperties::gaudi2(6, 0)?;
-        let vm = Arc::pin_init(ContextVm::new(&asic), GFP_KERNEL)?;
+        let (_d, vm) = vm_of(&asic)?;
         let host_end = asic.host_va.end;
         assert_eq!(
             vm.range_type(asic.host_va.start, 4096),
@@ -170,7 +210,7 @@ mod tests {
     #[test]
     fn each_range_allocates_from_its_start() -> Result {
         let asic = AsicProperties::gaudi2(6, 0)?;
-        let vm = Arc::pin_init(ContextVm::new(&asic), GFP_KERNEL)?;
+        let (_d, vm) = vm_of(&asic)?;
         let page = asic.dram_page_size;
         let a = vm
             .alloc(VaRangeType::Dram, VaRequest::new(2 * page))
@@ -200,7 +240,7 @@ mod tests {
     #[test]
     fn dram_hints_and_the_reserved_span() -> Result {
         let asic = AsicProperties::gaudi2(6, 0)?;
-        let vm = Arc::pin_init(ContextVm::new(&asic), GFP_KERNEL)?;
+        let (_d, vm) = vm_of(&asic)?;
         let page = asic.dram_page_size;
         // A page-aligned hint (low 48 bits a page multiple) is honoured exactly.
         let hint = asic.dram_va.start + 10 * page;
@@ -251,7 +291,7 @@ mod tests {
             .value()
             .clamp(100, 1_000_000);
         for (slot, live) in results.iter_mut().zip([100u64, big]) {
-            let vm = Arc::pin_init(ContextVm::new(&asic), GFP_KERNEL)?;
+            let (_d, vm) = vm_of(&asic)?;
             let page = asic.host_page_size;
             // 2 x live single pages, then every other one freed: `live` live
             // blocks separated by `live` one-page holes.

@@ -1,0 +1,570 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Hop tables: the page-table tree of one context in one MMU
+//! (upstream `common/mmu/mmu_v2.c` for the device-resident DMMU tables and
+//! `mmu_v2_hr.c` for the host-resident PMMU tables).
+//!
+//! A tree starts at the context's hop 0 (one per ASID, never freed). Each hop
+//! is a 4 KiB table of 512 PTEs; a hop other than hop 0 counts its valid
+//! entries and is freed when the count drops to zero. The driver keeps a host
+//! shadow of every hop and walks only the shadows; every PTE write goes to the
+//! hop's real memory through [`HopMemory`] (for the DMMU: device DRAM, through
+//! the backend) and then to the shadow.
+//!
+//! Differences from upstream: new hops are filled first and linked into the
+//! tree last, bottom-up, so a concurrent hardware walk never sees a half-built
+//! chain (upstream links top-down after the leaf); a hop's shadow and counter
+//! are found in a tree keyed by its address, O(log n), instead of a fixed
+//! 128-bucket hash (habanalabs.h:107); and a failed PTE write leaves the tree
+//! exactly as it was.
+
+use crate::{
+    asic::{MmuGeometry, HOP_PTES, HOP_TABLE_SIZE},
+    backend::Backend,
+    mmu::pte::Pte,
+};
+use kernel::{
+    prelude::*,
+    rbtree::{RBTree, RBTreeNodeReservation},
+    sync::Mutex, //
+};
+
+/// Where the hops of a tree live.
+pub(crate) trait HopMemory {
+    /// A free, all-zero hop; returns its physical address.
+    fn alloc_hop(&mut self) -> Result<u64>;
+    /// Give back a hop whose entries are all zero again.
+    fn free_hop(&mut self, phys: u64);
+    /// Write one PTE of a hop's real memory (what the hardware reads).
+    fn write_pte(&mut self, addr: u64, value: u64) -> Result;
+}
+
+/// The device-resident hop area of a device: `[mmu_pgt_addr, + size)` in DRAM
+/// (gaudi2/gaudi2.c:2727-2741). Hop 0 of ASID `a` is slot `a`; the other slots
+/// are handed out from a stack.
+///
+/// # Invariants
+///
+/// Every slot in `free` is in `max_asid..slots` and all-zero in device memory.
+pub(crate) struct DrHopPool {
+    base: u64,
+    max_asid: u32,
+    slots: u32,
+    free: KVec<u32>,
+}
+
+impl DrHopPool {
+    /// The hop area at `base` of `size` bytes, with one hop 0 per ASID.
+    pub(crate) fn new(base: u64, size: u64, max_asid: u32) -> Result<Self> {
+        let slots = u32::try_from(size / HOP_TABLE_SIZE).map_err(|_| EINVAL)?;
+        if slots <= max_asid {
+            return Err(EINVAL);
+        }
+        let mut free = KVec::with_capacity((slots - max_asid) as usize, GFP_KERNEL)?;
+        for s in (max_asid..slots).rev() {
+            free.push_within_capacity(s).map_err(|_| ENOMEM)?;
+        }
+        Ok(Self {
+            base,
+            max_asid,
+            slots,
+            free,
+        })
+    }
+
+    /// Physical address of hop 0 of `asid`.
+    pub(crate) fn hop0(&self, asid: u32) -> Option<u64> {
+        (asid < self.max_asid).then(|| self.base + u64::from(asid) * HOP_TABLE_SIZE)
+    }
+
+    /// Hops that can still be allocated.
+    pub(crate) fn free_slots(&self) -> usize {
+        self.free.len()
+    }
+
+    /// Take a slot. O(1).
+    pub(crate) fn alloc(&mut self) -> Option<u64> {
+        self.free
+            .pop()
+            .map(|s| self.base + u64::from(s) * HOP_TABLE_SIZE)
+    }
+
+    /// Return a slot taken by [`Self::alloc`]. O(1), never allocates (the stack
+    /// has room for every slot).
+    pub(crate) fn free(&mut self, phys: u64) {
+        let slot = phys.checked_sub(self.base).map(|o| o / HOP_TABLE_SIZE);
+        match slot.and_then(|s| u32::try_from(s).ok()) {
+            Some(s) if (self.max_asid..self.slots).contains(&s) => {
+                if self.free.push_within_capacity(s).is_err() {
+                    pr_err!("MMU: hop slot freed twice\n");
+                }
+            }
+            _ => pr_err!("MMU: freeing a hop outside the hop area\n"),
+        }
+    }
+}
+
+/// Device-resident hops: slots of a [`DrHopPool`], PTEs written through the
+/// backend. The pool is locked only around each slot allocation or release.
+pub(crate) struct DrHops<'a> {
+    /// The device's hop slots.
+    pub(crate) pool: &'a Mutex<DrHopPool>,
+    /// The hardware.
+    pub(crate) backend: &'a dyn Backend,
+}
+
+impl HopMemory for DrHops<'_> {
+    fn alloc_hop(&mut self) -> Result<u64> {
+        self.pool.lock().alloc().ok_or(ENOMEM)
+    }
+    fn free_hop(&mut self, phys: u64) {
+        self.pool.lock().free(phys)
+    }
+    fn write_pte(&mut self, addr: u64, value: u64) -> Result {
+        self.backend.write_pte(addr, value)
+    }
+}
+
+/// One hop: the host shadow of its 512 PTEs and how many are valid.
+struct Hop {
+    shadow: KBox<[u64; HOP_PTES as usize]>,
+    num_ptes: u32,
+}
+
+/// The page-table tree of one context in one MMU.
+///
+/// # Invariants
+///
+/// `hops` holds hop 0 and every hop reachable from it, keyed by physical
+/// address; each shadow equals the hop's real memory; `num_ptes` of a hop other
+/// than hop 0 is its number of non-zero entries and is never 0 for a hop in
+/// the tree.
+pub(crate) struct PageTable {
+    geo: MmuGeometry,
+    hop0: u64,
+    hops: RBTree<u64, Hop>,
+}
+
+impl PageTable {
+    /// A tree with an empty hop 0 at `hop0`, whose real memory is cleared.
+    pub(crate) fn new(geo: MmuGeometry, hop0: u64, mem: &mut dyn HopMemory) -> Result<Self> {
+        let mut hops = RBTree::new();
+        let shadow = KBox::new([0u64; HOP_PTES as usize], GFP_KERNEL)?;
+        hops.insert(RBTreeNodeReservation::new(GFP_KERNEL)?.into_node(
+            hop0,
+            Hop {
+                shadow,
+                num_ptes: 0,
+            },
+        ));
+        for i in 0..HOP_PTES {
+            mem.write_pte(hop0 + i * 8, 0)?;
+        }
+        Ok(Self { geo, hop0, hops })
+    }
+
+    /// Physical address of hop 0.
+    pub(crate) fn hop0(&self) -> u64 {
+        self.hop0
+    }
+
+    /// Hops in the tree besides hop 0.
+    pub(crate) fn hop_count(&self) -> usize {
+        self.hops.iter().count().saturating_sub(1)
+    }
+
+    fn entry(&self, hop: u64, idx: u64) -> Option<u64> {
+        self.hops
+            .get(&hop)?
+            .shadow
+            .get(usize::try_from(idx).ok()?)
+            .copied()
+    }
+
+    /// Write one PTE: real memory first, then the shadow.
+    fn write(&mut self, mem: &mut dyn HopMemory, hop: u64, idx: u64, value: u64) -> Result {
+        mem.write_pte(hop + idx * 8, value)?;
+        let slot = self
+            .hops
+            .get_mut(&hop)
+            .and_then(|h| h.shadow.get_mut(usize::try_from(idx).ok()?))
+            .ok_or(EINVAL)?;
+        *slot = value;
+        Ok(())
+    }
+
+    fn adjust(&mut self, hop: u64, delta: i32) {
+        if hop != self.hop0 {
+            if let Some(h) = self.hops.get_mut(&hop) {
+                h.num_ptes = h.num_ptes.saturating_add_signed(delta);
+            }
+        }
+    }
+
+    /// Take a hop out of the tree: zero what is non-zero in its real memory and
+    /// give it back. Used for new hops on an error path and for empty hops.
+    fn release_hop(&mut self, mem: &mut dyn HopMemory, hop: u64) {
+        if let Some(h) = self.hops.remove(&hop) {
+            for (i, v) in h.shadow.iter().enumerate() {
+                if *v != 0 && mem.write_pte(hop + i as u64 * 8, 0).is_err() {
+                    pr_err!("MMU: could not clear a PTE of a freed hop\n");
+                }
+            }
+            mem.free_hop(hop);
+        }
+    }
+
+    /// Map the page at `pa` at `va` with its leaf at hop `leaf` (`map` of
+    /// mmu_v2.c:130-221). `EINVAL` if `va` is already mapped (also by a larger
+    /// page), `ENOMEM` when out of hops; on any error the tree is unchanged.
+    /// O(hops) plus one tree lookup per level.
+    pub(crate) fn map(&mut self, mem: &mut dyn HopMemory, va: u64, pa: u64, leaf: usize) -> Result {
+        if leaf >= self.geo.num_hops {
+            return Err(EINVAL);
+        }
+        let mut path = [0u64; 6];
+        *path.get_mut(0).ok_or(EINVAL)? = self.hop0;
+        // The first level whose hop is new (not yet linked), if any.
+        let mut new_from = None;
+        for lvl in 0..leaf {
+            let idx = self.geo.pte_index(lvl, va).ok_or(EINVAL)?;
+            let here = *path.get(lvl).ok_or(EINVAL)?;
+            let next = if new_from.is_some() {
+                None
+            } else {
+                match Pte::decode(self.entry(here, idx).ok_or(EINVAL)?) {
+                    Pte::Hop(next) => Some(next),
+                    Pte::Page(_) => return Err(EINVAL),
+                    Pte::None => {
+                        new_from = Some(lvl + 1);
+                        None
+                    }
+                }
+            };
+            let next = match next {
+                Some(n) => n,
+                None => match self.new_hop(mem) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        self.drop_new_hops(mem, &path, new_from, lvl + 1);
+                        return Err(e);
+                    }
+                },
+            };
+            *path.get_mut(lvl + 1).ok_or(EINVAL)? = next;
+        }
+        let leaf_hop = *path.get(leaf).ok_or(EINVAL)?;
+        let leaf_idx = self.geo.pte_index(leaf, va).ok_or(EINVAL)?;
+        if new_from.is_none() && self.entry(leaf_hop, leaf_idx) != Some(0) {
+            return Err(EINVAL);
+        }
+        // Fill bottom-up: the leaf, then every new hop's entry in its parent; the
+        // link of the topmost new hop into the existing tree comes last.
+        let mut written: KVec<(u64, u64)> = KVec::new();
+        let result = (|| -> Result {
+            written.reserve(leaf + 1, GFP_KERNEL)?;
+            self.write(mem, leaf_hop, leaf_idx, Pte::Page(pa).encode())?;
+            written
+                .push_within_capacity((leaf_hop, leaf_idx))
+                .map_err(|_| ENOMEM)?;
+            if let Some(first) = new_from {
+                for lvl in (first..=leaf).rev() {
+                    let parent = *path.get(lvl - 1).ok_or(EINVAL)?;
+                    let idx = self.geo.pte_index(lvl - 1, va).ok_or(EINVAL)?;
+                    let child = *path.get(lvl).ok_or(EINVAL)?;
+                    self.write(mem, parent, idx, Pte::Hop(child).encode())?;
+                    written
+                        .push_within_capacity((parent, idx))
+                        .map_err(|_| ENOMEM)?;
+                }
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            // Undo in reverse; the new hops are then unreachable and released.
+            for &(hop, idx) in written.iter().rev() {
+                let _ = self.write(mem, hop, idx, 0);
+            }
+            self.drop_new_hops(mem, &path, new_from, leaf + 1);
+            return Err(e);
+        }
+        self.adjust(leaf_hop, 1);
+        if let Some(first) = new_from {
+            for lvl in first..=leaf {
+                let parent = *path.get(lvl - 1).ok_or(EINVAL)?;
+                self.adjust(parent, 1);
+            }
+        }
+        Ok(())
+    }
+
+    /// Allocate a zeroed hop and put it in the tree (not linked yet).
+    fn new_hop(&mut self, mem: &mut dyn HopMemory) -> Result<u64> {
+        let shadow = KBox::new([0u64; HOP_PTES as usize], GFP_KERNEL)?;
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        let phys = mem.alloc_hop()?;
+        self.hops.insert(node.into_node(
+            phys,
+            Hop {
+                shadow,
+                num_ptes: 0,
+            },
+        ));
+        Ok(phys)
+    }
+
+    /// Release the new hops `path[first..end]` after a failed map.
+    fn drop_new_hops(
+        &mut self,
+        mem: &mut dyn HopMemory,
+        path: &[u64; 6],
+        first: Option<usize>,
+        end: usize,
+    ) {
+        if let Some(first) = first {
+            for lvl in first..end {
+                if let Some(&hop) = path.get(lvl) {
+                    self.release_hop(mem, hop);
+                }
+            }
+        }
+    }
+
+    /// Unmap the page at `va` (`unmap` of mmu_v2.c:58-128): clear its leaf, then
+    /// free every hop that became empty, bottom-up. Returns the leaf's physical
+    /// address. `EINVAL` if nothing is mapped there; a failed PTE write leaves
+    /// the tree as it was (or, past the leaf, an empty hop that teardown frees).
+    pub(crate) fn unmap(&mut self, mem: &mut dyn HopMemory, va: u64) -> Result<u64> {
+        let mut path = [(0u64, 0u64); 6];
+        let mut hop = self.hop0;
+        let mut found = None;
+        for lvl in 0..self.geo.num_hops {
+            let idx = self.geo.pte_index(lvl, va).ok_or(EINVAL)?;
+            *path.get_mut(lvl).ok_or(EINVAL)? = (hop, idx);
+            match Pte::decode(self.entry(hop, idx).ok_or(EINVAL)?) {
+                Pte::None => return Err(EINVAL),
+                Pte::Page(pa) => {
+                    found = Some((lvl, pa));
+                    break;
+                }
+                Pte::Hop(next) => hop = next,
+            }
+        }
+        let (leaf, pa) = found.ok_or(EINVAL)?;
+        let (leaf_hop, leaf_idx) = *path.get(leaf).ok_or(EINVAL)?;
+        self.write(mem, leaf_hop, leaf_idx, 0)?;
+        self.adjust(leaf_hop, -1);
+        let mut lvl = leaf;
+        while lvl > 0 {
+            let (h, _) = *path.get(lvl).ok_or(EINVAL)?;
+            if self.hops.get(&h).is_none_or(|x| x.num_ptes != 0) {
+                break;
+            }
+            let (parent, idx) = *path.get(lvl - 1).ok_or(EINVAL)?;
+            if self.write(mem, parent, idx, 0).is_err() {
+                break;
+            }
+            self.release_hop(mem, h);
+            self.adjust(parent, -1);
+            lvl -= 1;
+        }
+        Ok(pa)
+    }
+
+    /// Free every hop but hop 0 and clear hop 0 (context teardown,
+    /// `hl_mmu_ctx_fini`). Returns how many hops were left (upstream reports
+    /// them with `dev_err`).
+    pub(crate) fn teardown(&mut self, mem: &mut dyn HopMemory) -> usize {
+        let mut left = KVec::new();
+        for (phys, _) in self.hops.iter() {
+            if *phys != self.hop0 && left.push(*phys, GFP_KERNEL).is_err() {
+                break;
+            }
+        }
+        for phys in left.iter() {
+            self.release_hop(mem, *phys);
+        }
+        let hop0 = self.hop0;
+        for i in 0..HOP_PTES {
+            if self.entry(hop0, i).is_some_and(|v| v != 0) {
+                let _ = self.write(mem, hop0, i, 0);
+            }
+        }
+        left.len()
+    }
+}
+
+#[kunit_tests(hlrs_page_table)]
+mod tests {
+    use super::*;
+    use crate::{asic::AsicProperties, device::HlDevice, mmu::walk::translate};
+    use kernel::sync::Arc;
+
+    const GIB: u64 = 1 << 30;
+
+    #[test]
+    fn map_unmap_round_trip_with_the_oracle() -> Result {
+        let (d, mut t) = setup()?;
+        let mut mem = DrHops {
+            pool: &d.dr_hops,
+            backend: d.backend(),
+        };
+        let free0 = d.dr_hops.lock().free_slots();
+        let base_va = 0x1001_0020_0000_0000u64;
+        for i in 0..8u64 {
+            t.map(
+                &mut mem,
+                base_va + i * GIB,
+                0x1001_0000_4000_0000 + i * GIB,
+                3,
+            )?;
+        }
+        // One hop per level below hop 0 for neighbouring 1 GiB leaves.
+        assert_eq!(t.hop_count(), 3);
+        assert_eq!(d.dr_hops.lock().free_slots(), free0 - 3);
+        let read = |a: u64| d.backend().read_pte(a);
+        for i in 0..8u64 {
+            for off in [0u64, 4096, GIB - 1] {
+                let tr = translate(
+                    &MmuGeometry::DMMU,
+                    &read,
+                    t.hop0(),
+                    base_va + i * GIB + off,
+                    None,
+                );
+                assert_eq!(tr.map(|x| x.pa), Ok(0x1001_0000_4000_0000 + i * GIB + off));
+            }
+        }
+        // Mapping an occupied VA fails and changes nothing.
+        assert_eq!(
+            t.map(&mut mem, base_va, 0x1001_0000_4000_0000, 3),
+            Err(EINVAL)
+        );
+        assert_eq!(t.hop_count(), 3);
+        for i in 0..8u64 {
+            assert_eq!(
+                t.unmap(&mut mem, base_va + i * GIB)?,
+                0x1001_0000_4000_0000 + i * GIB
+            );
+        }
+        // Every hop went back when its count reached zero.
+        assert_eq!(t.hop_count(), 0);
+        assert_eq!(d.dr_hops.lock().free_slots(), free0);
+        assert_eq!(t.unmap(&mut mem, base_va), Err(EINVAL));
+        let tr = translate(&MmuGeometry::DMMU, &read, t.hop0(), base_va, None);
+        assert_eq!(
+            tr.map(|x| x.pa),
+            Err(crate::mmu::walk::WalkFault::NotPresent(0))
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn distant_vas_use_separate_hops_and_free_them() -> Result {
+        let (d, mut t) = setup()?;
+        let mut mem = DrHops {
+            pool: &d.dr_hops,
+            backend: d.backend(),
+        };
+        let a = 0x1001_0020_0000_0000u64;
+        let b = a + (512 * GIB); // another hop-2 entry
+        let c = a + (1u64 << 48); // another hop-1 entry
+        for va in [a, b, c] {
+            t.map(&mut mem, va, 0x1001_0000_4000_0000, 3)?;
+        }
+        // hop 1; two hop 2s (a and b share one); three hop 3s.
+        assert_eq!(t.hop_count(), 1 + 2 + 3);
+        t.unmap(&mut mem, b)?;
+        assert_eq!(t.hop_count(), 1 + 2 + 2);
+        t.unmap(&mut mem, c)?;
+        assert_eq!(t.hop_count(), 1 + 1 + 1);
+        t.unmap(&mut mem, a)?;
+        assert_eq!(t.hop_count(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn failed_pte_writes_leave_nothing_behind() -> Result {
+        let (d, mut t) = setup()?;
+        let base_va = 0x1001_0020_0000_0000u64;
+        let read = |a: u64| d.backend().read_pte(a);
+        // A fresh map writes 4 PTEs (leaf + 3 links): fail each one in turn.
+        for k in 1..=4u64 {
+            let mut mem = DrHops {
+                pool: &d.dr_hops,
+                backend: d.backend(),
+            };
+            let free0 = d.dr_hops.lock().free_slots();
+            d.sim.inject_pte_write_failure(k);
+            assert_eq!(t.map(&mut mem, base_va, 0x1001_0000_4000_0000, 3), Err(EIO));
+            d.sim.inject_pte_write_failure(0);
+            assert_eq!(t.hop_count(), 0);
+            assert_eq!(d.dr_hops.lock().free_slots(), free0);
+            let tr = translate(&MmuGeometry::DMMU, &read, t.hop0(), base_va, None);
+            assert!(tr.is_err());
+        }
+        // And the same map then works.
+        let mut mem = DrHops {
+            pool: &d.dr_hops,
+            backend: d.backend(),
+        };
+        t.map(&mut mem, base_va, 0x1001_0000_4000_0000, 3)?;
+        t.unmap(&mut mem, base_va)?;
+        Ok(())
+    }
+
+    #[test]
+    fn out_of_hops_is_enomem_without_leaks() -> Result {
+        let (d, mut t) = setup()?;
+        let mut mem = DrHops {
+            pool: &d.dr_hops,
+            backend: d.backend(),
+        };
+        // Use up all hop slots but two.
+        let mut taken = KVec::new();
+        while d.dr_hops.lock().free_slots() > 2 {
+            taken.push(d.dr_hops.lock().alloc().ok_or(ENOMEM)?, GFP_KERNEL)?;
+        }
+        assert_eq!(
+            t.map(&mut mem, 0x1001_0020_0000_0000, 0x1001_0000_4000_0000, 3),
+            Err(ENOMEM)
+        );
+        assert_eq!(t.hop_count(), 0);
+        assert_eq!(d.dr_hops.lock().free_slots(), 2);
+        for h in taken.iter() {
+            d.dr_hops.lock().free(*h);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn teardown_frees_hops_left_behind() -> Result {
+        let (d, mut t) = setup()?;
+        let mut mem = DrHops {
+            pool: &d.dr_hops,
+            backend: d.backend(),
+        };
+        let free0 = d.dr_hops.lock().free_slots();
+        t.map(&mut mem, 0x1001_0020_0000_0000, 0x1001_0000_4000_0000, 3)?;
+        t.map(&mut mem, 0x1002_0020_0000_0000, 0x1001_0000_4000_0000, 3)?;
+        assert_eq!(t.teardown(&mut mem), 5);
+        assert_eq!(t.hop_count(), 0);
+        assert_eq!(d.dr_hops.lock().free_slots(), free0);
+        // Hop 0 is clear in device memory.
+        for i in 0..HOP_PTES {
+            assert_eq!(d.backend().read_pte(t.hop0() + i * 8)?, 0);
+        }
+        Ok(())
+    }
+
+    fn setup() -> Result<(Arc<HlDevice>, PageTable)> {
+        let d = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
+        let hop0 = d.dr_hops.lock().hop0(1).ok_or(EINVAL)?;
+        let mut mem = DrHops {
+            pool: &d.dr_hops,
+            backend: d.backend(),
+        };
+        let t = PageTable::new(MmuGeometry::DMMU, hop0, &mut mem)?;
+        Ok((d, t))
+    }
+}

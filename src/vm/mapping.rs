@@ -1,0 +1,490 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! MAP and UNMAP of device memory (upstream `map_device_va`, `unmap_device_va`,
+//! `map_phys_pg_pack`, `unmap_phys_pg_pack`, common/memory.c:942-1406) and the
+//! mapping part of context teardown (`hl_vm_ctx_fini`, memory.c:2748-2786).
+//!
+//! Lock order: see `mmu.rs`. The handle table is held only to look up a handle
+//! and change its mapping count; a VA range only inside its allocator calls;
+//! the context's page-table lock across the mapping of one pack; the mapping
+//! table only to insert or remove one record.
+//!
+//! Differences from upstream: a failure after the PTEs were written (the MMU
+//! cache invalidation) unmaps them again before the VA is given back (upstream
+//! leaves stale PTEs, memory.c:1195-1210); an UNMAP whose invalidation fails
+//! keeps the VA out of the free list (quarantined until teardown) instead of
+//! handing it out again while stale TLB entries may cover it
+//! (memory.c:1361-1385); hint failures have distinct errnos.
+
+use crate::{
+    asic::MmuGeometry,
+    backend::MmuKind,
+    context::Context,
+    device::HlDevice,
+    mmu::page_table::DrHops,
+    uapi::{HL_MEM_FORCE_HINT, HL_MEM_SHARED},
+    vm::{
+        page_pack::PhysPgPack,
+        va_alloc::VaRequest,
+        va_range::{ContextVm, VaRangeType},
+    },
+};
+use kernel::{prelude::*, rbtree::RBTreeNodeReservation, sync::Arc};
+
+/// One live mapping (upstream `struct hl_vm_hash_node`).
+pub(crate) struct Mapping {
+    /// The handle that was mapped.
+    pub(crate) handle: u32,
+    /// Its pages.
+    pub(crate) pack: Arc<PhysPgPack>,
+    /// The VA range the mapping lives in.
+    pub(crate) kind: VaRangeType,
+    /// Bytes of VA.
+    pub(crate) size: u64,
+    /// Live dma-bufs exported from this mapping; UNMAP is refused while > 0.
+    pub(crate) export_cnt: u32,
+}
+
+impl ContextVm {
+    /// Map every page of `pack` at consecutive DRAM VAs from `va`
+    /// (`map_phys_pg_pack`): one 1 GiB DMMU leaf per DRAM page, through the
+    /// scrambler. On a failure part-way, exactly the pages already mapped are
+    /// unmapped again and the error returned: no PTE and no hop is left.
+    /// O(npages x hops).
+    pub(crate) fn map_pack(&self, dev: &HlDevice, va: u64, pack: &PhysPgPack) -> Result {
+        let leaf = MmuGeometry::DMMU
+            .leaf_hop(dev.asic.dmmu_page_size)
+            .ok_or(EINVAL)?;
+        let s = &dev.scrambler;
+        let mut mem = DrHops {
+            pool: &dev.dr_hops,
+            backend: dev.backend(),
+        };
+        let mut mmu = self.mmu.lock();
+        for i in 0..pack.npages {
+            let page_va = va + i * pack.page_size;
+            let r = pack.page_addr(i).ok_or(EINVAL).and_then(|pa| {
+                mmu.dmmu
+                    .map(&mut mem, s.scramble(page_va), s.scramble(pa), leaf)
+            });
+            if let Err(e) = r {
+                for j in (0..i).rev() {
+                    if mmu
+                        .dmmu
+                        .unmap(&mut mem, s.scramble(va + j * pack.page_size))
+                        .is_err()
+                    {
+                        pr_err!("MAP rollback: could not unmap page {} at {:#x}\n", j, va);
+                    }
+                }
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Unmap every page of a mapping of `pack` at `va` (`unmap_phys_pg_pack`).
+    /// Per-page errors are counted and reported, and the loop carries on.
+    pub(crate) fn unmap_pack(&self, dev: &HlDevice, va: u64, pack: &PhysPgPack) -> usize {
+        let s = &dev.scrambler;
+        let mut mem = DrHops {
+            pool: &dev.dr_hops,
+            backend: dev.backend(),
+        };
+        let mut mmu = self.mmu.lock();
+        (0..pack.npages)
+            .filter(|i| {
+                mmu.dmmu
+                    .unmap(&mut mem, s.scramble(va + i * pack.page_size))
+                    .is_err()
+            })
+            .count()
+    }
+
+    /// Unmap every mapping left behind, with one MMU invalidation at the end
+    /// (the first part of `hl_vm_ctx_fini`). Returns how many there were.
+    pub(crate) fn unmap_all(&self, dev: &HlDevice) -> usize {
+        let mut n = 0;
+        loop {
+            let taken = {
+                let mut maps = self.mappings.lock();
+                maps.cursor_front_mut()
+                    .map(|c| c.remove_current().1.to_key_value())
+            };
+            let Some((va, m)) = taken else { break };
+            n += 1;
+            if self.unmap_pack(dev, va, &m.pack) > 0 {
+                pr_err!("teardown: PTEs of {:#x} could not all be cleared\n", va);
+            }
+            release_mapping_count(dev, m.handle);
+        }
+        if n > 0 && dev.backend().invalidate_all(MmuKind::Dram).is_err() {
+            pr_err!("teardown: MMU cache invalidation failed\n");
+        }
+        n
+    }
+
+    /// Free the page tables' hops (`hl_mmu_ctx_fini`); returns how many were left.
+    pub(crate) fn teardown_mmu(&self, dev: &HlDevice) -> usize {
+        let mut mem = DrHops {
+            pool: &dev.dr_hops,
+            backend: dev.backend(),
+        };
+        self.mmu.lock().dmmu.teardown(&mut mem)
+    }
+
+    /// Number of live mappings. O(n): debugfs and tests.
+    pub(crate) fn mapping_count(&self) -> usize {
+        self.mappings.lock().iter().count()
+    }
+}
+
+fn release_mapping_count(dev: &HlDevice, handle: u32) {
+    if let Some(e) = dev.handles.lock().get_mut(handle) {
+        e.mapping_cnt = e.mapping_cnt.saturating_sub(1);
+    }
+}
+
+/// MAP of a device handle (`map_device_va`, device path): returns the VA.
+///
+/// Only the low 32 bits of `handle` count, as upstream. Errors: `EINVAL` for an
+/// unknown handle; `EPERM` for another context's handle that was not
+/// allocated `HL_MEM_SHARED`; the VA allocator's errno for the hint rules
+/// (`EINVAL` malformed or misaligned forced hint, `EADDRINUSE` occupied forced
+/// hint, `ENOMEM` no space; upstream says `ENOMEM` for all of them); `ENOMEM`
+/// when out of hops; the backend's errno when a PTE write or the invalidation
+/// fails. On any error nothing stays mapped, allocated or counted.
+pub(crate) fn map_device_va(ctx: &Context, handle: u64, hint: u64, flags: u32) -> Result<u64> {
+    let dev = ctx.device();
+    let handle = handle as u32;
+    let pack = {
+        let mut table = dev.handles.lock();
+        let e = table.get_mut(handle).ok_or(EINVAL)?;
+        if e.pack.asid != ctx.asid() && e.pack.flags & HL_MEM_SHARED == 0 {
+            return Err(EPERM);
+        }
+        // Counted while the table is locked, so a concurrent FREE cannot win.
+        e.mapping_cnt += 1;
+        e.pack.clone()
+    };
+    let result = map_pack_at(ctx, handle, &pack, hint, flags);
+    if result.is_err() {
+        release_mapping_count(dev, handle);
+    }
+    result
+}
+
+fn map_pack_at(
+    ctx: &Context,
+    handle: u32,
+    pack: &Arc<PhysPgPack>,
+    hint: u64,
+    flags: u32,
+) -> Result<u64> {
+    let dev = ctx.device();
+    let vm = ctx.vm();
+    let size = pack.total_size;
+    let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+    let req = if flags & HL_MEM_FORCE_HINT != 0 {
+        VaRequest::new(size).with_forced_hint(hint)
+    } else {
+        VaRequest::new(size).with_hint(hint)
+    };
+    let va = vm.alloc(VaRangeType::Dram, req).map_err(Error::from)?;
+    let undo_va = |what: &str| {
+        if vm.free(VaRangeType::Dram, va, size).is_err() {
+            pr_err!(
+                "MAP: could not give back the VA at {:#x} after {}\n",
+                va,
+                what
+            );
+        }
+    };
+    if let Err(e) = vm.map_pack(dev, va, pack) {
+        undo_va("a mapping failure");
+        return Err(e);
+    }
+    if let Err(e) = dev
+        .backend()
+        .invalidate_range(MmuKind::Dram, ctx.asid(), va, size)
+    {
+        // Unlike upstream, no PTE stays behind.
+        vm.unmap_pack(dev, va, pack);
+        undo_va("an invalidation failure");
+        return Err(e);
+    }
+    let mapping = Mapping {
+        handle,
+        pack: pack.clone(),
+        kind: VaRangeType::Dram,
+        size,
+        export_cnt: 0,
+    };
+    vm.mappings.lock().insert(node.into_node(va, mapping));
+    Ok(va)
+}
+
+/// UNMAP (`unmap_device_va`): `va` must be exactly a VA that MAP returned.
+/// `EINVAL` for an unknown (or interior) VA or a mapping with live dma-buf
+/// exports. If the MMU cache invalidation fails the mapping is gone but its
+/// VA is kept out of the free list, and the error is returned.
+pub(crate) fn unmap_device_va(ctx: &Context, va: u64) -> Result {
+    let dev = ctx.device();
+    let vm = ctx.vm();
+    let m = {
+        let mut maps = vm.mappings.lock();
+        let e = maps.get(&va).ok_or(EINVAL)?;
+        if e.export_cnt > 0 {
+            return Err(EINVAL);
+        }
+        maps.remove(&va).ok_or(EINVAL)?
+    };
+    if vm.unmap_pack(dev, va, &m.pack) > 0 {
+        pr_err!("UNMAP: PTEs of {:#x} could not all be cleared\n", va);
+    }
+    let inv = dev
+        .backend()
+        .invalidate_range(MmuKind::Dram, ctx.asid(), va, m.size);
+    match inv {
+        Ok(()) => {
+            if vm.free(m.kind, va, m.size).is_err() {
+                pr_err!("UNMAP: could not give back the VA at {:#x}\n", va);
+            }
+        }
+        Err(_) => pr_err!("UNMAP: invalidation failed; VA {:#x} is quarantined\n", va),
+    }
+    release_mapping_count(dev, m.handle);
+    inv
+}
+
+#[kunit_tests(hlrs_mapping)]
+mod tests {
+    use super::*;
+    use crate::{
+        asic::AsicProperties,
+        mmu::walk::translate,
+        uapi::HL_MEM_CONTIGUOUS,
+        vm::device_memory::{alloc_device_memory, free_device_memory},
+    };
+
+    const PAGE: u64 = 0x3000_0000;
+
+    #[test]
+    fn every_mapped_byte_translates_to_its_dram_page() -> Result {
+        let (d, ctx) = setup()?;
+        for flags in [0, HL_MEM_CONTIGUOUS] {
+            let h = alloc_device_memory(&ctx, 5 * PAGE, flags)?;
+            let va = map_device_va(&ctx, u64::from(h), 0, 0)?;
+            assert_eq!(va, d.asic.dram_va.start);
+            let pack = d.handles.lock().get(h).ok_or(EINVAL)?.pack.clone();
+            for i in 0..5 {
+                let pa = pack.page_addr(i).ok_or(EINVAL)?;
+                for off in [0, 1, 4096, PAGE / 2, PAGE - 1] {
+                    assert_eq!(oracle(&d, &ctx, va + i * PAGE + off), Some(pa + off));
+                }
+            }
+            // Past the end of the mapping nothing translates.
+            assert_eq!(oracle(&d, &ctx, va + 5 * PAGE), None);
+            // Exactly the mapped range was invalidated.
+            let (_, last) = d.sim.invalidation_log();
+            assert_eq!(last.map(|i| (i.va, i.size)), Some((va, 5 * PAGE)));
+            unmap_device_va(&ctx, va)?;
+            for i in 0..5 {
+                assert_eq!(oracle(&d, &ctx, va + i * PAGE), None);
+            }
+            assert_eq!(ctx.vm().mmu.lock().dmmu.hop_count(), 0);
+            free_device_memory(&ctx, u64::from(h))?;
+        }
+        assert!(ctx.vm().is_pristine());
+        Ok(())
+    }
+
+    #[test]
+    fn hints_and_their_errors() -> Result {
+        let (d, ctx) = setup()?;
+        let h = u64::from(alloc_device_memory(&ctx, PAGE, 0)?);
+        let hint = d.asic.dram_va.start + 7 * PAGE;
+        assert_eq!(map_device_va(&ctx, h, hint, 0)?, hint);
+        // Occupied: elsewhere without FORCE_HINT, EADDRINUSE with it.
+        assert_eq!(map_device_va(&ctx, h, hint, 0)?, d.asic.dram_va.start);
+        assert_eq!(
+            map_device_va(&ctx, h, hint, HL_MEM_FORCE_HINT),
+            Err(EADDRINUSE)
+        );
+        // Misaligned: ignored, or EINVAL when forced; hint 0 forced: EINVAL.
+        assert_eq!(
+            map_device_va(&ctx, h, hint + 4096, 0)?,
+            d.asic.dram_va.start + PAGE
+        );
+        assert_eq!(
+            map_device_va(&ctx, h, hint + 4096, HL_MEM_FORCE_HINT),
+            Err(EINVAL)
+        );
+        assert_eq!(map_device_va(&ctx, h, 0, HL_MEM_FORCE_HINT), Err(EINVAL));
+        assert_eq!(
+            d.handles.lock().get(h as u32).map(|e| e.mapping_cnt),
+            Some(3)
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn free_is_refused_while_mapped_and_unmap_needs_the_exact_va() -> Result {
+        let (_d, ctx) = setup()?;
+        let h = u64::from(alloc_device_memory(&ctx, 2 * PAGE, 0)?);
+        let a = map_device_va(&ctx, h, 0, 0)?;
+        let b = map_device_va(&ctx, h, 0, 0)?;
+        assert_eq!(b, a + 2 * PAGE);
+        assert_eq!(free_device_memory(&ctx, h), Err(EINVAL));
+        assert_eq!(unmap_device_va(&ctx, a + PAGE), Err(EINVAL));
+        assert_eq!(unmap_device_va(&ctx, a + 1), Err(EINVAL));
+        assert_eq!(unmap_device_va(&ctx, 0), Err(EINVAL));
+        unmap_device_va(&ctx, a)?;
+        assert_eq!(unmap_device_va(&ctx, a), Err(EINVAL));
+        assert_eq!(free_device_memory(&ctx, h), Err(EINVAL));
+        unmap_device_va(&ctx, b)?;
+        free_device_memory(&ctx, h)?;
+        // Unknown handle, and the low 32 bits rule.
+        assert_eq!(map_device_va(&ctx, h, 0, 0), Err(EINVAL));
+        let h = u64::from(alloc_device_memory(&ctx, 1, 0)?);
+        let va = map_device_va(&ctx, (7 << 32) | h, 0, 0)?;
+        // VA reuse: best fit gives the first VA back.
+        assert_eq!(va, a);
+        Ok(())
+    }
+
+    #[test]
+    fn rollback_after_a_failure_at_every_pte_write() -> Result {
+        let (d, ctx) = setup()?;
+        let h = u64::from(alloc_device_memory(&ctx, 3 * PAGE, 0)?);
+        let before = d.sim.pte_writes();
+        let va = map_device_va(&ctx, h, 0, 0)?;
+        let writes = d.sim.pte_writes() - before;
+        unmap_device_va(&ctx, va)?;
+        assert!(writes >= 3);
+        let slots = d.dr_hops.lock().free_slots();
+        for k in 1..=writes {
+            d.sim.inject_pte_write_failure(k);
+            assert_eq!(map_device_va(&ctx, h, 0, 0), Err(EIO));
+            d.sim.inject_pte_write_failure(0);
+            for i in 0..3 {
+                assert_eq!(oracle(&d, &ctx, va + i * PAGE), None);
+            }
+            assert_eq!(ctx.vm().mmu.lock().dmmu.hop_count(), 0);
+            assert_eq!(d.dr_hops.lock().free_slots(), slots);
+            assert!(ctx.vm().is_pristine());
+            assert_eq!(ctx.vm().mapping_count(), 0);
+            assert_eq!(
+                d.handles.lock().get(h as u32).map(|e| e.mapping_cnt),
+                Some(0)
+            );
+        }
+        free_device_memory(&ctx, h)?;
+        Ok(())
+    }
+
+    #[test]
+    fn invalidation_failures() -> Result {
+        let (d, ctx) = setup()?;
+        let h = u64::from(alloc_device_memory(&ctx, 2 * PAGE, 0)?);
+        // After MAP: the PTEs are removed again (upstream leaves them).
+        d.sim.inject_invalidation_failure();
+        assert_eq!(map_device_va(&ctx, h, 0, 0), Err(EIO));
+        assert_eq!(oracle(&d, &ctx, d.asic.dram_va.start), None);
+        assert!(ctx.vm().is_pristine());
+        // After UNMAP: the mapping is gone, its VA quarantined.
+        let va = map_device_va(&ctx, h, 0, 0)?;
+        d.sim.inject_invalidation_failure();
+        assert_eq!(unmap_device_va(&ctx, va), Err(EIO));
+        assert_eq!(oracle(&d, &ctx, va), None);
+        assert!(!ctx.vm().is_pristine());
+        assert_ne!(map_device_va(&ctx, h, 0, 0)?, va);
+        Ok(())
+    }
+
+    #[test]
+    fn foreign_handles_need_shared() -> Result {
+        let (d, ctx) = setup()?;
+        for (flags, want) in [(0u32, Err(EPERM)), (HL_MEM_SHARED, Ok(()))] {
+            let pack = Arc::new(PhysPgPack::alloc(&d, 0, flags, 1, true)?, GFP_KERNEL)?;
+            let fh = d
+                .handles
+                .lock()
+                .insert(pack, crate::vm::handles::HandleReservation::new()?)?;
+            let r = map_device_va(&ctx, u64::from(fh), 0, 0).map(|va| unmap_device_va(&ctx, va));
+            assert_eq!(r.map(|_| ()), want);
+            drop(d.handles.lock().remove_if(fh, |_| Ok(()))?);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn teardown_with_mappings_left_behind() -> Result {
+        let (d, ctx) = setup()?;
+        let slots = d.dr_hops.lock().free_slots();
+        for n in 1..=3u64 {
+            let h = alloc_device_memory(&ctx, n * PAGE, 0)?;
+            map_device_va(&ctx, u64::from(h), 0, 0)?;
+        }
+        let (count, _) = d.sim.invalidation_log();
+        let hop0 = ctx.vm().mmu.lock().dmmu.hop0();
+        drop(ctx);
+        // One full invalidation, every hop and page back, hop 0 clear.
+        let (after, last) = d.sim.invalidation_log();
+        assert_eq!(after, count + 1);
+        assert_eq!(last.map(|i| i.asid), Some(None));
+        assert_eq!(d.dr_hops.lock().free_slots(), slots);
+        assert_eq!(d.pool.lock().free_pages(), 127);
+        assert_eq!(d.dram_used(), 0);
+        let read = |a: u64| d.backend().read_pte(a);
+        assert!(translate(
+            &MmuGeometry::DMMU,
+            &read,
+            hop0,
+            d.asic.dram_va.start,
+            Some(&d.scrambler)
+        )
+        .is_err());
+        Ok(())
+    }
+
+    #[test]
+    fn bench_map_64_gib() -> Result {
+        let (d, ctx) = setup()?;
+        let size = 64u64 << 30;
+        let h = u64::from(alloc_device_memory(&ctx, size, 0)?);
+        let w0 = d.sim.pte_writes();
+        let t0 = kernel::time::Instant::<kernel::time::Monotonic>::now();
+        let va = map_device_va(&ctx, h, 0, 0)?;
+        let map_ns = t0.elapsed().as_nanos();
+        let w1 = d.sim.pte_writes();
+        let t1 = kernel::time::Instant::<kernel::time::Monotonic>::now();
+        unmap_device_va(&ctx, va)?;
+        let unmap_ns = t1.elapsed().as_nanos();
+        pr_info!(
+            "bench map 64 GiB ({} DRAM pages): map {} us with {} PTE writes, unmap {} us with {} PTE writes\n",
+            size.div_ceil(PAGE),
+            map_ns / 1000,
+            w1 - w0,
+            unmap_ns / 1000,
+            d.sim.pte_writes() - w1
+        );
+        assert_eq!(ctx.vm().mmu.lock().dmmu.hop_count(), 0);
+        Ok(())
+    }
+
+    fn setup() -> Result<(Arc<HlDevice>, Context)> {
+        let d = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
+        let ctx = Context::new(d.clone(), 1)?;
+        Ok((d, ctx))
+    }
+
+    /// The page-walk oracle on the context's DMMU tree.
+    fn oracle(d: &HlDevice, ctx: &Context, va: u64) -> Option<u64> {
+        let hop0 = ctx.vm().mmu.lock().dmmu.hop0();
+        let read = |a: u64| d.backend().read_pte(a);
+        translate(&MmuGeometry::DMMU, &read, hop0, va, Some(&d.scrambler))
+            .ok()
+            .map(|t| t.pa)
+    }
+}
