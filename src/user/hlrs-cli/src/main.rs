@@ -28,6 +28,16 @@ enum Command {
     Usage,
     /// List the devices present.
     List,
+    /// Allocate and map device memory, then hold it until killed or until
+    /// standard input closes (to test teardown of a process that dies).
+    Hold {
+        /// Bytes per allocation.
+        #[arg(long, default_value_t = 1 << 30)]
+        size: u64,
+        /// Number of allocations, each mapped once.
+        #[arg(long, default_value_t = 2)]
+        count: u32,
+    },
 }
 
 fn run(cli: &Cli) -> std::io::Result<String> {
@@ -51,6 +61,20 @@ fn run(cli: &Cli) -> std::io::Result<String> {
                 });
             }
             Ok(format::usage(&rows, cli.json))
+        }
+        Command::Hold { size, count } => {
+            let dev = Device::open_compute(cli.device)?;
+            for _ in 0..count {
+                let h = dev.alloc(size, 0)?;
+                let va = dev.map(h, 0, 0)?;
+                println!("mapped handle {h} at {va:#x}");
+            }
+            println!("holding");
+            use std::io::{Read, Write};
+            std::io::stdout().flush()?;
+            let mut sink = Vec::new();
+            std::io::stdin().read_to_end(&mut sink)?;
+            Ok(String::new())
         }
         Command::List => {
             let mut rows = Vec::new();

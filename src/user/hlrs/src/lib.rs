@@ -282,6 +282,30 @@ impl Device {
         self.memory_args(&mut args)
     }
 
+    /// `HL_MEM_OP_MAP` of a device handle at a driver-chosen VA, or at `hint` when
+    /// it is free and aligned (`HL_MEM_FORCE_HINT` in `flags`: only there).
+    pub fn map(&self, handle: u64, hint: u64, flags: u32) -> io::Result<u64> {
+        let mut args = HlMemArgs {
+            arg0: hint,
+            arg1: handle,
+            op: HL_MEM_OP_MAP,
+            flags,
+            ..Default::default()
+        };
+        self.memory_args(&mut args)?;
+        Ok(args.out_u64())
+    }
+
+    /// `HL_MEM_OP_UNMAP` of the exact VA a MAP returned.
+    pub fn unmap(&self, va: u64) -> io::Result<()> {
+        let mut args = HlMemArgs {
+            arg0: va,
+            op: HL_MEM_OP_UNMAP,
+            ..Default::default()
+        };
+        self.memory_args(&mut args)
+    }
+
     /// Issue an ioctl with any `_IOWR` opcode on a 64-byte buffer (tests of
     /// how the driver refuses numbers it does not serve).
     pub fn raw_ioctl<const OPCODE: Opcode>(&self, buf: &mut [u8; 64]) -> io::Result<()> {
