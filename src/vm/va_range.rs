@@ -4,8 +4,9 @@
 //! `vm_ctx_init_with_ranges` / `va_range_fini`, common/memory.c:2514-2720).
 //!
 //! Each range has its own mutex around its [`VaAllocator`], as upstream has one
-//! mutex per range. The tree nodes an allocation needs are reserved before the
-//! lock is taken.
+//! mutex per range. An allocation takes the tree nodes it needs from the
+//! allocator's spare cache; when that is not enough they are reserved with the
+//! lock dropped, and the allocation is retried.
 
 use crate::{
     asic::{self, AsicProperties, MmuGeometry, VaSpan},
@@ -13,7 +14,7 @@ use crate::{
     mmu::page_table::{DrHops, PageTable},
     vm::{
         mapping::Mapping,
-        va_alloc::{VaAllocConfig, VaAllocError, VaAllocator, VaRequest},
+        va_alloc::{AllocOutcome, VaAllocConfig, VaAllocError, VaAllocator, VaRequest},
     },
 };
 use kernel::{new_mutex, prelude::*, rbtree::RBTree, sync::Mutex};
@@ -139,11 +140,22 @@ impl ContextVm {
             .map(|(k, _)| *k)
     }
 
-    /// Allocate VA in range `kind` (`get_va_block`): the node reservation
-    /// happens before the range lock is taken. O(log n).
+    /// Allocate VA in range `kind` (`get_va_block`). O(log n).
+    ///
+    /// Served from the range's spare tree nodes under its lock when they cover
+    /// the request (no memory allocation); otherwise the nodes are reserved
+    /// after dropping the lock and the request is placed again under it, so
+    /// the range lock is never held across an allocation.
     pub(crate) fn alloc(&self, kind: VaRangeType, req: VaRequest) -> Result<u64, VaAllocError> {
+        let range = self.range(kind);
+        let cached = range.lock().alloc_cached(req);
+        match cached {
+            Ok(start) => return Ok(start),
+            Err(AllocOutcome::Failed(e)) => return Err(e),
+            Err(AllocOutcome::NeedNodes) => {}
+        }
         let res = VaAllocator::prepare(GFP_KERNEL).map_err(|_| VaAllocError::NoMemory)?;
-        self.range(kind).lock().alloc_with(req, res)
+        range.lock().alloc_with(req, res)
     }
 
     /// Give VA back (`add_va_block`). `EINVAL` if it is not exactly one
