@@ -25,13 +25,16 @@ BINS=$HLRS_ROOT/target/guest-bin
 chmod +x "$OUT/root/init" "$OUT/root"/*.sh 2>/dev/null || true
 (cd "$OUT/root" && find . | cpio -o -H newc --quiet | gzip -1 >"$OUT/initrd.gz")
 
+# tsc=reliable: tinyconfig has no ACPI, so there is no HPET/PM timer to
+# calibrate the TSC against under TCG, and the kernel would fall back to the
+# jiffies clocksource (4 ms resolution), useless for benchmarks.
 ACCEL=(-accel tcg)
 if [ "${HLRS_KVM:-0}" = 1 ] && [ -w /dev/kvm ]; then ACCEL=(-enable-kvm -cpu host); fi
 rc=0
 timeout --foreground -k 5 "${HLRS_GUEST_TIMEOUT:-600}" \
 	qemu-system-x86_64 "${ACCEL[@]}" -m 1024 -smp 2 -nographic -no-reboot \
 	-kernel "$KOBJ/arch/x86/boot/bzImage" -initrd "$OUT/initrd.gz" \
-	-append "console=ttyS0 panic=-1 kfence.sample_interval=10 hlrs.mode=$MODE hlrs.params=$PARAMS ${HLRS_CMDLINE:-}" \
+	-append "console=ttyS0 panic=-1 tsc=reliable kfence.sample_interval=10 hlrs.mode=$MODE hlrs.params=$PARAMS ${HLRS_CMDLINE:-}" \
 	</dev/null >"$LOG" 2>&1 || rc=$?
 [ $rc -eq 124 ] && echo "@@HLRS-HOST guest timed out after ${HLRS_GUEST_TIMEOUT:-600} s" >>"$LOG"
 exit $rc

@@ -260,29 +260,39 @@ impl PageTable {
         }
         // Fill bottom-up: the leaf, then every new hop's entry in its parent; the
         // link of the topmost new hop into the existing tree comes last.
-        let mut written: KVec<(u64, u64)> = KVec::new();
-        let result = (|| -> Result {
-            written.reserve(leaf + 1, GFP_KERNEL)?;
-            self.write(mem, leaf_hop, leaf_idx, Pte::Page(pa).encode())?;
-            written
-                .push_within_capacity((leaf_hop, leaf_idx))
-                .map_err(|_| ENOMEM)?;
+        // At most one write per level: no allocation needed to remember them.
+        let mut written = [(0u64, 0u64); 6];
+        let mut n = 0usize;
+        let mut result = self.write(mem, leaf_hop, leaf_idx, Pte::Page(pa).encode());
+        if result.is_ok() {
+            if let Some(w) = written.get_mut(n) {
+                *w = (leaf_hop, leaf_idx);
+                n += 1;
+            }
             if let Some(first) = new_from {
                 for lvl in (first..=leaf).rev() {
-                    let parent = *path.get(lvl - 1).ok_or(EINVAL)?;
-                    let idx = self.geo.pte_index(lvl - 1, va).ok_or(EINVAL)?;
-                    let child = *path.get(lvl).ok_or(EINVAL)?;
-                    self.write(mem, parent, idx, Pte::Hop(child).encode())?;
-                    written
-                        .push_within_capacity((parent, idx))
-                        .map_err(|_| ENOMEM)?;
+                    let (Some(&parent), Some(&child), Some(idx)) = (
+                        path.get(lvl - 1),
+                        path.get(lvl),
+                        self.geo.pte_index(lvl - 1, va),
+                    ) else {
+                        result = Err(EINVAL);
+                        break;
+                    };
+                    result = self.write(mem, parent, idx, Pte::Hop(child).encode());
+                    if result.is_err() {
+                        break;
+                    }
+                    if let Some(w) = written.get_mut(n) {
+                        *w = (parent, idx);
+                        n += 1;
+                    }
                 }
             }
-            Ok(())
-        })();
+        }
         if let Err(e) = result {
             // Undo in reverse; the new hops are then unreachable and released.
-            for &(hop, idx) in written.iter().rev() {
+            for &(hop, idx) in written.iter().take(n).rev() {
                 let _ = self.write(mem, hop, idx, 0);
             }
             self.drop_new_hops(mem, &path, new_from, leaf + 1);
