@@ -10,7 +10,10 @@
 use crate::{
     asic::{AsicProperties, MAX_ASID},
     backend::{Backend, DeviceStatus},
-    mmu::{page_table::DrHopPool, pte::Scrambler},
+    mmu::{
+        page_table::{DrHopPool, HrHopPool},
+        pte::Scrambler,
+    },
     sim::SimGaudi2,
     vm::{dram_pool::DramPool, handles::HandleTable, va_range::ContextVm},
 };
@@ -99,6 +102,9 @@ pub(crate) struct HlDevice {
     /// The device-resident hop slots of the DMMU page tables.
     #[pin]
     pub(crate) dr_hops: Mutex<DrHopPool>,
+    /// The host-resident hop tables of the PMMU page tables.
+    #[pin]
+    pub(crate) hr_hops: Mutex<HrHopPool>,
     /// Gaudi2's DRAM address scrambling for this HBM count.
     pub(crate) scrambler: Scrambler,
 }
@@ -121,6 +127,7 @@ impl HlDevice {
         try_pin_init!(Self {
             pool: pool?,
             dr_hops <- new_mutex!(dr_hops?),
+            hr_hops <- new_mutex!(HrHopPool::new(MAX_ASID)?),
             scrambler,
             handles <- new_mutex!(HandleTable::new()),
             sim <- SimGaudi2::new(&asic),

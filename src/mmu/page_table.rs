@@ -125,6 +125,129 @@ impl HopMemory for DrHops<'_> {
     }
 }
 
+/// The host-resident hop tables of a device (upstream `mmu_pgt_pool`, a
+/// genalloc pool of DMA-coherent host memory; common/mmu/mmu.c:824-896): the
+/// PMMU reads them from host memory. On the simulation a hop's "DMA address"
+/// is `base + slot x 4 KiB` and its memory a host allocation, looked up by
+/// address when the MMU (or the oracle) walks.
+///
+/// # Invariants
+///
+/// Every slot below `next` is either in `free` or a key of `tables`; the
+/// tables of free slots do not exist (they are allocated zeroed on reuse).
+pub(crate) struct HrHopPool {
+    base: u64,
+    max_asid: u32,
+    slots: u64,
+    next: u64,
+    free: KVec<u64>,
+    tables: RBTree<u64, KBox<[u64; HOP_PTES as usize]>>,
+}
+
+/// Where the simulated host-resident hops are addressed (an arbitrary,
+/// 4 KiB-aligned bus address outside device DRAM).
+pub(crate) const HR_HOPS_BASE: u64 = 0x10_0000_0000;
+/// Size of the host-resident page-table area (`PMMU_PAGE_TABLES_SIZE`, 256 MiB,
+/// gaudi2/gaudi2P.h).
+pub(crate) const HR_HOPS_SIZE: u64 = 256 << 20;
+
+impl HrHopPool {
+    /// A pool with one hop 0 per ASID (allocated now) and room for the rest.
+    pub(crate) fn new(max_asid: u32) -> Result<Self> {
+        let mut p = Self {
+            base: HR_HOPS_BASE,
+            max_asid,
+            slots: HR_HOPS_SIZE / HOP_TABLE_SIZE,
+            next: u64::from(max_asid),
+            free: KVec::new(),
+            tables: RBTree::new(),
+        };
+        for a in 0..u64::from(max_asid) {
+            let t = KBox::new([0u64; HOP_PTES as usize], GFP_KERNEL)?;
+            p.tables.insert(
+                RBTreeNodeReservation::new(GFP_KERNEL)?.into_node(p.base + a * HOP_TABLE_SIZE, t),
+            );
+        }
+        Ok(p)
+    }
+
+    /// Address of hop 0 of `asid`.
+    pub(crate) fn hop0(&self, asid: u32) -> Option<u64> {
+        (asid < self.max_asid).then(|| self.base + u64::from(asid) * HOP_TABLE_SIZE)
+    }
+
+    /// Read one PTE, as the PMMU does by DMA. O(log n).
+    pub(crate) fn read(&self, addr: u64) -> Result<u64> {
+        let off = addr.checked_sub(self.base).ok_or(EINVAL)?;
+        let hop = self.base + off / HOP_TABLE_SIZE * HOP_TABLE_SIZE;
+        let idx = usize::try_from((off % HOP_TABLE_SIZE) / 8).map_err(|_| EINVAL)?;
+        self.tables
+            .get(&hop)
+            .and_then(|t| t.get(idx).copied())
+            .ok_or(EINVAL)
+    }
+
+    fn alloc(&mut self) -> Result<u64> {
+        let table = KBox::new([0u64; HOP_PTES as usize], GFP_KERNEL)?;
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        // Reserve room to give the slot back without allocating later.
+        self.free.reserve(1, GFP_KERNEL)?;
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None if self.next < self.slots => {
+                self.next += 1;
+                self.next - 1
+            }
+            None => return Err(ENOMEM),
+        };
+        let phys = self.base + slot * HOP_TABLE_SIZE;
+        self.tables.insert(node.into_node(phys, table));
+        Ok(phys)
+    }
+
+    fn release(&mut self, phys: u64) {
+        let slot = (phys - self.base) / HOP_TABLE_SIZE;
+        if slot < u64::from(self.max_asid) || self.tables.remove(&phys).is_none() {
+            pr_err!("MMU: bad host-resident hop release\n");
+            return;
+        }
+        if self.free.push_within_capacity(slot).is_err() {
+            pr_err!("MMU: host-resident hop slot list full\n");
+        }
+    }
+
+    fn write(&mut self, addr: u64, value: u64) -> Result {
+        let off = addr.checked_sub(self.base).ok_or(EINVAL)?;
+        let hop = self.base + off / HOP_TABLE_SIZE * HOP_TABLE_SIZE;
+        let idx = usize::try_from((off % HOP_TABLE_SIZE) / 8).map_err(|_| EINVAL)?;
+        let slot = self
+            .tables
+            .get_mut(&hop)
+            .and_then(|t| t.get_mut(idx))
+            .ok_or(EINVAL)?;
+        *slot = value;
+        Ok(())
+    }
+}
+
+/// Host-resident hops: PTEs written straight into host memory.
+pub(crate) struct HrHops<'a> {
+    /// The device's host-resident hop tables.
+    pub(crate) pool: &'a Mutex<HrHopPool>,
+}
+
+impl HopMemory for HrHops<'_> {
+    fn alloc_hop(&mut self) -> Result<u64> {
+        self.pool.lock().alloc()
+    }
+    fn free_hop(&mut self, phys: u64) {
+        self.pool.lock().release(phys)
+    }
+    fn write_pte(&mut self, addr: u64, value: u64) -> Result {
+        self.pool.lock().write(addr, value)
+    }
+}
+
 /// One hop: the host shadow of its 512 PTEs and how many are valid.
 struct Hop {
     shadow: KBox<[u64; HOP_PTES as usize]>,
@@ -564,6 +687,47 @@ mod tests {
         for i in 0..HOP_PTES {
             assert_eq!(d.backend().read_pte(t.hop0() + i * 8)?, 0);
         }
+        Ok(())
+    }
+
+    #[test]
+    fn host_resident_pmmu_with_4k_and_2m_leaves() -> Result {
+        let d = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
+        let hop0 = d.hr_hops.lock().hop0(1).ok_or(EINVAL)?;
+        let mut mem = HrHops { pool: &d.hr_hops };
+        let mut t = PageTable::new(MmuGeometry::PMMU, hop0, &mut mem)?;
+        let g = MmuGeometry::PMMU;
+        let (l4k, l2m) = (
+            g.leaf_hop(4096).ok_or(EINVAL)?,
+            g.leaf_hop(2 << 20).ok_or(EINVAL)?,
+        );
+        assert_eq!((l4k, l2m), (5, 4));
+        let va = 0xFFF0_0000_0020_0000u64;
+        for i in 0..4u64 {
+            t.map(&mut mem, va + i * 4096, 0x1234_5000 + i * 0x1000, l4k)?;
+        }
+        t.map(&mut mem, va + (2 << 20), 0x4000_0000, l2m)?;
+        // hop 1..4 shared, one hop 5 for the 4 KiB leaves.
+        assert_eq!(t.hop_count(), 5);
+        let read = |a: u64| d.hr_hops.lock().read(a);
+        for i in 0..4u64 {
+            let tr = translate(&g, &read, hop0, va + i * 4096 + 7, None).map_err(|_| EINVAL)?;
+            assert_eq!((tr.pa, tr.leaf), (0x1234_5007 + i * 0x1000, 5));
+        }
+        let tr =
+            translate(&g, &read, hop0, va + (2 << 20) + 0x12_3456, None).map_err(|_| EINVAL)?;
+        assert_eq!((tr.pa, tr.leaf), (0x4012_3456, 4));
+        // A 4 KiB page inside the 2 MiB leaf is already mapped.
+        assert_eq!(
+            t.map(&mut mem, va + (2 << 20) + 4096, 0x1000, l4k),
+            Err(EINVAL)
+        );
+        for i in 0..4u64 {
+            t.unmap(&mut mem, va + i * 4096)?;
+        }
+        t.unmap(&mut mem, va + (2 << 20))?;
+        assert_eq!(t.hop_count(), 0);
+        assert!(translate(&g, &read, hop0, va, None).is_err());
         Ok(())
     }
 

@@ -21,7 +21,7 @@ use crate::{
     backend::MmuKind,
     context::Context,
     device::HlDevice,
-    mmu::page_table::DrHops,
+    mmu::page_table::{DrHops, HrHops},
     uapi::{HL_MEM_FORCE_HINT, HL_MEM_SHARED},
     vm::{
         page_pack::PhysPgPack,
@@ -126,11 +126,13 @@ impl ContextVm {
 
     /// Free the page tables' hops (`hl_mmu_ctx_fini`); returns how many were left.
     pub(crate) fn teardown_mmu(&self, dev: &HlDevice) -> usize {
-        let mut mem = DrHops {
+        let mut dr = DrHops {
             pool: &dev.dr_hops,
             backend: dev.backend(),
         };
-        self.mmu.lock().dmmu.teardown(&mut mem)
+        let mut hr = HrHops { pool: &dev.hr_hops };
+        let mut mmu = self.mmu.lock();
+        mmu.dmmu.teardown(&mut dr) + mmu.pmmu.teardown(&mut hr)
     }
 
     /// Number of live mappings. O(n): debugfs and tests.

@@ -11,7 +11,7 @@
 use crate::{
     asic::{self, AsicProperties, MmuGeometry, VaSpan},
     device::HlDevice,
-    mmu::page_table::{DrHops, PageTable},
+    mmu::page_table::{DrHops, HrHops, PageTable},
     vm::{
         mapping::Mapping,
         va_alloc::{AllocOutcome, VaAllocConfig, VaAllocError, VaAllocator, VaRequest},
@@ -62,8 +62,10 @@ fn config(asic: &AsicProperties, kind: VaRangeType) -> VaAllocConfig {
 
 /// The page tables of one context.
 pub(crate) struct ContextMmu {
-    /// DMMU tree (DRAM VAs), device resident.
+    /// DMMU tree (DRAM VAs), device resident with a host shadow (upstream v2).
     pub(crate) dmmu: PageTable,
+    /// PMMU tree (host VAs), host resident (upstream v2_hr).
+    pub(crate) pmmu: PageTable,
 }
 
 /// The virtual-memory state of one context: VA ranges, page tables, mappings.
@@ -100,6 +102,12 @@ impl ContextVm {
             backend: dev.backend(),
         };
         let dmmu = PageTable::new(MmuGeometry::DMMU, hop0, &mut mem)?;
+        let hr_hop0 = dev.hr_hops.lock().hop0(asid).ok_or(EINVAL)?;
+        let pmmu = PageTable::new(
+            MmuGeometry::PMMU,
+            hr_hop0,
+            &mut HrHops { pool: &dev.hr_hops },
+        )?;
         let asic = &dev.asic;
         let host = VaAllocator::new(&config(asic, VaRangeType::Host));
         let host_huge = VaAllocator::new(&config(asic, VaRangeType::HostHuge));
@@ -111,7 +119,7 @@ impl ContextVm {
         ];
         Ok(try_pin_init!(Self {
             asid,
-            mmu <- new_mutex!(ContextMmu { dmmu }),
+            mmu <- new_mutex!(ContextMmu { dmmu, pmmu }),
             mappings <- new_mutex!(RBTree::new()),
             spans,
             host <- new_mutex!(host?),
