@@ -32,7 +32,7 @@ ACCEL=(-accel tcg)
 if [ "${HLRS_KVM:-0}" = 1 ] && [ -w /dev/kvm ]; then ACCEL=(-enable-kvm -cpu host); fi
 rc=0
 timeout --foreground -k 5 "${HLRS_GUEST_TIMEOUT:-600}" \
-	qemu-system-x86_64 "${ACCEL[@]}" -m 1024 -smp 2 -nographic -no-reboot \
+	qemu-system-x86_64 "${ACCEL[@]}" -m 2048 -smp 2 -nographic -no-reboot \
 	-kernel "$KOBJ/arch/x86/boot/bzImage" -initrd "$OUT/initrd.gz" \
 	-append "console=ttyS0 panic=-1 tsc=reliable kfence.sample_interval=10 hlrs.mode=$MODE hlrs.params=$PARAMS ${HLRS_CMDLINE:-}" \
 	</dev/null >"$LOG" 2>&1 || rc=$?

@@ -8,6 +8,7 @@
 //! | `memory` | every live handle: owner ASID, size, pages, contiguity, flags, mappings |
 //! | `status` | the simulated device's state; writing a state name changes it (tests) |
 //! | `va` | the VA ranges of the open compute context: every block, free or allocated |
+//! | `userptr` | pinned host buffers of the open context: pid, address, size, pages, huge or not, device VA |
 //! | `mmu` | page-table statistics; write a VA, read its translation by the page-walk oracle |
 
 use crate::{
@@ -15,7 +16,7 @@ use crate::{
     backend::DeviceStatus,
     device::HlDevice,
     mmu::walk::{translate, WalkFault},
-    vm::va_range::VaRangeType,
+    vm::{mapping::Backing, va_range::VaRangeType},
 };
 use kernel::{
     debugfs::{Dir, File},
@@ -42,6 +43,8 @@ pub(crate) struct DeviceDebugfs {
     va: File<Arc<HlDevice>>,
     #[pin]
     mmu: File<MmuProbe>,
+    #[pin]
+    userptr: File<Arc<HlDevice>>,
     _dir: Dir,
 }
 
@@ -54,6 +57,7 @@ impl DeviceDebugfs {
             dram_pool <- dir.read_callback_file(c"dram_pool", dev.clone(), &show_dram_pool),
             memory <- dir.read_callback_file(c"memory", dev.clone(), &show_memory),
             va <- dir.read_callback_file(c"va", dev.clone(), &show_va),
+            userptr <- dir.read_callback_file(c"userptr", dev.clone(), &show_userptr),
             mmu <- dir.read_write_callback_file(
                 c"mmu",
                 MmuProbe { dev: dev.clone(), va: Atomic::new(0) },
@@ -162,6 +166,33 @@ fn show_va(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     Ok(())
 }
 
+/// Upstream's `userptr` file: every pinned host buffer of the open context.
+fn show_userptr(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    writeln!(
+        f,
+        "pid    user address        size          pages    huge  device va"
+    )?;
+    let Some(vm) = dev.state.lock().active_vm.clone() else {
+        return Ok(());
+    };
+    let maps = vm.mappings.lock();
+    for (uva, m) in maps.iter() {
+        if let Backing::Host { pinned, page_size } = &m.backing {
+            writeln!(
+                f,
+                "{:<6} {:<#18x} {:<#13x} {:<8} {:<5} {:#x}",
+                pinned.pid,
+                pinned.addr,
+                pinned.size,
+                pinned.npages(),
+                if *page_size > 4096 { "yes" } else { "no" },
+                uva
+            )?;
+        }
+    }
+    Ok(())
+}
+
 /// The `mmu` file: the device and the last VA written to it.
 pub(crate) struct MmuProbe {
     dev: Arc<HlDevice>,
@@ -189,8 +220,16 @@ fn show_mmu(p: &MmuProbe, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     if va == 0 {
         return writeln!(f, "(write a VA to this file to translate it)");
     }
-    let read = |addr: u64| dev.backend().read_pte(addr);
-    match translate(&MmuGeometry::DMMU, &read, hop0, va, Some(&dev.scrambler)) {
+    let dram = vm.range_type(va, 1) == Some(VaRangeType::Dram);
+    let read_dr = |addr: u64| dev.backend().read_pte(addr);
+    let read_hr = |addr: u64| dev.hr_hops.lock().read(addr);
+    let walk = if dram {
+        translate(&MmuGeometry::DMMU, &read_dr, hop0, va, Some(&dev.scrambler))
+    } else {
+        let hr_hop0 = vm.mmu.lock().pmmu.hop0();
+        translate(&MmuGeometry::PMMU, &read_hr, hr_hop0, va, None)
+    };
+    match walk {
         Ok(t) => {
             write!(
                 f,

@@ -12,7 +12,7 @@ use crate::{
     uapi::*,
     vm::{
         device_memory::{alloc_device_memory, free_device_memory},
-        mapping::{map_device_va, unmap_device_va},
+        mapping::{map_device_va, map_host_va, unmap_device_va},
     },
 };
 use kernel::prelude::*;
@@ -37,7 +37,13 @@ pub(crate) fn memory_ioctl(file: &ComputeFile, args: &mut HlMemArgs) -> Result {
             let rc = if flags & !HL_MEM_FLAGS_ALL != 0 {
                 Err(EINVAL)
             } else if flags & HL_MEM_USERPTR != 0 {
-                Err(EOPNOTSUPP)
+                map_host_va(
+                    ctx,
+                    args.map_host_virt_addr(),
+                    args.map_host_mem_size(),
+                    args.map_host_hint_addr(),
+                    flags,
+                )
             } else {
                 map_device_va(
                     ctx,

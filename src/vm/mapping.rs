@@ -21,7 +21,8 @@ use crate::{
     backend::MmuKind,
     context::Context,
     device::HlDevice,
-    mmu::page_table::{DrHops, HrHops},
+    ffi::pin::PinnedUserPages,
+    mmu::page_table::{DrHops, HopMemory, HrHops},
     uapi::{HL_MEM_FORCE_HINT, HL_MEM_SHARED},
     vm::{
         page_pack::PhysPgPack,
@@ -29,16 +30,59 @@ use crate::{
         va_range::{ContextVm, VaRangeType},
     },
 };
-use kernel::{prelude::*, rbtree::RBTreeNodeReservation, sync::Arc};
+use kernel::{page::PAGE_SIZE, prelude::*, rbtree::RBTreeNodeReservation, sync::Arc};
 
-/// One live mapping (upstream `struct hl_vm_hash_node`).
+/// What a mapping maps.
+pub(crate) enum Backing {
+    /// Device DRAM of a handle.
+    Dram {
+        /// The handle that was mapped.
+        handle: u32,
+        /// Its pages.
+        pack: Arc<PhysPgPack>,
+    },
+    /// Pinned host memory (`HL_MEM_USERPTR`); unpinned when dropped.
+    Host {
+        /// The pinned pages.
+        pinned: PinnedUserPages,
+        /// MMU page size used: 4 KiB, or 2 MiB for huge pages.
+        page_size: u64,
+    },
+}
+
+impl Backing {
+    /// Page size and number of pages as mapped.
+    fn geometry(&self) -> (u64, u64) {
+        match self {
+            Self::Dram { pack, .. } => (pack.page_size, pack.npages),
+            Self::Host { pinned, page_size } => {
+                let per = page_size / PAGE_SIZE as u64;
+                (*page_size, pinned.npages() as u64 / per.max(1))
+            }
+        }
+    }
+
+    /// Physical address of mapped page `i`.
+    fn page_addr(&self, i: u64) -> Option<u64> {
+        match self {
+            Self::Dram { pack, .. } => pack.page_addr(i),
+            Self::Host { pinned, page_size } => {
+                let per = page_size / PAGE_SIZE as u64;
+                pinned.phys(usize::try_from(i * per).ok()?)
+            }
+        }
+    }
+}
+
+/// One live mapping (upstream `struct hl_vm_hash_node`), keyed by the VA
+/// returned to the user (the range VA plus a host buffer's in-page offset).
 pub(crate) struct Mapping {
-    /// The handle that was mapped.
-    pub(crate) handle: u32,
-    /// Its pages.
-    pub(crate) pack: Arc<PhysPgPack>,
+    /// What is mapped.
+    pub(crate) backing: Backing,
     /// The VA range the mapping lives in.
     pub(crate) kind: VaRangeType,
+    /// First VA of the mapping in its range (page aligned).
+    pub(crate) va: u64,
     /// Bytes of VA.
     pub(crate) size: u64,
     /// Live dma-bufs exported from this mapping; UNMAP is refused while > 0.
@@ -46,34 +90,61 @@ pub(crate) struct Mapping {
 }
 
 impl ContextVm {
-    /// Map every page of `pack` at consecutive DRAM VAs from `va`
-    /// (`map_phys_pg_pack`): one 1 GiB DMMU leaf per DRAM page, through the
-    /// scrambler. On a failure part-way, exactly the pages already mapped are
-    /// unmapped again and the error returned: no PTE and no hop is left.
-    /// O(npages x hops).
-    pub(crate) fn map_pack(&self, dev: &HlDevice, va: u64, pack: &PhysPgPack) -> Result {
-        let leaf = MmuGeometry::DMMU
-            .leaf_hop(dev.asic.dmmu_page_size)
-            .ok_or(EINVAL)?;
-        let s = &dev.scrambler;
-        let mut mem = DrHops {
-            pool: &dev.dr_hops,
-            backend: dev.backend(),
-        };
+    /// Map every page of `backing` at consecutive VAs from `va`
+    /// (`map_phys_pg_pack`). DRAM: one 1 GiB DMMU leaf per DRAM page, through
+    /// the scrambler. Host: PMMU leaves of the buffer's page size (the largest
+    /// the geometry allows: hop 4 for 2 MiB, hop 5 for 4 KiB). On a failure
+    /// part-way, exactly the pages already mapped are unmapped again and the
+    /// error returned: no PTE and no hop is left. O(npages x hops).
+    pub(crate) fn map_backing(
+        &self,
+        dev: &HlDevice,
+        kind: VaRangeType,
+        va: u64,
+        backing: &Backing,
+    ) -> Result {
+        let (page_size, npages) = backing.geometry();
         let mut mmu = self.mmu.lock();
-        for i in 0..pack.npages {
-            let page_va = va + i * pack.page_size;
-            let r = pack.page_addr(i).ok_or(EINVAL).and_then(|pa| {
-                mmu.dmmu
-                    .map(&mut mem, s.scramble(page_va), s.scramble(pa), leaf)
-            });
+        let (geo, tree, mut dr, mut hr, scr) = match kind {
+            VaRangeType::Dram => (
+                MmuGeometry::DMMU,
+                &mut mmu.dmmu,
+                Some(DrHops {
+                    pool: &dev.dr_hops,
+                    backend: dev.backend(),
+                }),
+                None,
+                Some(&dev.scrambler),
+            ),
+            _ => (
+                MmuGeometry::PMMU,
+                &mut mmu.pmmu,
+                None,
+                Some(HrHops { pool: &dev.hr_hops }),
+                None,
+            ),
+        };
+        let mem: &mut dyn HopMemory = match (dr.as_mut(), hr.as_mut()) {
+            (Some(d), _) => d,
+            (_, Some(h)) => h,
+            _ => return Err(EINVAL),
+        };
+        let leaf_size = if kind == VaRangeType::Dram {
+            dev.asic.dmmu_page_size
+        } else {
+            page_size
+        };
+        let leaf = geo.leaf_hop(leaf_size).ok_or(EINVAL)?;
+        let s = |a: u64| scr.map_or(a, |x| x.scramble(a));
+        for i in 0..npages {
+            let page_va = va + i * page_size;
+            let r = backing
+                .page_addr(i)
+                .ok_or(EINVAL)
+                .and_then(|pa| tree.map(mem, s(page_va), s(pa), leaf));
             if let Err(e) = r {
                 for j in (0..i).rev() {
-                    if mmu
-                        .dmmu
-                        .unmap(&mut mem, s.scramble(va + j * pack.page_size))
-                        .is_err()
-                    {
+                    if tree.unmap(mem, s(va + j * page_size)).is_err() {
                         pr_err!("MAP rollback: could not unmap page {} at {:#x}\n", j, va);
                     }
                 }
@@ -83,22 +154,36 @@ impl ContextVm {
         Ok(())
     }
 
-    /// Unmap every page of a mapping of `pack` at `va` (`unmap_phys_pg_pack`).
-    /// Per-page errors are counted and reported, and the loop carries on.
-    pub(crate) fn unmap_pack(&self, dev: &HlDevice, va: u64, pack: &PhysPgPack) -> usize {
-        let s = &dev.scrambler;
-        let mut mem = DrHops {
-            pool: &dev.dr_hops,
-            backend: dev.backend(),
-        };
+    /// Unmap every page of a mapping (`unmap_phys_pg_pack`). Per-page errors
+    /// are counted and reported, and the loop carries on.
+    pub(crate) fn unmap_backing(
+        &self,
+        dev: &HlDevice,
+        kind: VaRangeType,
+        va: u64,
+        backing: &Backing,
+    ) -> usize {
+        let (page_size, npages) = backing.geometry();
         let mut mmu = self.mmu.lock();
-        (0..pack.npages)
-            .filter(|i| {
-                mmu.dmmu
-                    .unmap(&mut mem, s.scramble(va + i * pack.page_size))
-                    .is_err()
-            })
-            .count()
+        if kind == VaRangeType::Dram {
+            let mut mem = DrHops {
+                pool: &dev.dr_hops,
+                backend: dev.backend(),
+            };
+            let s = &dev.scrambler;
+            (0..npages)
+                .filter(|i| {
+                    mmu.dmmu
+                        .unmap(&mut mem, s.scramble(va + i * page_size))
+                        .is_err()
+                })
+                .count()
+        } else {
+            let mut mem = HrHops { pool: &dev.hr_hops };
+            (0..npages)
+                .filter(|i| mmu.pmmu.unmap(&mut mem, va + i * page_size).is_err())
+                .count()
+        }
     }
 
     /// Unmap every mapping left behind, with one MMU invalidation at the end
@@ -111,14 +196,20 @@ impl ContextVm {
                 maps.cursor_front_mut()
                     .map(|c| c.remove_current().1.to_key_value())
             };
-            let Some((va, m)) = taken else { break };
+            let Some((uva, m)) = taken else { break };
             n += 1;
-            if self.unmap_pack(dev, va, &m.pack) > 0 {
-                pr_err!("teardown: PTEs of {:#x} could not all be cleared\n", va);
+            if self.unmap_backing(dev, m.kind, m.va, &m.backing) > 0 {
+                pr_err!("teardown: PTEs of {:#x} could not all be cleared\n", uva);
             }
-            release_mapping_count(dev, m.handle);
+            if let Backing::Dram { handle, .. } = m.backing {
+                release_mapping_count(dev, handle);
+            }
+            // A host buffer is unpinned when `m` is dropped here.
         }
-        if n > 0 && dev.backend().invalidate_all(MmuKind::Dram).is_err() {
+        if n > 0
+            && (dev.backend().invalidate_all(MmuKind::Dram).is_err()
+                || dev.backend().invalidate_all(MmuKind::Host).is_err())
+        {
             pr_err!("teardown: MMU cache invalidation failed\n");
         }
         n
@@ -183,7 +274,6 @@ fn map_pack_at(
     hint: u64,
     flags: u32,
 ) -> Result<u64> {
-    let dev = ctx.device();
     let vm = ctx.vm();
     let size = pack.total_size;
     let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
@@ -193,8 +283,29 @@ fn map_pack_at(
         VaRequest::new(size).with_hint(hint)
     };
     let va = vm.alloc(VaRangeType::Dram, req).map_err(Error::from)?;
+    let backing = Backing::Dram {
+        handle,
+        pack: pack.clone(),
+    };
+    insert_mapping(ctx, VaRangeType::Dram, va, size, va, backing, node)
+}
+
+/// Map `backing` at `va` (already allocated in range `kind`), invalidate the
+/// MMU caches of exactly that range, and record the mapping under `user_va`.
+/// On failure nothing stays mapped and the VA is given back.
+fn insert_mapping(
+    ctx: &Context,
+    kind: VaRangeType,
+    va: u64,
+    size: u64,
+    user_va: u64,
+    backing: Backing,
+    node: RBTreeNodeReservation<u64, Mapping>,
+) -> Result<u64> {
+    let dev = ctx.device();
+    let vm = ctx.vm();
     let undo_va = |what: &str| {
-        if vm.free(VaRangeType::Dram, va, size).is_err() {
+        if vm.free(kind, va, size).is_err() {
             pr_err!(
                 "MAP: could not give back the VA at {:#x} after {}\n",
                 va,
@@ -202,28 +313,30 @@ fn map_pack_at(
             );
         }
     };
-    if let Err(e) = vm.map_pack(dev, va, pack) {
+    if let Err(e) = vm.map_backing(dev, kind, va, &backing) {
         undo_va("a mapping failure");
         return Err(e);
     }
-    if let Err(e) = dev
-        .backend()
-        .invalidate_range(MmuKind::Dram, ctx.asid(), va, size)
-    {
+    let mmu = if kind == VaRangeType::Dram {
+        MmuKind::Dram
+    } else {
+        MmuKind::Host
+    };
+    if let Err(e) = dev.backend().invalidate_range(mmu, ctx.asid(), va, size) {
         // Unlike upstream, no PTE stays behind.
-        vm.unmap_pack(dev, va, pack);
+        vm.unmap_backing(dev, kind, va, &backing);
         undo_va("an invalidation failure");
         return Err(e);
     }
     let mapping = Mapping {
-        handle,
-        pack: pack.clone(),
-        kind: VaRangeType::Dram,
+        backing,
+        kind,
+        va,
         size,
         export_cnt: 0,
     };
-    vm.mappings.lock().insert(node.into_node(va, mapping));
-    Ok(va)
+    vm.mappings.lock().insert(node.into_node(user_va, mapping));
+    Ok(user_va)
 }
 
 /// UNMAP (`unmap_device_va`): `va` must be exactly a VA that MAP returned.
@@ -241,22 +354,86 @@ pub(crate) fn unmap_device_va(ctx: &Context, va: u64) -> Result {
         }
         maps.remove(&va).ok_or(EINVAL)?
     };
-    if vm.unmap_pack(dev, va, &m.pack) > 0 {
+    if vm.unmap_backing(dev, m.kind, m.va, &m.backing) > 0 {
         pr_err!("UNMAP: PTEs of {:#x} could not all be cleared\n", va);
     }
+    let mmu = if m.kind == VaRangeType::Dram {
+        MmuKind::Dram
+    } else {
+        MmuKind::Host
+    };
     let inv = dev
         .backend()
-        .invalidate_range(MmuKind::Dram, ctx.asid(), va, m.size);
+        .invalidate_range(mmu, ctx.asid(), m.va, m.size);
     match inv {
         Ok(()) => {
-            if vm.free(m.kind, va, m.size).is_err() {
+            if vm.free(m.kind, m.va, m.size).is_err() {
                 pr_err!("UNMAP: could not give back the VA at {:#x}\n", va);
             }
         }
         Err(_) => pr_err!("UNMAP: invalidation failed; VA {:#x} is quarantined\n", va),
     }
-    release_mapping_count(dev, m.handle);
+    if let Backing::Dram { handle, .. } = m.backing {
+        release_mapping_count(dev, handle);
+    }
+    // A host buffer is unpinned here, when `m` goes out of scope.
     inv
+}
+
+/// MAP of host memory (`HL_MEM_USERPTR`; `map_device_va`, host path): pin
+/// `[addr, addr + size)`, map it in the HOST range (4 KiB pages; 2 MiB VA
+/// alignment when the host address is 2 MiB aligned) or, when every 2 MiB
+/// piece is physically contiguous and aligned, in the HOST_HUGE range with
+/// 2 MiB pages. Returns the VA plus the buffer's offset in its first page.
+///
+/// Hint rules as upstream: the hint (offset 8 of the union) is honoured when
+/// aligned and free; with `HL_MEM_FORCE_HINT` a host address that is not page
+/// aligned is `EINVAL` (memory.c:1161-1169); the other hint failures are the
+/// VA allocator's errnos.
+pub(crate) fn map_host_va(
+    ctx: &Context,
+    addr: u64,
+    size: u64,
+    hint: u64,
+    flags: u32,
+) -> Result<u64> {
+    let dev = ctx.device();
+    let pinned = PinnedUserPages::pin(addr, size)?;
+    let force = flags & HL_MEM_FORCE_HINT != 0;
+    if force && pinned.offset != 0 {
+        return Err(EINVAL);
+    }
+    let huge = dev.asic.host_huge_page_size;
+    let (kind, page_size, align) = if pinned.fits_huge_pages(huge) {
+        (VaRangeType::HostHuge, huge, huge)
+    } else if addr.checked_rem(huge) == Some(0) {
+        (VaRangeType::Host, dev.asic.host_page_size, huge)
+    } else {
+        (
+            VaRangeType::Host,
+            dev.asic.host_page_size,
+            dev.asic.host_page_size,
+        )
+    };
+    let bytes = pinned.npages() as u64 * PAGE_SIZE as u64;
+    let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+    let req = VaRequest::new(bytes).with_align(align);
+    let req = if force {
+        req.with_forced_hint(hint)
+    } else {
+        req.with_hint(hint)
+    };
+    let va = ctx.vm().alloc(kind, req).map_err(Error::from)?;
+    let offset = pinned.offset;
+    insert_mapping(
+        ctx,
+        kind,
+        va,
+        bytes,
+        va + offset,
+        Backing::Host { pinned, page_size },
+        node,
+    )
 }
 
 #[kunit_tests(hlrs_mapping)]
@@ -431,9 +608,10 @@ mod tests {
         let (count, _) = d.sim.invalidation_log();
         let hop0 = ctx.vm().mmu.lock().dmmu.hop0();
         drop(ctx);
-        // One full invalidation, every hop and page back, hop 0 clear.
+        // One full invalidation per MMU (as upstream: USERPTR and PHYS_PACK),
+        // every hop and page back, hop 0 clear.
         let (after, last) = d.sim.invalidation_log();
-        assert_eq!(after, count + 1);
+        assert_eq!(after, count + 2);
         assert_eq!(last.map(|i| i.asid), Some(None));
         assert_eq!(d.dr_hops.lock().free_slots(), slots);
         assert_eq!(d.pool.lock().free_pages(), 127);

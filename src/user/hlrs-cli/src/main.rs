@@ -37,6 +37,9 @@ enum Command {
         /// Number of allocations, each mapped once.
         #[arg(long, default_value_t = 2)]
         count: u32,
+        /// Also pin and map a host buffer of this many bytes.
+        #[arg(long, default_value_t = 0)]
+        host: u64,
     },
 }
 
@@ -62,18 +65,24 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             }
             Ok(format::usage(&rows, cli.json))
         }
-        Command::Hold { size, count } => {
+        Command::Hold { size, count, host } => {
             let dev = Device::open_compute(cli.device)?;
             for _ in 0..count {
                 let h = dev.alloc(size, 0)?;
                 let va = dev.map(h, 0, 0)?;
                 println!("mapped handle {h} at {va:#x}");
             }
+            let buffer = vec![1u8; host as usize];
+            if host > 0 {
+                let va = dev.map_host(buffer.as_ptr() as u64, host, 0, 0)?;
+                println!("mapped {host} host bytes at {va:#x}");
+            }
             println!("holding");
             use std::io::{Read, Write};
             std::io::stdout().flush()?;
             let mut sink = Vec::new();
             std::io::stdin().read_to_end(&mut sink)?;
+            drop(buffer);
             Ok(String::new())
         }
         Command::List => {

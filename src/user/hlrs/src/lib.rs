@@ -296,6 +296,19 @@ impl Device {
         Ok(args.out_u64())
     }
 
+    /// `HL_MEM_OP_MAP` with `HL_MEM_USERPTR`: pin `size` bytes of this process's
+    /// memory at `addr` and map them; the VA keeps `addr`'s offset in its page.
+    pub fn map_host(&self, addr: u64, size: u64, hint: u64, flags: u32) -> io::Result<u64> {
+        let mut args = HlMemArgs {
+            op: HL_MEM_OP_MAP,
+            flags: flags | HL_MEM_USERPTR,
+            ..Default::default()
+        };
+        args.set_map_host(addr, size, hint);
+        self.memory_args(&mut args)?;
+        Ok(args.out_u64())
+    }
+
     /// `HL_MEM_OP_UNMAP` of the exact VA a MAP returned.
     pub fn unmap(&self, va: u64) -> io::Result<()> {
         let mut args = HlMemArgs {
