@@ -248,13 +248,18 @@ fn show_mmu(p: &MmuProbe, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     }
 }
 
-fn write_mmu(p: &MmuProbe, reader: &mut UserSliceReader) -> Result {
-    let mut buf = [0u8; 40];
+/// Read a short text written to a debugfs file, trimmed, into `buf`.
+fn read_text<'a>(reader: &mut UserSliceReader, buf: &'a mut [u8; 40]) -> Result<&'a str> {
     let n = core::cmp::min(reader.len(), buf.len());
     reader.read_slice(buf.get_mut(..n).ok_or(EINVAL)?)?;
-    let text = core::str::from_utf8(buf.get(..n).ok_or(EINVAL)?)
+    Ok(core::str::from_utf8(buf.get(..n).ok_or(EINVAL)?)
         .map_err(|_| EINVAL)?
-        .trim();
+        .trim())
+}
+
+fn write_mmu(p: &MmuProbe, reader: &mut UserSliceReader) -> Result {
+    let mut buf = [0u8; 40];
+    let text = read_text(reader, &mut buf)?;
     let hex = text.strip_prefix("0x").unwrap_or(text);
     p.va.store(u64::from_str_radix(hex, 16).map_err(|_| EINVAL)?, Relaxed);
     Ok(())
@@ -283,11 +288,7 @@ fn show_status(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 
 fn write_status(dev: &Arc<HlDevice>, reader: &mut UserSliceReader) -> Result {
     let mut buf = [0u8; 40];
-    let n = core::cmp::min(reader.len(), buf.len());
-    reader.read_slice(buf.get_mut(..n).ok_or(EINVAL)?)?;
-    let text = core::str::from_utf8(buf.get(..n).ok_or(EINVAL)?)
-        .map_err(|_| EINVAL)?
-        .trim();
+    let text = read_text(reader, &mut buf)?;
     let status = STATUS_NAMES
         .iter()
         .find(|(n, _)| *n == text)

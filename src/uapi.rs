@@ -10,7 +10,7 @@
 //! header (x86-64 and arm64), checked at compile time at the bottom of the file.
 //! C unions whose members all live at fixed offsets are flattened into plain
 //! fields with accessors named after the upstream members, so that neither side
-//! needs `unsafe` to read them.
+//! reads a raw union.
 
 use core::mem::{offset_of, size_of};
 

@@ -13,3 +13,28 @@ pub fn in_guest() -> bool {
 pub fn read_trimmed(path: &str) -> std::io::Result<String> {
     Ok(std::fs::read_to_string(path)?.trim().to_owned())
 }
+
+/// Skip a test (return) when not in the guest.
+#[macro_export]
+macro_rules! guest_only {
+    () => {
+        if !$crate::in_guest() {
+            eprintln!("not in the test guest: skipped");
+            return;
+        }
+    };
+}
+
+/// Assert that `r` failed with errno `want`.
+pub fn expect_errno<T: std::fmt::Debug>(r: std::io::Result<T>, want: i32) {
+    match r {
+        Ok(v) => panic!("expected errno {want}, got Ok({v:?})"),
+        Err(e) => assert_eq!(hlrs::errno(&e), want, "expected errno {want}, got {e}"),
+    }
+}
+
+/// Contents of a debugfs file of device `dev`.
+pub fn debugfs(dev: u32, file: &str) -> String {
+    std::fs::read_to_string(format!("/sys/kernel/debug/habanalabs_rs/{dev}/{file}"))
+        .unwrap_or_default()
+}

@@ -3,8 +3,8 @@
 //! Every test runs against every device present, so the same suite checks
 //! `devices=1` and `devices=4` loads (`/init` runs it for both).
 
-use hlrs::{errno, uapi::*, Device, DeviceStatus, Node};
-use hlrs_guest_tests::{in_guest, read_trimmed};
+use hlrs::{uapi::*, Device, DeviceStatus, Node};
+use hlrs_guest_tests::{expect_errno, guest_only, read_trimmed};
 use rustix::ioctl::Opcode;
 use std::os::unix::fs::FileTypeExt;
 
@@ -14,27 +14,11 @@ const EFAULT: i32 = 14;
 const ENOTTY: i32 = 25;
 const EOPNOTSUPP: i32 = 95;
 
-macro_rules! guest_only {
-    () => {
-        if !in_guest() {
-            eprintln!("not in the test guest: skipped");
-            return;
-        }
-    };
-}
-
 /// Every device index; at least one must exist.
 fn devices() -> Vec<u32> {
     let v = hlrs::device_indices().expect("/sys/class/accel");
     assert!(!v.is_empty(), "no accel device registered");
     v
-}
-
-fn expect_errno<T: std::fmt::Debug>(r: std::io::Result<T>, want: i32) {
-    match r {
-        Ok(v) => panic!("expected errno {want}, got Ok({v:?})"),
-        Err(e) => assert_eq!(errno(&e), want, "expected errno {want}, got {e}"),
-    }
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! In-guest tests of MAP / UNMAP of device memory through the real ioctl.
 
-use hlrs::{errno, uapi::*, Device};
-use hlrs_guest_tests::in_guest;
+use hlrs::{uapi::*, Device};
+use hlrs_guest_tests::{debugfs, expect_errno, guest_only};
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
@@ -9,26 +9,6 @@ const EINVAL: i32 = 22;
 const EADDRINUSE: i32 = 98;
 const PAGE: u64 = 0x3000_0000;
 const DRAM_VA: u64 = 0x1001_0018_0000_0000;
-
-macro_rules! guest_only {
-    () => {
-        if !in_guest() {
-            eprintln!("not in the test guest: skipped");
-            return;
-        }
-    };
-}
-
-fn expect_errno<T: std::fmt::Debug>(r: std::io::Result<T>, want: i32) {
-    match r {
-        Ok(v) => panic!("expected errno {want}, got Ok({v:?})"),
-        Err(e) => assert_eq!(errno(&e), want, "expected errno {want}, got {e}"),
-    }
-}
-
-fn debugfs(dev: u32, file: &str) -> String {
-    std::fs::read_to_string(format!("/sys/kernel/debug/habanalabs_rs/{dev}/{file}")).unwrap()
-}
 
 /// The oracle's translation of `va` on device `dev`, via debugfs.
 fn translate(dev: u32, va: u64) -> String {

@@ -1,7 +1,7 @@
 //! In-guest tests of device memory (ALLOC / FREE) through the real ioctl.
 
 use hlrs::{errno, uapi::*, Device};
-use hlrs_guest_tests::in_guest;
+use hlrs_guest_tests::{expect_errno, guest_only};
 
 const EINVAL: i32 = 22;
 const ENOMEM: i32 = 12;
@@ -9,22 +9,6 @@ const EBUSY: i32 = 16;
 const EAGAIN: i32 = 11;
 const PAGE: u64 = 0x3000_0000;
 const PAGES: u64 = 127;
-
-macro_rules! guest_only {
-    () => {
-        if !in_guest() {
-            eprintln!("not in the test guest: skipped");
-            return;
-        }
-    };
-}
-
-fn expect_errno<T: std::fmt::Debug>(r: std::io::Result<T>, want: i32) {
-    match r {
-        Ok(v) => panic!("expected errno {want}, got Ok({v:?})"),
-        Err(e) => assert_eq!(errno(&e), want, "expected errno {want}, got {e}"),
-    }
-}
 
 fn free_mem(d: &Device) -> u64 {
     d.dram_usage().unwrap().dram_free_mem

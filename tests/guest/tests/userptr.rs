@@ -1,7 +1,7 @@
 //! In-guest tests of host-memory mapping (HL_MEM_USERPTR) through the real ioctl.
 
-use hlrs::{errno, uapi::*, Device};
-use hlrs_guest_tests::in_guest;
+use hlrs::{uapi::*, Device};
+use hlrs_guest_tests::{expect_errno, guest_only};
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::process::{Command, Stdio};
 
@@ -10,24 +10,8 @@ const EFAULT: i32 = 14;
 const ENOMEM: i32 = 12;
 const HOST_VA: std::ops::Range<u64> = 0xFFF0_0000_0000_0000..0xFFF0_8000_0000_0000;
 
-macro_rules! guest_only {
-    () => {
-        if !in_guest() {
-            eprintln!("not in the test guest: skipped");
-            return;
-        }
-    };
-}
-
-fn expect_errno<T: std::fmt::Debug>(r: std::io::Result<T>, want: i32) {
-    match r {
-        Ok(v) => panic!("expected errno {want}, got Ok({v:?})"),
-        Err(e) => assert_eq!(errno(&e), want, "expected errno {want}, got {e}"),
-    }
-}
-
 fn debugfs(file: &str) -> String {
-    std::fs::read_to_string(format!("/sys/kernel/debug/habanalabs_rs/0/{file}")).unwrap()
+    hlrs_guest_tests::debugfs(0, file)
 }
 
 /// The oracle's translation of `va` (debugfs `mmu`).
@@ -221,4 +205,50 @@ fn bench_map_1_gib_host_buffer() {
         format!("hlrs-bench: USERPTR MAP 1 GiB (pin + map): {map_us} us; UNMAP (+ unpin): {unmap_us} us; null INFO ioctl: {null_ns} ns\n"),
     )
     .unwrap();
+}
+
+#[test]
+fn huge_pages_land_in_host_huge() {
+    guest_only!();
+    use rustix::mm::{madvise, mmap_anonymous, munmap, Advice, MapFlags, ProtFlags};
+    let d = Device::open_compute(0).unwrap();
+    let huge = 2u64 << 20;
+    // An anonymous mapping with a 2 MiB-aligned 4 MiB window, backed by THP.
+    let len = 8 << 20;
+    // SAFETY: a fresh anonymous mapping, unmapped below.
+    let p = unsafe {
+        mmap_anonymous(
+            std::ptr::null_mut(),
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE,
+        )
+    }
+    .unwrap();
+    let start = (p as u64 + huge - 1) / huge * huge;
+    // SAFETY: the advised range lies inside the mapping.
+    unsafe { madvise(start as *mut _, 2 * huge as usize, Advice::LinuxHugepage) }.unwrap();
+    // SAFETY: writable memory of the mapping.
+    unsafe { std::ptr::write_bytes(start as *mut u8, 1, 2 * huge as usize) };
+    let first = phys_of(start);
+    let thp = first % huge == 0 && (0..512).all(|i| phys_of(start + i * 4096) == first + i * 4096);
+    let va = d.map_host(start, 2 * huge, 0, 0).unwrap();
+    if thp {
+        assert!(
+            va >= 0xFFF0_8000_0000_0000 && va < 0xFFF1_0000_0000_0000,
+            "{va:#x}"
+        );
+        assert!(debugfs("userptr").contains(" yes "));
+    } else {
+        // No huge page was available: regular pages, but a 2 MiB-aligned VA.
+        assert!(HOST_VA.contains(&va));
+        assert_eq!(va % huge, 0);
+    }
+    for off in [0, 4096, huge + 12345, 2 * huge - 1] {
+        assert_eq!(translate(va + off), Some(phys_of(start + off)));
+    }
+    d.unmap(va).unwrap();
+    // SAFETY: unmapping the mapping made above.
+    unsafe { munmap(p, len) }.unwrap();
+    assert!(thp, "transparent huge pages were not used");
 }

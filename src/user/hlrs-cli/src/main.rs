@@ -116,10 +116,8 @@ mod tests {
 
     #[test]
     fn parses_global_options_after_the_subcommand() {
-        let cli = Cli::try_parse_from(["hlrs", "info", "--device", "3", "--json"]).unwrap();
-        assert_eq!(cli.device, 3);
-        assert!(cli.json);
-        assert!(matches!(cli.command, Command::Info));
+        let cli = Cli::try_parse_from(["hlrs", "info", "--device", "3", "--json"]);
+        assert!(cli.is_ok_and(|c| c.device == 3 && c.json && matches!(c.command, Command::Info)));
     }
 
     #[test]
