@@ -91,6 +91,11 @@ pub(crate) trait Backend: Send + Sync {
     /// Whether every engine is idle.
     fn is_idle(&self) -> bool;
 
+    /// The device (DMA) address of a pinned host page at physical address
+    /// `phys` (upstream `dma_map_host_va` maps the scatter list; a device
+    /// without an IOMMU sees physical addresses).
+    fn host_dma_addr(&self, phys: u64) -> Result<u64>;
+
     /// Read device DRAM at `addr` into `buf` (tests and debugfs).
     fn dram_read(&self, addr: u64, buf: &mut [u8]) -> Result;
 

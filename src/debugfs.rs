@@ -177,7 +177,10 @@ fn show_userptr(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result 
     };
     let maps = vm.mappings.lock();
     for (uva, m) in maps.iter() {
-        if let Backing::Host { pinned, page_size } = &m.backing {
+        if let Backing::Host {
+            pinned, page_size, ..
+        } = &m.backing
+        {
             writeln!(
                 f,
                 "{:<6} {:<#18x} {:<#13x} {:<8} {:<5} {:#x}",

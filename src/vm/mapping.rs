@@ -45,6 +45,9 @@ pub(crate) enum Backing {
     Host {
         /// The pinned pages.
         pinned: PinnedUserPages,
+        /// Device address of every mapped page, from the backend (8 bytes per
+        /// page; upstream keeps a DMA-mapped sg_table).
+        dma: KVVec<u64>,
         /// MMU page size used: 4 KiB, or 2 MiB for huge pages.
         page_size: u64,
     },
@@ -55,10 +58,7 @@ impl Backing {
     fn geometry(&self) -> (u64, u64) {
         match self {
             Self::Dram { pack, .. } => (pack.page_size, pack.npages),
-            Self::Host { pinned, page_size } => {
-                let per = page_size / PAGE_SIZE as u64;
-                (*page_size, pinned.npages() as u64 / per.max(1))
-            }
+            Self::Host { dma, page_size, .. } => (*page_size, dma.len() as u64),
         }
     }
 
@@ -66,10 +66,7 @@ impl Backing {
     fn page_addr(&self, i: u64) -> Option<u64> {
         match self {
             Self::Dram { pack, .. } => pack.page_addr(i),
-            Self::Host { pinned, page_size } => {
-                let per = page_size / PAGE_SIZE as u64;
-                pinned.phys(usize::try_from(i * per).ok()?)
-            }
+            Self::Host { dma, .. } => dma.get(usize::try_from(i).ok()?).copied(),
         }
     }
 }
@@ -423,17 +420,31 @@ pub(crate) fn map_host_va(
     } else {
         req.with_hint(hint)
     };
+    let dma = host_dma_addrs(dev, &pinned, page_size)?;
     let va = ctx.vm().alloc(kind, req).map_err(Error::from)?;
     let offset = pinned.offset;
-    insert_mapping(
-        ctx,
-        kind,
-        va,
-        bytes,
-        va + offset,
-        Backing::Host { pinned, page_size },
-        node,
-    )
+    let backing = Backing::Host {
+        pinned,
+        dma,
+        page_size,
+    };
+    insert_mapping(ctx, kind, va, bytes, va + offset, backing, node)
+}
+
+/// The device address of every `page_size` page of a pinned buffer, through
+/// the backend (`dma_map_host_va`). O(npages).
+fn host_dma_addrs(dev: &HlDevice, pinned: &PinnedUserPages, page_size: u64) -> Result<KVVec<u64>> {
+    let per = usize::try_from(page_size / PAGE_SIZE as u64)
+        .map_err(|_| EINVAL)?
+        .max(1);
+    let n = pinned.npages() / per;
+    let mut dma = KVVec::with_capacity(n, GFP_KERNEL)?;
+    for i in 0..n {
+        let phys = pinned.phys(i * per).ok_or(EINVAL)?;
+        dma.push_within_capacity(dev.backend().host_dma_addr(phys)?)
+            .map_err(|_| ENOMEM)?;
+    }
+    Ok(dma)
 }
 
 #[kunit_tests(hlrs_mapping)]
