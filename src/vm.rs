@@ -12,5 +12,6 @@ pub(crate) mod dram_pool;
 pub(crate) mod handles;
 pub(crate) mod mapping;
 pub(crate) mod page_pack;
+pub(crate) mod userptr;
 pub(crate) mod va_alloc;
 pub(crate) mod va_range;

@@ -203,6 +203,7 @@ impl ContextVm {
             }
             // A host buffer is unpinned when `m` is dropped here.
         }
+        self.userptrs.lock().delete_all();
         if n > 0
             && (dev.backend().invalidate_all(MmuKind::Dram).is_err()
                 || dev.backend().invalidate_all(MmuKind::Host).is_err())
@@ -370,8 +371,11 @@ pub(crate) fn unmap_device_va(ctx: &Context, va: u64) -> Result {
         }
         Err(_) => pr_err!("UNMAP: invalidation failed; VA {:#x} is quarantined\n", va),
     }
-    if let Backing::Dram { handle, .. } = m.backing {
-        release_mapping_count(dev, handle);
+    match &m.backing {
+        Backing::Dram { handle, .. } => release_mapping_count(dev, *handle),
+        Backing::Host { pinned, .. } => {
+            let _ = vm.userptrs.lock().remove(pinned.addr, pinned.size);
+        }
     }
     // A host buffer is unpinned here, when `m` goes out of scope.
     inv
@@ -421,6 +425,7 @@ pub(crate) fn map_host_va(
         req.with_hint(hint)
     };
     let dma = host_dma_addrs(dev, &pinned, page_size)?;
+    let pin_node = RBTreeNodeReservation::new(GFP_KERNEL)?;
     let va = ctx.vm().alloc(kind, req).map_err(Error::from)?;
     let offset = pinned.offset;
     let backing = Backing::Host {
@@ -428,7 +433,9 @@ pub(crate) fn map_host_va(
         dma,
         page_size,
     };
-    insert_mapping(ctx, kind, va, bytes, va + offset, backing, node)
+    let user_va = insert_mapping(ctx, kind, va, bytes, va + offset, backing, node)?;
+    ctx.vm().userptrs.lock().insert(addr, size, pin_node);
+    Ok(user_va)
 }
 
 /// The device address of every `page_size` page of a pinned buffer, through

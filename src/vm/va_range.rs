@@ -14,6 +14,7 @@ use crate::{
     mmu::page_table::{DrHops, HrHops, PageTable},
     vm::{
         mapping::Mapping,
+        userptr::UserptrIndex,
         va_alloc::{AllocOutcome, VaAllocConfig, VaAllocError, VaAllocator, VaRequest},
     },
 };
@@ -82,6 +83,9 @@ pub(crate) struct ContextVm {
     /// Live mappings keyed by the VA returned to the user (upstream `mem_hash`).
     #[pin]
     pub(crate) mappings: Mutex<RBTree<u64, Mapping>>,
+    /// Pinned host ranges (upstream's userptr list).
+    #[pin]
+    pub(crate) userptrs: Mutex<UserptrIndex>,
     spans: [(VaRangeType, VaSpan); 3],
     #[pin]
     host: Mutex<VaAllocator>,
@@ -121,6 +125,7 @@ impl ContextVm {
             asid,
             mmu <- new_mutex!(ContextMmu { dmmu, pmmu }),
             mappings <- new_mutex!(RBTree::new()),
+            userptrs <- new_mutex!(UserptrIndex::new()),
             spans,
             host <- new_mutex!(host?),
             host_huge <- new_mutex!(host_huge?),
