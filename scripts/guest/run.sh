@@ -26,3 +26,15 @@ hlrs info
 
 say "DRAM usage of every device (hlrs usage: INFO ioctl, DRAM_USAGE)"
 hlrs usage
+
+say "A walk through the memory ioctls (hlrs walk)"
+hlrs walk >/tmp/walk.txt 2>&1
+rc=$?
+sed 's/^/  /' /tmp/walk.txt
+echo "  hlrs walk exit status: $rc"
+
+say "Debugfs after the walk"
+for f in dram_pool memory; do
+	echo "  -- /sys/kernel/debug/habanalabs_rs/0/$f"
+	sed 's/^/     /' /sys/kernel/debug/habanalabs_rs/0/$f
+done

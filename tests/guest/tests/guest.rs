@@ -294,3 +294,20 @@ fn module_cannot_be_unloaded_while_a_node_is_open() {
         assert_eq!(dev.hw_ip_info().unwrap().device_id, 0x1020);
     }
 }
+
+#[test]
+fn the_make_run_walk_succeeds() {
+    guest_only!();
+    let out = std::process::Command::new("/bin/hlrs")
+        .arg("walk")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("hint honoured"), "{text}");
+    assert!(text.contains("usage back to idle: yes"), "{text}");
+}

@@ -5,6 +5,7 @@ use hlrs::{uapi::HlInfoHwIpInfo, Device};
 use std::process::ExitCode;
 
 mod format;
+mod walk;
 
 /// Inspect and exercise habanalabs_rs (Gaudi) devices.
 #[derive(Parser, Debug)]
@@ -28,6 +29,10 @@ enum Command {
     Usage,
     /// List the devices present.
     List,
+    /// A guided walk through the memory ioctls in one process: allocate, map
+    /// (with and without a hint), map a host buffer, show usage and
+    /// translations, unmap, free, and check that usage is back to idle.
+    Walk,
     /// Allocate and map device memory, then hold it until killed or until
     /// standard input closes (to test teardown of a process that dies).
     Hold {
@@ -65,6 +70,7 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             }
             Ok(format::usage(&rows, cli.json))
         }
+        Command::Walk => walk::run(cli.device),
         Command::Hold { size, count, host } => {
             let dev = Device::open_compute(cli.device)?;
             for _ in 0..count {

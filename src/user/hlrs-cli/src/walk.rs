@@ -1,0 +1,135 @@
+//! `hlrs walk`: the scripted demonstration `make run` shows.
+
+use crate::format::bytes;
+use hlrs::{uapi::*, Device};
+use std::fmt::Write;
+use std::io;
+
+/// The page-walk oracle's answer for `va` on device `index` (debugfs `mmu`).
+fn translate(index: u32, va: u64) -> String {
+    let path = format!("/sys/kernel/debug/habanalabs_rs/{index}/mmu");
+    if std::fs::write(&path, format!("{va:#x}")).is_err() {
+        return "(debugfs not available)".into();
+    }
+    std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| s.lines().last().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+fn usage_line(out: &mut String, dev: &Device, total: u64) -> io::Result<()> {
+    let u = dev.dram_usage()?;
+    let _ = writeln!(
+        out,
+        "  DRAM: {} used by this context, {} free of {}",
+        bytes(u.ctx_dram_mem),
+        bytes(u.dram_free_mem),
+        bytes(total)
+    );
+    Ok(())
+}
+
+/// Run the walk on device `index`; returns the report.
+pub fn run(index: u32) -> io::Result<String> {
+    let mut out = String::new();
+    let dev = Device::open_compute(index)?;
+    let hw = dev.hw_ip_info()?;
+    let page = hw.dram_page_size;
+    let _ = writeln!(out, "Opened /dev/accel/accel{index}: a Gaudi2 (device id {:#06x}) with {} of DRAM in pages of {}.", hw.device_id, bytes(hw.dram_size), bytes(page));
+    usage_line(&mut out, &dev, hw.dram_size)?;
+
+    let _ = writeln!(
+        out,
+        "\n1. ALLOC: 2 pages contiguous, 3 pages anywhere (sizes round up to whole pages)"
+    );
+    let a = dev.alloc(2 * page, HL_MEM_CONTIGUOUS)?;
+    let b = dev.alloc(2 * page + 1, 0)?;
+    let _ = writeln!(
+        out,
+        "  handle {a}: {} contiguous; handle {b}: {} + 1 byte -> 3 pages",
+        bytes(2 * page),
+        bytes(2 * page)
+    );
+    usage_line(&mut out, &dev, hw.dram_size)?;
+
+    let _ = writeln!(
+        out,
+        "\n2. MAP into the DRAM VA range (starts at {:#x})",
+        hw.dram_base_address
+    );
+    let va_a = dev.map(a, 0, 0)?;
+    let hint = hw.dram_base_address + 16 * page;
+    let va_b = dev.map(b, hint, 0)?;
+    let _ = writeln!(out, "  handle {a} without a hint -> VA {va_a:#x}");
+    let _ = writeln!(
+        out,
+        "  handle {b} with hint {hint:#x} -> VA {va_b:#x} ({})",
+        if va_b == hint {
+            "hint honoured"
+        } else {
+            "hint not honoured"
+        }
+    );
+    let _ = writeln!(
+        out,
+        "  page-walk oracle (reads the device-resident page tables like the MMU):"
+    );
+    let _ = writeln!(out, "    {}", translate(index, va_a + 0x1234));
+    let _ = writeln!(out, "    {}", translate(index, va_b + 2 * page + 5));
+    match dev.free(a) {
+        Err(e) => {
+            let _ = writeln!(out, "  FREE of handle {a} while mapped is refused: {e}");
+        }
+        Ok(()) => {
+            let _ = writeln!(
+                out,
+                "  FREE of handle {a} while mapped unexpectedly succeeded!"
+            );
+        }
+    }
+
+    let _ = writeln!(
+        out,
+        "\n3. MAP a host buffer (HL_MEM_USERPTR): 64 KiB at an odd address"
+    );
+    let buf = vec![0x5au8; 80 << 10];
+    let host = buf.as_ptr() as u64 + 123;
+    let va_h = dev.map_host(host, 64 << 10, 0, 0)?;
+    let _ = writeln!(
+        out,
+        "  host {host:#x} -> device VA {va_h:#x} (same offset in the page: {:#x})",
+        va_h % 4096
+    );
+    let _ = writeln!(out, "    {}", translate(index, va_h));
+    if let Ok(list) =
+        std::fs::read_to_string(format!("/sys/kernel/debug/habanalabs_rs/{index}/userptr"))
+    {
+        for l in list.lines() {
+            let _ = writeln!(out, "    userptr: {l}");
+        }
+    }
+
+    let _ = writeln!(out, "\n4. UNMAP everything, FREE everything");
+    dev.unmap(va_h)?;
+    dev.unmap(va_a)?;
+    dev.unmap(va_b)?;
+    let _ = writeln!(
+        out,
+        "  after UNMAP the oracle finds nothing: {}",
+        translate(index, va_a)
+    );
+    dev.free(a)?;
+    dev.free(b)?;
+    usage_line(&mut out, &dev, hw.dram_size)?;
+    let u = dev.dram_usage()?;
+    let idle = u.ctx_dram_mem == 0 && u.dram_free_mem == hw.dram_size;
+    let _ = writeln!(
+        out,
+        "  usage back to idle: {}",
+        if idle { "yes" } else { "NO" }
+    );
+    if !idle {
+        return Err(io::Error::other("usage did not return to idle"));
+    }
+    Ok(out)
+}
