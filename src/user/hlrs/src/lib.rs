@@ -330,6 +330,97 @@ impl Device {
     }
 }
 
+/// Device memory owned by this process: freed when dropped (`HL_MEM_OP_FREE`).
+///
+/// ```no_run
+/// # fn main() -> std::io::Result<()> {
+/// let dev = hlrs::Device::open_compute(0)?;
+/// let mem = dev.allocate(1 << 30, hlrs::uapi::HL_MEM_CONTIGUOUS)?;
+/// let map = mem.map(0, 0)?;
+/// println!("1 GiB of DRAM at device VA {:#x}", map.va());
+/// // `map` is unmapped, then `mem` freed, when they go out of scope.
+/// # Ok(()) }
+/// ```
+#[derive(Debug)]
+pub struct DeviceMemory<'d> {
+    dev: &'d Device,
+    handle: u64,
+}
+
+impl<'d> DeviceMemory<'d> {
+    /// The handle (>= 1).
+    pub fn handle(&self) -> u64 {
+        self.handle
+    }
+
+    /// Map the memory (see [`Device::map`]); the mapping borrows the memory,
+    /// so it is always unmapped before the memory is freed.
+    pub fn map(&self, hint: u64, flags: u32) -> io::Result<Mapping<'_>> {
+        let va = self.dev.map(self.handle, hint, flags)?;
+        Ok(Mapping { dev: self.dev, va })
+    }
+
+    /// Free now and report the result (dropping frees too, ignoring errors).
+    pub fn free(self) -> io::Result<()> {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.dev.free(this.handle)
+    }
+}
+
+impl Drop for DeviceMemory<'_> {
+    fn drop(&mut self) {
+        let _ = self.dev.free(self.handle);
+    }
+}
+
+/// A device VA mapping: unmapped when dropped (`HL_MEM_OP_UNMAP`).
+#[derive(Debug)]
+pub struct Mapping<'a> {
+    dev: &'a Device,
+    va: u64,
+}
+
+impl Mapping<'_> {
+    /// The device VA (for a host buffer: including its offset in the page).
+    pub fn va(&self) -> u64 {
+        self.va
+    }
+
+    /// Unmap now and report the result (dropping unmaps too, ignoring errors).
+    pub fn unmap(self) -> io::Result<()> {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.dev.unmap(this.va)
+    }
+}
+
+impl Drop for Mapping<'_> {
+    fn drop(&mut self) {
+        let _ = self.dev.unmap(self.va);
+    }
+}
+
+impl Device {
+    /// `HL_MEM_OP_ALLOC` returning an owner that frees on drop.
+    pub fn allocate(&self, size: u64, flags: u32) -> io::Result<DeviceMemory<'_>> {
+        Ok(DeviceMemory {
+            dev: self,
+            handle: self.alloc(size, flags)?,
+        })
+    }
+
+    /// Map a host buffer (`HL_MEM_USERPTR`); the mapping borrows the buffer, so
+    /// the memory stays valid while the device can reach it.
+    pub fn map_buffer<'a>(
+        &'a self,
+        buf: &'a [u8],
+        hint: u64,
+        flags: u32,
+    ) -> io::Result<Mapping<'a>> {
+        let va = self.map_host(buf.as_ptr() as u64, buf.len() as u64, hint, flags)?;
+        Ok(Mapping { dev: self, va })
+    }
+}
+
 /// The errno of an [`io::Error`] (0 if it has none).
 pub fn errno(e: &io::Error) -> i32 {
     e.raw_os_error().unwrap_or(0)

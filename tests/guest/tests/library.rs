@@ -1,0 +1,56 @@
+//! In-guest tests of the userspace library's owning types: what is dropped,
+//! also by a panic unwinding, is unmapped and freed in the driver.
+
+use hlrs::{uapi::*, Device};
+use hlrs_guest_tests::{debugfs, guest_only};
+
+const PAGE: u64 = 0x3000_0000;
+
+fn used(d: &Device) -> u64 {
+    d.dram_usage().unwrap().ctx_dram_mem
+}
+
+#[test]
+fn dropping_unmaps_and_frees() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    {
+        let mem = d.allocate(2 * PAGE, HL_MEM_CONTIGUOUS).unwrap();
+        let map = mem.map(0, 0).unwrap();
+        let buf = vec![3u8; 10_000];
+        let host = d.map_buffer(&buf, 0, 0).unwrap();
+        assert_eq!(used(&d), 2 * PAGE);
+        assert!(map.va() >= 0x1001_0018_0000_0000);
+        assert_eq!(host.va() % 4096, buf.as_ptr() as u64 % 4096);
+        assert!(debugfs(0, "mmu").contains("mappings:        2"));
+    }
+    assert_eq!(used(&d), 0);
+    assert!(debugfs(0, "mmu").contains("mappings:        0"));
+    assert_eq!(debugfs(0, "userptr").lines().count(), 1);
+}
+
+#[test]
+fn explicit_unmap_and_free_report_results() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let mem = d.allocate(1, 0).unwrap();
+    let map = mem.map(0, 0).unwrap();
+    map.unmap().unwrap();
+    mem.free().unwrap();
+    assert_eq!(used(&d), 0);
+}
+
+#[test]
+fn a_panic_unwinding_releases_everything() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mem = d.allocate(3 * PAGE, 0).unwrap();
+        let _map = mem.map(0, 0).unwrap();
+        assert_eq!(used(&d), 3 * PAGE);
+        panic!("deliberate");
+    }));
+    assert!(r.is_err());
+    assert_eq!(used(&d), 0);
+    assert!(debugfs(0, "mmu").contains("mappings:        0"));
+}
