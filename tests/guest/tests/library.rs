@@ -54,3 +54,28 @@ fn a_panic_unwinding_releases_everything() {
     assert_eq!(used(&d), 0);
     assert!(debugfs(0, "mmu").contains("mappings:        0"));
 }
+
+#[test]
+fn stress_100k_ops_on_2_devices() {
+    guest_only!();
+    let n = hlrs::device_indices().unwrap().len();
+    if n < 2 {
+        eprintln!("needs two devices: runs in the devices=4 pass");
+        return;
+    }
+    let out = std::process::Command::new("/bin/hlrs")
+        .args(["stress", "--ops", "50000", "--devices", "2", "--seed", "7"])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("mismatches: 0"), "{text}");
+    assert!(text.contains("100000 operations on 2 device(s)"), "{text}");
+    let line = text.lines().next().unwrap_or_default();
+    std::fs::write(
+        "/dev/kmsg",
+        format!("hlrs-bench: stress: {}\n", line.trim()),
+    )
+    .unwrap();
+}

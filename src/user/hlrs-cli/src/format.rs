@@ -148,6 +148,27 @@ pub fn list(rows: &[(u32, String, DeviceStatus)], json: bool) -> String {
     out
 }
 
+/// The final tally of `stress`.
+pub fn stress(
+    t: &crate::stress::Tally,
+    devices: u32,
+    secs: f64,
+    null_per_s: f64,
+    json: bool,
+) -> String {
+    let rate = t.ops as f64 / secs.max(1e-9);
+    if json {
+        return format!(
+            "{{\"devices\":{devices},\"ops\":{},\"mismatches\":{},\"alloc\":{},\"free\":{},\"map\":{},\"unmap\":{},\"info\":{},\"refused\":{},\"seconds\":{secs:.3},\"ops_per_s\":{rate:.0},\"null_ioctl_per_s\":{null_per_s:.0}}}\n",
+            t.ops, t.mismatches, t.alloc, t.free, t.map, t.unmap, t.info, t.refused
+        );
+    }
+    format!(
+        "  {} operations on {} device(s) in {:.2} s: {:.0} ops/s (a null INFO ioctl: {:.0}/s)\n  alloc {}, free {}, map {}, unmap {}, info {}; refused as expected {}\n  mismatches: {}\n",
+        t.ops, devices, secs, rate, null_per_s, t.alloc, t.free, t.map, t.unmap, t.info, t.refused, t.mismatches
+    )
+}
+
 /// A message for an errno that says what it means for this driver.
 pub fn describe_error(e: &std::io::Error) -> String {
     let hint = match hlrs::errno(e) {

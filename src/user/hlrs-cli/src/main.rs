@@ -5,6 +5,7 @@ use hlrs::{uapi::HlInfoHwIpInfo, Device};
 use std::process::ExitCode;
 
 mod format;
+mod stress;
 mod walk;
 
 /// Inspect and exercise habanalabs_rs (Gaudi) devices.
@@ -29,6 +30,19 @@ enum Command {
     Usage,
     /// List the devices present.
     List,
+    /// A bounded random mix of ALLOC/FREE/MAP/UNMAP/INFO with a fixed seed on
+    /// several devices at once (one thread each), every result checked.
+    Stress {
+        /// Operations per device.
+        #[arg(long, default_value_t = 10_000)]
+        ops: u64,
+        /// Seed of the random mix.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Number of devices to use (0, 1, ... N-1).
+        #[arg(long, default_value_t = 1)]
+        devices: u32,
+    },
     /// A guided walk through the memory ioctls in one process: allocate, map
     /// (with and without a hint), map a host buffer, show usage and
     /// translations, unmap, free, and check that usage is back to idle.
@@ -71,6 +85,51 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             Ok(format::usage(&rows, cli.json))
         }
         Command::Walk => walk::run(cli.device),
+        Command::Stress { ops, seed, devices } => {
+            let total = ops * u64::from(devices);
+            let done = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let t0 = std::time::Instant::now();
+            let workers: Vec<_> = (0..devices)
+                .map(|i| {
+                    let done = done.clone();
+                    std::thread::spawn(move || {
+                        let mut last = 0;
+                        stress::run(i, ops, seed, &mut |n| {
+                            let now =
+                                done.fetch_add(n - last, std::sync::atomic::Ordering::Relaxed) + n
+                                    - last;
+                            last = n;
+                            stress::progress_bar(now, total);
+                        })
+                    })
+                })
+                .collect();
+            let mut tally = stress::Tally::default();
+            for w in workers {
+                let t = w
+                    .join()
+                    .map_err(|_| std::io::Error::other("worker panicked"))??;
+                tally.ops += t.ops;
+                tally.mismatches += t.mismatches;
+                tally.alloc += t.alloc;
+                tally.free += t.free;
+                tally.map += t.map;
+                tally.unmap += t.unmap;
+                tally.info += t.info;
+                tally.refused += t.refused;
+            }
+            let secs = t0.elapsed().as_secs_f64();
+            let null = stress::null_ioctl_rate(0, 20_000)?;
+            let out = format::stress(&tally, devices, secs, null, cli.json);
+            if tally.mismatches > 0 {
+                print!("{out}");
+                return Err(std::io::Error::other(format!(
+                    "{} mismatches",
+                    tally.mismatches
+                )));
+            }
+            Ok(out)
+        }
         Command::Hold { size, count, host } => {
             let dev = Device::open_compute(cli.device)?;
             for _ in 0..count {
