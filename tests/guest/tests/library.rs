@@ -79,3 +79,33 @@ fn stress_100k_ops_on_2_devices() {
     )
     .unwrap();
 }
+
+#[test]
+fn the_cli_shell_runs_experiments_in_one_process() {
+    guest_only!();
+    use std::io::Write;
+    let mut child = std::process::Command::new("/bin/hlrs")
+        .arg("shell")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let script = "alloc 1G contiguous\nmap 1\nusage\nfree 1\nunmap 0x1001001800000000\nfree 1\nmaphost 8K\nfrobnicate\nquit\n";
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(script.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines[0], "handle 1", "{text}");
+    assert_eq!(lines[1], "va 0x1001001800000000", "{text}");
+    assert!(lines[2].starts_with("context 1.50 GiB used"), "{text}");
+    assert!(lines[3].starts_with("error: Invalid argument"), "{text}");
+    assert_eq!(lines[4], "unmapped", "{text}");
+    assert_eq!(lines[5], "freed", "{text}");
+    assert!(lines[6].starts_with("va 0xfff0"), "{text}");
+    assert!(lines[7].starts_with("unknown command"), "{text}");
+}

@@ -148,6 +148,25 @@ pub fn list(rows: &[(u32, String, DeviceStatus)], json: bool) -> String {
     out
 }
 
+/// The `mappings` list (HL_INFO_USER_MAPPINGS).
+pub fn mappings(maps: &[(u64, u64)], json: bool) -> String {
+    if json {
+        let items: Vec<String> = maps
+            .iter()
+            .map(|(va, size)| format!("{{\"dev_va\":{va},\"size\":{size}}}"))
+            .collect();
+        return format!("[{}]\n", items.join(","));
+    }
+    if maps.is_empty() {
+        return "  no mappings captured (no page fault happened)\n".into();
+    }
+    let mut out = format!("  {:<20} {}\n", "device va", "size");
+    for (va, size) in maps {
+        let _ = writeln!(out, "  {va:<#20x} {}", bytes(*size));
+    }
+    out
+}
+
 /// The final tally of `stress`.
 pub fn stress(
     t: &crate::stress::Tally,
@@ -225,6 +244,16 @@ mod tests {
         assert!(j.contains("\"device_id\":\"0x1020\""));
         assert!(j.contains("\"dram_size\":42"));
         assert!(j.contains("\"card_name\":\"G\\\"2\\\\\""));
+    }
+
+    #[test]
+    fn mappings_list() {
+        assert!(mappings(&[], false).contains("no mappings"));
+        assert_eq!(
+            mappings(&[(0x1000, 4096)], true),
+            "[{\"dev_va\":4096,\"size\":4096}]\n"
+        );
+        assert!(mappings(&[(0x1000, 4096)], false).contains("0x1000"));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use hlrs::{uapi::HlInfoHwIpInfo, Device};
 use std::process::ExitCode;
 
 mod format;
+mod shell;
 mod stress;
 mod walk;
 
@@ -43,6 +44,11 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         devices: u32,
     },
+    /// HL_INFO_USER_MAPPINGS: the mappings captured at the last page fault.
+    Mappings,
+    /// Memory experiments in one process: alloc, map, maphost, unmap, free,
+    /// usage, mappings, read from standard input (type `help`).
+    Shell,
     /// A guided walk through the memory ioctls in one process: allocate, map
     /// (with and without a hint), map a host buffer, show usage and
     /// translations, unmap, free, and check that usage is back to idle.
@@ -85,6 +91,24 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             Ok(format::usage(&rows, cli.json))
         }
         Command::Walk => walk::run(cli.device),
+        Command::Shell => shell::run(cli.device),
+        Command::Mappings => {
+            let dev = Device::open_compute(cli.device)?;
+            let mut buf = vec![0u8; 16 * 1024];
+            let a = dev.info_into(hlrs::uapi::HL_INFO_USER_MAPPINGS, 0, &mut buf)?;
+            let maps: Vec<(u64, u64)> = buf
+                .chunks_exact(16)
+                .take(a.arg as usize)
+                .map(|c| {
+                    let (va, size) = c.split_at(8);
+                    (
+                        u64::from_ne_bytes(va.try_into().unwrap_or([0; 8])),
+                        u64::from_ne_bytes(size.try_into().unwrap_or([0; 8])),
+                    )
+                })
+                .collect();
+            Ok(format::mappings(&maps, cli.json))
+        }
         Command::Stress { ops, seed, devices } => {
             let total = ops * u64::from(devices);
             let done = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));

@@ -1,0 +1,147 @@
+//! `hlrs shell`: memory experiments in one process. Commands are read from
+//! standard input, one per line, on one open compute node, so handles and VAs
+//! stay valid from one command to the next.
+
+use crate::format::{bytes, describe_error};
+use hlrs::{uapi::*, Device};
+use std::fmt::Write;
+use std::io::BufRead;
+
+/// Help text of the shell.
+pub const HELP: &str = "commands:
+  alloc SIZE [contiguous] [shared]   allocate device memory (SIZE: bytes or 512M, 2G, ...)
+  free HANDLE                         free device memory
+  map HANDLE [HINT] [force]           map a handle into the DRAM VA range
+  maphost SIZE [HINT] [force]         allocate a host buffer of SIZE bytes and map it
+  unmap VA                            unmap
+  usage                               DRAM usage of this context and the device
+  mappings                            HL_INFO_USER_MAPPINGS (mappings captured at a page fault)
+  help | quit";
+
+/// Parse a size: a number (decimal or 0x hex) with an optional K/M/G suffix.
+pub fn parse_size(s: &str) -> Option<u64> {
+    let (num, mul) = match s.chars().last()? {
+        'K' | 'k' => (&s[..s.len() - 1], 1u64 << 10),
+        'M' | 'm' => (&s[..s.len() - 1], 1 << 20),
+        'G' | 'g' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    parse_u64(num)?.checked_mul(mul)
+}
+
+/// Parse a decimal or 0x-prefixed hexadecimal number.
+pub fn parse_u64(s: &str) -> Option<u64> {
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16).ok(),
+        None => s.parse().ok(),
+    }
+}
+
+/// Run one command line; returns the output and whether to stop.
+pub fn command(dev: &Device, buffers: &mut Vec<Vec<u8>>, line: &str) -> (String, bool) {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let mut out = String::new();
+    let arg = |i: usize| words.get(i).copied().unwrap_or("");
+    let flag = |f: &str| words.iter().skip(1).any(|w| *w == f);
+    let result: std::io::Result<()> = (|| {
+        match arg(0) {
+            "" => {}
+            "help" => out.push_str(HELP),
+            "quit" | "exit" => return Ok(()),
+            "alloc" => {
+                let size = parse_size(arg(1)).ok_or_else(bad)?;
+                let mut flags = 0;
+                if flag("contiguous") {
+                    flags |= HL_MEM_CONTIGUOUS;
+                }
+                if flag("shared") {
+                    flags |= HL_MEM_SHARED;
+                }
+                let h = dev.alloc(size, flags)?;
+                let _ = write!(out, "handle {h}");
+            }
+            "free" => {
+                dev.free(parse_u64(arg(1)).ok_or_else(bad)?)?;
+                out.push_str("freed");
+            }
+            "map" => {
+                let h = parse_u64(arg(1)).ok_or_else(bad)?;
+                let hint = parse_u64(arg(2)).unwrap_or(0);
+                let flags = if flag("force") { HL_MEM_FORCE_HINT } else { 0 };
+                let va = dev.map(h, hint, flags)?;
+                let _ = write!(out, "va {va:#x}");
+            }
+            "maphost" => {
+                let size = parse_size(arg(1)).ok_or_else(bad)?;
+                let hint = parse_u64(arg(2)).unwrap_or(0);
+                let flags = if flag("force") { HL_MEM_FORCE_HINT } else { 0 };
+                let buf = vec![0u8; usize::try_from(size).map_err(|_| bad())?];
+                let va = dev.map_host(buf.as_ptr() as u64, size, hint, flags)?;
+                buffers.push(buf);
+                let _ = write!(out, "va {va:#x}");
+            }
+            "unmap" => {
+                dev.unmap(parse_u64(arg(1)).ok_or_else(bad)?)?;
+                out.push_str("unmapped");
+            }
+            "usage" => {
+                let u = dev.dram_usage()?;
+                let _ = write!(
+                    out,
+                    "context {} used, device {} free",
+                    bytes(u.ctx_dram_mem),
+                    bytes(u.dram_free_mem)
+                );
+            }
+            "mappings" => {
+                let mut buf = vec![0u8; 16 * 64];
+                let a = dev.info_into(HL_INFO_USER_MAPPINGS, 0, &mut buf)?;
+                let _ = write!(out, "{} mapping(s) captured at the last page fault", a.arg);
+            }
+            other => {
+                let _ = write!(out, "unknown command '{other}' (try help)");
+            }
+        }
+        Ok(())
+    })();
+    if let Err(e) = result {
+        out = format!("error: {}", describe_error(&e));
+    }
+    (out, matches!(arg(0), "quit" | "exit"))
+}
+
+fn bad() -> std::io::Error {
+    std::io::Error::from_raw_os_error(22)
+}
+
+/// Read commands from standard input until EOF or `quit`.
+pub fn run(index: u32) -> std::io::Result<String> {
+    let dev = Device::open_compute(index)?;
+    let mut buffers = Vec::new();
+    for line in std::io::stdin().lock().lines() {
+        let (out, stop) = command(&dev, &mut buffers, &line?);
+        if !out.is_empty() {
+            println!("{out}");
+        }
+        if stop {
+            break;
+        }
+    }
+    Ok(String::new())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_suffixes() {
+        assert_eq!(parse_size("4096"), Some(4096));
+        assert_eq!(parse_size("0x1000"), Some(4096));
+        assert_eq!(parse_size("512M"), Some(512 << 20));
+        assert_eq!(parse_size("2g"), Some(2 << 30));
+        assert_eq!(parse_size("x"), None);
+        assert_eq!(parse_size(""), None);
+        assert_eq!(parse_size("99999999999999G"), None);
+    }
+}
