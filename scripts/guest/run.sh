@@ -8,7 +8,8 @@ modinfo habanalabs_rs | grep -E '^(filename|description|license|name|parm|vermag
 echo "  /sys/module/habanalabs_rs/initstate: $(cat /sys/module/habanalabs_rs/initstate)"
 
 say "What the driver said while loading (dmesg)"
-dmesg | grep -E '\] (habanalabs_rs|faux|accel)' | sed 's/^/  /'
+dmesg | grep -E '\] habanalabs_rs: (loading|[0-9]+ simulated|device|bench)' | sed 's/^/  /'
+echo "  (the KUnit suites also inject failures on purpose; their messages are in the full log)"
 echo "  KUnit suites that ran at load: $(dmesg | grep -oE '# Subtest: hlrs_[a-z_0-9]+' | sed 's/# Subtest: //' | tr '\n' ' ')"
 
 say "Device nodes"

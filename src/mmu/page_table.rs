@@ -176,6 +176,11 @@ impl HrHopPool {
         (asid < self.max_asid).then(|| self.base + u64::from(asid) * HOP_TABLE_SIZE)
     }
 
+    /// Hops currently handed out (besides the hop-0 tables).
+    pub(crate) fn in_use(&self) -> u64 {
+        self.next - u64::from(self.max_asid) - self.free.len() as u64
+    }
+
     /// Read one PTE, as the PMMU does by DMA. O(log n).
     pub(crate) fn read(&self, addr: u64) -> Result<u64> {
         let off = addr.checked_sub(self.base).ok_or(EINVAL)?;
@@ -190,8 +195,11 @@ impl HrHopPool {
     fn alloc(&mut self) -> Result<u64> {
         let table = KBox::new([0u64; HOP_PTES as usize], GFP_KERNEL)?;
         let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
-        // Reserve room to give the slot back without allocating later.
-        self.free.reserve(1, GFP_KERNEL)?;
+        // Room for every slot ever handed out, so that releasing never allocates.
+        let handed_out =
+            usize::try_from(self.next - u64::from(self.max_asid)).map_err(|_| ENOMEM)?;
+        self.free
+            .reserve((handed_out + 1).saturating_sub(self.free.len()), GFP_KERNEL)?;
         let slot = match self.free.pop() {
             Some(s) => s,
             None if self.next < self.slots => {
@@ -727,6 +735,17 @@ mod tests {
         }
         t.unmap(&mut mem, va + (2 << 20))?;
         assert_eq!(t.hop_count(), 0);
+        assert_eq!(d.hr_hops.lock().in_use(), 0);
+        // Many hop-5 tables at once, all given back (the free list never needs
+        // to allocate on release).
+        for i in 0..6u64 {
+            t.map(&mut mem, va + i * (2 << 20), 0x1000, l4k)?;
+        }
+        assert_eq!(d.hr_hops.lock().in_use(), 4 + 6);
+        for i in 0..6u64 {
+            t.unmap(&mut mem, va + i * (2 << 20))?;
+        }
+        assert_eq!(d.hr_hops.lock().in_use(), 0);
         assert!(translate(&g, &read, hop0, va, None).is_err());
         Ok(())
     }

@@ -125,6 +125,16 @@ fn a_killed_process_leaves_nothing_behind() {
     }
     assert_eq!(ctl.dram_usage().unwrap().dram_free_mem, idle - 6 * PAGE);
     assert!(debugfs(0, "va").contains("used"));
+    // `hlrs usage` sees the other process's context (like hl-smi).
+    let usage = Command::new("/bin/hlrs")
+        .args(["usage", "--json"])
+        .output()
+        .unwrap();
+    let usage = String::from_utf8_lossy(&usage.stdout);
+    assert!(
+        usage.contains(&format!("\"context\":{}", 6 * PAGE)),
+        "{usage}"
+    );
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(ctl.dram_usage().unwrap().dram_free_mem, idle);

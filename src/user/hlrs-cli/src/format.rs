@@ -83,6 +83,18 @@ pub struct UsageRow {
     pub total: u64,
     /// Free DRAM.
     pub free: u64,
+    /// DRAM of the open compute context, when one is open and it is known.
+    pub context: Option<u64>,
+}
+
+/// Sum the sizes of the driver's debugfs `memory` table (third column).
+pub fn sum_memory_table(table: &str) -> u64 {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(2))
+        .filter_map(|v| u64::from_str_radix(v.trim_start_matches("0x"), 16).ok())
+        .sum()
 }
 
 /// The `usage` table.
@@ -92,11 +104,12 @@ pub fn usage(rows: &[UsageRow], json: bool) -> String {
             .iter()
             .map(|r| {
                 format!(
-                    "{{\"device\":{},\"total\":{},\"used\":{},\"free\":{}}}",
+                    "{{\"device\":{},\"total\":{},\"used\":{},\"free\":{},\"context\":{}}}",
                     r.device,
                     r.total,
                     r.total.saturating_sub(r.free),
-                    r.free
+                    r.free,
+                    r.context.map_or("null".to_string(), |c| c.to_string())
                 )
             })
             .collect();
@@ -115,12 +128,13 @@ pub fn usage(rows: &[UsageRow], json: bool) -> String {
         };
         let _ = writeln!(
             out,
-            "  {:<8} {:>14} {:>14} {:>14} {:>5.1}%",
+            "  {:<8} {:>14} {:>14} {:>14} {:>5.1}%  {}",
             r.device,
             bytes(r.total),
             bytes(used),
             bytes(r.free),
-            pct
+            pct,
+            r.context.map_or("-".to_string(), bytes)
         );
     }
     out
@@ -224,14 +238,19 @@ mod tests {
             device: 0,
             total: 4 << 30,
             free: 3 << 30,
+            context: Some(1 << 30),
         }];
         let t = usage(&rows, false);
         assert!(t.contains("4 GiB"));
         assert!(t.contains("25.0%"));
+        assert!(t.contains("1 GiB"));
         assert_eq!(
             usage(&rows, true),
-            "[{\"device\":0,\"total\":4294967296,\"used\":1073741824,\"free\":3221225472}]\n"
+            "[{\"device\":0,\"total\":4294967296,\"used\":1073741824,\"free\":3221225472,\"context\":1073741824}]\n"
         );
+        let table =
+            "handle  asid  size  ...\n1       1     0x30000000  1\n2       1     0x60000000  2\n";
+        assert_eq!(sum_memory_table(table), 0x9000_0000);
     }
 
     #[test]

@@ -82,10 +82,14 @@ fn run(cli: &Cli) -> std::io::Result<String> {
                 let dev = Device::open_control(i)?;
                 let hw = dev.hw_ip_info()?;
                 let usage = dev.dram_usage()?;
+                let stats = dev.open_stats()?;
                 rows.push(format::UsageRow {
                     device: i,
                     total: hw.dram_size,
                     free: usage.dram_free_mem,
+                    context: (stats.is_compute_ctx_active != 0)
+                        .then(|| context_usage(i))
+                        .flatten(),
                 });
             }
             Ok(format::usage(&rows, cli.json))
@@ -183,6 +187,14 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             Ok(format::list(&rows, cli.json))
         }
     }
+}
+
+/// DRAM allocated by the open compute context of device `i`, from the
+/// driver's debugfs `memory` table (root only; `None` when unreadable).
+fn context_usage(i: u32) -> Option<u64> {
+    let table =
+        std::fs::read_to_string(format!("/sys/kernel/debug/habanalabs_rs/{i}/memory")).ok()?;
+    Some(format::sum_memory_table(&table))
 }
 
 fn main() -> ExitCode {
