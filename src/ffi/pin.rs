@@ -65,7 +65,8 @@ impl PinnedUserPages {
         let task = kernel::current!();
         let mm: ARef<Mm> = ARef::from(&**task.mm().ok_or(EFAULT)?);
         let pid = task.pid();
-        let mut pages = KVVec::from_elem(core::ptr::null_mut(), nr, GFP_KERNEL)?;
+        // Sized by the user's request: no allocation-failure splat if it is absurd.
+        let mut pages = KVVec::from_elem(core::ptr::null_mut(), nr, GFP_KERNEL | __GFP_NOWARN)?;
         // SAFETY: `mm` is the current process's mm, kept alive by `ARef`.
         let rc = unsafe { bindings::account_locked_vm(mm.as_raw(), npages as c_ulong, true) };
         if rc != 0 {

@@ -445,7 +445,7 @@ fn host_dma_addrs(dev: &HlDevice, pinned: &PinnedUserPages, page_size: u64) -> R
         .map_err(|_| EINVAL)?
         .max(1);
     let n = pinned.npages() / per;
-    let mut dma = KVVec::with_capacity(n, GFP_KERNEL)?;
+    let mut dma = KVVec::with_capacity(n, GFP_KERNEL | __GFP_NOWARN)?;
     for i in 0..n {
         let phys = pinned.phys(i * per).ok_or(EINVAL)?;
         dma.push_within_capacity(dev.backend().host_dma_addr(phys)?)

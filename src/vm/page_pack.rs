@@ -64,6 +64,11 @@ impl PhysPgPack {
     ) -> Result<Self> {
         let page_size = dev.asic.dram_page_size;
         let total_size = npages.checked_mul(page_size).ok_or(ENOMEM)?;
+        // More than the whole pool can never succeed: refuse before sizing
+        // anything by the user's request.
+        if npages > dev.asic.user_dram_pages() {
+            return Err(ENOMEM);
+        }
         // Allocate the address array before touching the pool.
         let mut addrs = if contiguous {
             None

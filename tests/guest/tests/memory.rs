@@ -84,8 +84,10 @@ fn bad_alloc_and_free_inputs() {
     // Sizes whose rounding overflows (upstream wraps them to 0 pages).
     expect_errno(d.alloc(u64::MAX, 0), EINVAL);
     expect_errno(d.alloc(u64::MAX - PAGE + 2, HL_MEM_CONTIGUOUS), EINVAL);
-    // More than the pool.
+    // More than the pool, also absurdly more (nothing may be sized by it).
     expect_errno(d.alloc(PAGES * PAGE + 1, 0), ENOMEM);
+    expect_errno(d.alloc(1 << 62, 0), ENOMEM);
+    expect_errno(d.alloc(1 << 62, HL_MEM_CONTIGUOUS), ENOMEM);
     expect_errno(d.alloc(PAGES * PAGE + 1, HL_MEM_CONTIGUOUS), ENOMEM);
     // Unknown flag bits (upstream ignores them).
     for f in [0x10, 0x20, 0x8000_0000] {
