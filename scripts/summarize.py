@@ -30,7 +30,8 @@ BUG_PATTERNS = [
     r"possible recursive locking", r"possible circular locking",
     r"inconsistent lock state", r"suspicious RCU usage",
     r"turning off the locking correctness validator",
-    r"unreferenced object 0x",
+    r"unreferenced object 0x", r"Call Trace:", r"page allocation failure",
+    r"vmalloc error", r"hung_task", r"soft lockup",
 ]
 BUG_RE = re.compile("|".join(BUG_PATTERNS))
 
