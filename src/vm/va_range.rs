@@ -311,15 +311,15 @@ mod tests {
     #[test]
     fn bench_alloc_free_cost_vs_live_blocks() -> Result {
         let asic = AsicProperties::gaudi2(6, 0)?;
-        let mut results = [(0u64, 0i64); 2];
         let big = crate::module_parameters::bench_va_blocks
             .value()
             .clamp(100, 1_000_000);
-        for (slot, live) in results.iter_mut().zip([100u64, big]) {
-            let (_d, vm) = vm_of(&asic)?;
-            let page = asic.host_page_size;
-            // 2 x live single pages, then every other one freed: `live` live
-            // blocks separated by `live` one-page holes.
+        let page = asic.host_page_size;
+        // Two populations: `live` live blocks separated by `live` one-page holes
+        // (2 x live single pages, then every other one freed).
+        let mut pops = KVec::new();
+        for live in [100u64, big] {
+            let (d, vm) = vm_of(&asic)?;
             let mut starts = KVec::with_capacity(2 * live as usize, GFP_KERNEL)?;
             for _ in 0..2 * live {
                 starts.push(
@@ -331,22 +331,31 @@ mod tests {
             for s in starts.iter().step_by(2) {
                 vm.free(VaRangeType::Host, *s, page)?;
             }
-            drop(starts);
-            const ROUNDS: u32 = 5000;
-            let t0 = kernel::time::Instant::<kernel::time::Monotonic>::now();
-            for _ in 0..ROUNDS {
-                let va = vm
-                    .alloc(VaRangeType::Host, VaRequest::new(page))
-                    .map_err(Error::from)?;
-                vm.free(VaRangeType::Host, va, page)?;
+            pops.push((live, d, vm, i64::MAX), GFP_KERNEL)?;
+        }
+        // Alternate batches between the two and keep each one's best batch, so
+        // that emulator noise hits both alike.
+        const ROUNDS: u32 = 10_000;
+        for _ in 0..5 {
+            for (_, _, vm, best) in pops.iter_mut() {
+                let t0 = kernel::time::Instant::<kernel::time::Monotonic>::now();
+                for _ in 0..ROUNDS {
+                    let va = vm
+                        .alloc(VaRangeType::Host, VaRequest::new(page))
+                        .map_err(Error::from)?;
+                    vm.free(VaRangeType::Host, va, page)?;
+                }
+                *best = (*best).min(t0.elapsed().as_nanos() / i64::from(ROUNDS));
             }
-            let ns = t0.elapsed().as_nanos() / i64::from(ROUNDS);
-            *slot = (live, ns);
+        }
+        let mut results = [(0u64, 0i64); 2];
+        for (slot, (live, _d, vm, best)) in results.iter_mut().zip(pops.iter()) {
+            *slot = (*live, *best);
             assert_eq!(
                 vm.range(VaRangeType::Host).lock().allocated_blocks() as u64,
-                live
+                *live
             );
-            assert_eq!(vm.clear() as u64, live);
+            assert_eq!(vm.clear() as u64, *live);
         }
         let [(l0, n0), (l1, n1)] = results;
         pr_info!(
