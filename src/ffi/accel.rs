@@ -264,6 +264,33 @@ unsafe fn compute_file<'a>(file: *mut bindings::drm_file) -> &'a ComputeFile {
     unsafe { &*(*file).driver_priv.cast::<ComputeFile>() }
 }
 
+/// Run `handler` on the argument of a DRM ioctl of a compute file.
+///
+/// `drm_ioctl` hands us a zero-filled kernel copy of the argument of at least
+/// `size_of::<T>()` bytes; it may not be aligned for `T` (it can be an on-stack
+/// char array), so it is read and written back unaligned. DRM copies it back
+/// to the caller, also when the handler failed.
+///
+/// # Safety
+///
+/// `file` must be a `drm_file` of ours inside one of its ioctls, and `data`
+/// must point to at least `size_of::<T>()` writable bytes.
+unsafe fn with_compute_args<T: FromBytes + AsBytes>(
+    file: *mut bindings::drm_file,
+    data: *mut c_void,
+    handler: impl FnOnce(&ComputeFile, &mut T) -> Result,
+) -> c_int {
+    // SAFETY: per the contract we are inside an ioctl of this open file.
+    let f = unsafe { compute_file(file) };
+    // SAFETY: per the contract `data` holds at least `size_of::<T>()` bytes, and
+    // any bit pattern is a valid `T` (`FromBytes`).
+    let mut args = unsafe { data.cast::<T>().read_unaligned() };
+    let rc = handler(f, &mut args);
+    // SAFETY: as above.
+    unsafe { data.cast::<T>().write_unaligned(args) };
+    to_errno(rc)
+}
+
 /// DRM ioctl handler of `DRM_IOCTL_HL_INFO` on the compute node.
 ///
 /// # Safety
@@ -275,23 +302,19 @@ unsafe extern "C" fn hl_info_ioctl(
     data: *mut c_void,
     file: *mut bindings::drm_file,
 ) -> c_int {
-    // SAFETY: we are inside an ioctl of this open file.
-    let f = unsafe { compute_file(file) };
-    // `drm_ioctl` hands us a zero-filled kernel copy of at least 24 bytes; it may
-    // not be 8-byte aligned (an on-stack char array), so read it unaligned.
-    // SAFETY: `data` points to at least `size_of::<HlInfoArgs>()` valid bytes.
-    let mut args = unsafe { data.cast::<HlInfoArgs>().read_unaligned() };
-    let caller = InfoCaller {
-        dev: f.ctx.device(),
-        ctx: Some(&f.ctx),
-        node: Node::Compute,
-        now_ns: (monotonic_ns(), monotonic_raw_ns()),
-    };
-    let mut out = UserBuffer(args.return_pointer);
-    let rc = info_ioctl(&caller, &mut args, &mut out);
-    // SAFETY: as above; DRM copies it back to the caller.
-    unsafe { data.cast::<HlInfoArgs>().write_unaligned(args) };
-    to_errno(rc)
+    // SAFETY: the contract of this function is `with_compute_args`'s.
+    unsafe {
+        with_compute_args(file, data, |f, args: &mut HlInfoArgs| {
+            let caller = InfoCaller {
+                dev: f.ctx.device(),
+                ctx: Some(&f.ctx),
+                node: Node::Compute,
+                now_ns: (monotonic_ns(), monotonic_raw_ns()),
+            };
+            let mut out = UserBuffer(args.return_pointer);
+            info_ioctl(&caller, args, &mut out)
+        })
+    }
 }
 
 /// DRM ioctl handler of `DRM_IOCTL_HL_MEMORY`.
@@ -305,14 +328,8 @@ unsafe extern "C" fn hl_memory_ioctl(
     data: *mut c_void,
     file: *mut bindings::drm_file,
 ) -> c_int {
-    // SAFETY: we are inside an ioctl of this open file.
-    let f = unsafe { compute_file(file) };
-    // SAFETY: `data` points to at least `size_of::<HlMemArgs>()` valid bytes.
-    let mut args = unsafe { data.cast::<HlMemArgs>().read_unaligned() };
-    let rc = memory_ioctl(f, &mut args);
-    // SAFETY: as above.
-    unsafe { data.cast::<HlMemArgs>().write_unaligned(args) };
-    to_errno(rc)
+    // SAFETY: the contract of this function is `with_compute_args`'s.
+    unsafe { with_compute_args(file, data, memory_ioctl) }
 }
 
 /// CB, CS, WAIT_CS and DEBUG: command submission is not part of the memory subsystem.
