@@ -12,10 +12,9 @@
 //! | `mmu` | page-table statistics; write a VA, read its translation by the page-walk oracle |
 
 use crate::{
-    asic::MmuGeometry,
     backend::DeviceStatus,
     device::HlDevice,
-    mmu::walk::{translate, WalkFault},
+    mmu::walk::WalkFault,
     vm::{mapping::Backing, va_range::VaRangeType},
 };
 use kernel::{
@@ -223,16 +222,7 @@ fn show_mmu(p: &MmuProbe, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     if va == 0 {
         return writeln!(f, "(write a VA to this file to translate it)");
     }
-    let dram = vm.range_type(va, 1) == Some(VaRangeType::Dram);
-    let read_dr = |addr: u64| dev.backend().read_pte(addr);
-    let read_hr = |addr: u64| dev.hr_hops.lock().read(addr);
-    let walk = if dram {
-        translate(&MmuGeometry::DMMU, &read_dr, hop0, va, Some(&dev.scrambler))
-    } else {
-        let hr_hop0 = vm.mmu.lock().pmmu.hop0();
-        translate(&MmuGeometry::PMMU, &read_hr, hr_hop0, va, None)
-    };
-    match walk {
+    match vm.translate(dev, va) {
         Ok(t) => {
             write!(
                 f,

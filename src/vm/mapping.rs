@@ -22,7 +22,10 @@ use crate::{
     context::Context,
     device::HlDevice,
     ffi::pin::PinnedUserPages,
-    mmu::page_table::{DrHops, HopMemory, HrHops},
+    mmu::{
+        page_table::{DrHops, HopMemory, HrHops},
+        walk::{translate, Translation, WalkFault},
+    },
     uapi::{HL_MEM_FORCE_HINT, HL_MEM_SHARED},
     vm::{
         page_pack::PhysPgPack,
@@ -224,6 +227,29 @@ impl ContextVm {
         mmu.dmmu.teardown(&mut dr) + mmu.pmmu.teardown(&mut hr)
     }
 
+    /// The page-walk oracle on this context's tables: DRAM VAs through the
+    /// DMMU tree (device memory, scrambled), any other VA through the PMMU
+    /// tree (host-resident tables). O(hops).
+    pub(crate) fn translate(&self, dev: &HlDevice, va: u64) -> Result<Translation, WalkFault> {
+        let (dmmu_hop0, pmmu_hop0) = {
+            let mmu = self.mmu.lock();
+            (mmu.dmmu.hop0(), mmu.pmmu.hop0())
+        };
+        if self.range_type(va, 1) == Some(VaRangeType::Dram) {
+            let read = |a: u64| dev.backend().read_pte(a);
+            translate(
+                &MmuGeometry::DMMU,
+                &read,
+                dmmu_hop0,
+                va,
+                Some(&dev.scrambler),
+            )
+        } else {
+            let read = |a: u64| dev.hr_hops.lock().read(a);
+            translate(&MmuGeometry::PMMU, &read, pmmu_hop0, va, None)
+        }
+    }
+
     /// Number of live mappings. O(n): debugfs and tests.
     pub(crate) fn mapping_count(&self) -> usize {
         self.mappings.lock().iter().count()
@@ -315,12 +341,10 @@ fn insert_mapping(
         undo_va("a mapping failure");
         return Err(e);
     }
-    let mmu = if kind == VaRangeType::Dram {
-        MmuKind::Dram
-    } else {
-        MmuKind::Host
-    };
-    if let Err(e) = dev.backend().invalidate_range(mmu, ctx.asid(), va, size) {
+    if let Err(e) = dev
+        .backend()
+        .invalidate_range(kind.mmu(), ctx.asid(), va, size)
+    {
         // Unlike upstream, no PTE stays behind.
         vm.unmap_backing(dev, kind, va, &backing);
         undo_va("an invalidation failure");
@@ -355,14 +379,9 @@ pub(crate) fn unmap_device_va(ctx: &Context, va: u64) -> Result {
     if vm.unmap_backing(dev, m.kind, m.va, &m.backing) > 0 {
         pr_err!("UNMAP: PTEs of {:#x} could not all be cleared\n", va);
     }
-    let mmu = if m.kind == VaRangeType::Dram {
-        MmuKind::Dram
-    } else {
-        MmuKind::Host
-    };
     let inv = dev
         .backend()
-        .invalidate_range(mmu, ctx.asid(), m.va, m.size);
+        .invalidate_range(m.kind.mmu(), ctx.asid(), m.va, m.size);
     match inv {
         Ok(()) => {
             if vm.free(m.kind, m.va, m.size).is_err() {
@@ -459,7 +478,6 @@ mod tests {
     use super::*;
     use crate::{
         asic::AsicProperties,
-        mmu::walk::translate,
         uapi::HL_MEM_CONTIGUOUS,
         vm::device_memory::{alloc_device_memory, free_device_memory},
     };
@@ -679,10 +697,6 @@ mod tests {
 
     /// The page-walk oracle on the context's DMMU tree.
     fn oracle(d: &HlDevice, ctx: &Context, va: u64) -> Option<u64> {
-        let hop0 = ctx.vm().mmu.lock().dmmu.hop0();
-        let read = |a: u64| d.backend().read_pte(a);
-        translate(&MmuGeometry::DMMU, &read, hop0, va, Some(&d.scrambler))
-            .ok()
-            .map(|t| t.pa)
+        ctx.vm().translate(d, va).ok().map(|t| t.pa)
     }
 }

@@ -10,6 +10,7 @@
 
 use crate::{
     asic::{self, AsicProperties, MmuGeometry, VaSpan},
+    backend::MmuKind,
     device::HlDevice,
     mmu::page_table::{DrHops, HrHops, PageTable},
     vm::{
@@ -34,6 +35,14 @@ pub(crate) enum VaRangeType {
 impl VaRangeType {
     /// All types, in upstream's lookup order.
     pub(crate) const ALL: [Self; 3] = [Self::Host, Self::HostHuge, Self::Dram];
+
+    /// The MMU that translates this range.
+    pub(crate) fn mmu(self) -> MmuKind {
+        match self {
+            Self::Dram => MmuKind::Dram,
+            Self::Host | Self::HostHuge => MmuKind::Host,
+        }
+    }
 
     /// Short name for logs and debugfs.
     pub(crate) fn name(self) -> &'static str {
