@@ -15,3 +15,26 @@ pub(crate) mod page_pack;
 pub(crate) mod userptr;
 pub(crate) mod va_alloc;
 pub(crate) mod va_range;
+
+use crate::uapi::{HL_MEM_FLAGS_ALL, HL_MEM_FORCE_HINT};
+use kernel::prelude::*;
+
+/// Refuse `HL_MEM_*` flag bits the uAPI does not define (`EINVAL`). Upstream
+/// ignores them (spec 7.4 item 22), so no new flag could be added safely.
+pub(crate) fn check_flags(flags: u32) -> Result {
+    if flags & !HL_MEM_FLAGS_ALL != 0 {
+        return Err(EINVAL);
+    }
+    Ok(())
+}
+
+/// The VA request of a MAP: `size` bytes at `align`, with the hint rules of
+/// `HL_MEM_FORCE_HINT` in `flags`.
+pub(crate) fn va_request(size: u64, align: u64, hint: u64, flags: u32) -> va_alloc::VaRequest {
+    let req = va_alloc::VaRequest::new(size).with_align(align);
+    if flags & HL_MEM_FORCE_HINT != 0 {
+        req.with_forced_hint(hint)
+    } else {
+        req.with_hint(hint)
+    }
+}

@@ -34,9 +34,7 @@ pub(crate) fn memory_ioctl(file: &ComputeFile, args: &mut HlMemArgs) -> Result {
         HL_MEM_OP_FREE => free_device_memory(ctx, args.free_handle()),
         HL_MEM_OP_MAP => {
             let flags = args.flags;
-            let rc = if flags & !HL_MEM_FLAGS_ALL != 0 {
-                Err(EINVAL)
-            } else if flags & HL_MEM_USERPTR != 0 {
+            let rc = if flags & HL_MEM_USERPTR != 0 {
                 map_host_va(
                     ctx,
                     args.map_host_virt_addr(),

@@ -5,7 +5,7 @@
 
 use crate::{
     context::Context,
-    uapi::{HL_MEM_CONTIGUOUS, HL_MEM_FLAGS_ALL},
+    uapi::HL_MEM_CONTIGUOUS,
     vm::{handles::HandleReservation, page_pack::PhysPgPack},
 };
 use kernel::{prelude::*, sync::Arc};
@@ -23,9 +23,7 @@ use kernel::{prelude::*, sync::Arc};
 /// for the handle; one accounting update (upstream takes one pool reference
 /// per page).
 pub(crate) fn alloc_device_memory(ctx: &Context, mem_size: u64, flags: u32) -> Result<u32> {
-    if flags & !HL_MEM_FLAGS_ALL != 0 {
-        return Err(EINVAL);
-    }
+    crate::vm::check_flags(flags)?;
     let dev = ctx.device();
     // The ALLOC page size is always the default one: `supports_user_set_page_size`
     // is never set for Gaudi2 upstream, so `alloc.page_size` is ignored.

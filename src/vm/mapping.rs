@@ -28,9 +28,10 @@ use crate::{
     },
     uapi::{HL_MEM_FORCE_HINT, HL_MEM_SHARED},
     vm::{
+        check_flags,
         page_pack::PhysPgPack,
-        va_alloc::VaRequest,
         va_range::{ContextVm, VaRangeType},
+        va_request,
     },
 };
 use kernel::{page::PAGE_SIZE, prelude::*, rbtree::RBTreeNodeReservation, sync::Arc};
@@ -273,6 +274,7 @@ fn release_mapping_count(dev: &HlDevice, handle: u32) {
 /// fails. On any error nothing stays mapped, allocated or counted.
 pub(crate) fn map_device_va(ctx: &Context, handle: u64, hint: u64, flags: u32) -> Result<u64> {
     let dev = ctx.device();
+    check_flags(flags)?;
     let handle = handle as u32;
     let pack = {
         let mut table = dev.handles.lock();
@@ -301,11 +303,8 @@ fn map_pack_at(
     let vm = ctx.vm();
     let size = pack.total_size;
     let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
-    let req = if flags & HL_MEM_FORCE_HINT != 0 {
-        VaRequest::new(size).with_forced_hint(hint)
-    } else {
-        VaRequest::new(size).with_hint(hint)
-    };
+    // The DRAM range's page is not a power of two: the page is the alignment.
+    let req = va_request(size, 0, hint, flags);
     let va = vm.alloc(VaRangeType::Dram, req).map_err(Error::from)?;
     let backing = Backing::Dram {
         handle,
@@ -418,11 +417,12 @@ pub(crate) fn map_host_va(
     flags: u32,
 ) -> Result<u64> {
     let dev = ctx.device();
-    let pinned = PinnedUserPages::pin(addr, size)?;
-    let force = flags & HL_MEM_FORCE_HINT != 0;
-    if force && pinned.offset != 0 {
+    check_flags(flags)?;
+    // Refused before any page is pinned.
+    if flags & HL_MEM_FORCE_HINT != 0 && addr % PAGE_SIZE as u64 != 0 {
         return Err(EINVAL);
     }
+    let pinned = PinnedUserPages::pin(addr, size)?;
     let huge = dev.asic.host_huge_page_size;
     let (kind, page_size, align) = if pinned.fits_huge_pages(huge) {
         (VaRangeType::HostHuge, huge, huge)
@@ -437,12 +437,7 @@ pub(crate) fn map_host_va(
     };
     let bytes = pinned.npages() as u64 * PAGE_SIZE as u64;
     let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
-    let req = VaRequest::new(bytes).with_align(align);
-    let req = if force {
-        req.with_forced_hint(hint)
-    } else {
-        req.with_hint(hint)
-    };
+    let req = va_request(bytes, align, hint, flags);
     let dma = host_dma_addrs(dev, &pinned, page_size)?;
     let pin_node = RBTreeNodeReservation::new(GFP_KERNEL)?;
     let va = ctx.vm().alloc(kind, req).map_err(Error::from)?;
