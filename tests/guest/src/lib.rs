@@ -38,3 +38,24 @@ pub fn debugfs(dev: u32, file: &str) -> String {
     std::fs::read_to_string(format!("/sys/kernel/debug/habanalabs_rs/{dev}/{file}"))
         .unwrap_or_default()
 }
+
+/// Start `/bin/hlrs hold ARGS` and wait until it holds its memory; kill the
+/// returned child to test teardown of a process that dies.
+pub fn spawn_hold(args: &[&str]) -> std::process::Child {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("/bin/hlrs")
+        .arg("hold")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    loop {
+        let line = lines.next().expect("hlrs hold exited early").unwrap();
+        if line == "holding" {
+            return child;
+        }
+    }
+}

@@ -1,9 +1,8 @@
 //! In-guest tests of MAP / UNMAP of device memory through the real ioctl.
 
 use hlrs::{uapi::*, Device};
-use hlrs_guest_tests::{debugfs, expect_errno, guest_only};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use hlrs_guest_tests::{debugfs, expect_errno, guest_only, spawn_hold};
+use std::process::Command;
 
 const EINVAL: i32 = 22;
 const EADDRINUSE: i32 = 98;
@@ -110,19 +109,7 @@ fn a_killed_process_leaves_nothing_behind() {
     guest_only!();
     let ctl = Device::open_control(0).unwrap();
     let idle = ctl.dram_usage().unwrap().dram_free_mem;
-    let mut child = Command::new("/bin/hlrs")
-        .args(["hold", "--size", &(3 * PAGE).to_string(), "--count", "2"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    loop {
-        let line = lines.next().expect("hlrs hold exited early").unwrap();
-        if line == "holding" {
-            break;
-        }
-    }
+    let mut child = spawn_hold(&["--size", &(3 * PAGE).to_string(), "--count", "2"]);
     assert_eq!(ctl.dram_usage().unwrap().dram_free_mem, idle - 6 * PAGE);
     assert!(debugfs(0, "va").contains("used"));
     // `hlrs usage` sees the other process's context (like hl-smi).
@@ -174,13 +161,7 @@ fn devices_map_independently() {
 fn bench_map_64_gib_against_a_null_ioctl() {
     guest_only!();
     let d = Device::open_compute(0).unwrap();
-    // A null INFO ioctl: DEVICE_STATUS.
-    let n = 20_000;
-    let t = std::time::Instant::now();
-    for _ in 0..n {
-        d.device_status().unwrap();
-    }
-    let null_ns = t.elapsed().as_nanos() / n;
+    let null_ns = d.null_ioctl_ns(20_000).unwrap() as u64;
     let writes = |d: u32| -> u64 {
         let s = debugfs(d, "mmu");
         s.lines()

@@ -1,9 +1,8 @@
 //! In-guest tests of host-memory mapping (HL_MEM_USERPTR) through the real ioctl.
 
 use hlrs::{uapi::*, Device};
-use hlrs_guest_tests::{expect_errno, guest_only};
-use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
-use std::process::{Command, Stdio};
+use hlrs_guest_tests::{expect_errno, guest_only, spawn_hold};
+use std::io::{Read, Seek, SeekFrom};
 
 const EINVAL: i32 = 22;
 const EFAULT: i32 = 14;
@@ -153,27 +152,14 @@ fn rlimit_memlock_is_enforced_without_cap_ipc_lock() {
 #[test]
 fn a_killed_process_unpins_everything() {
     guest_only!();
-    let mut child = Command::new("/bin/hlrs")
-        .args([
-            "hold",
-            "--count",
-            "1",
-            "--size",
-            "1",
-            "--host",
-            &(256 << 10).to_string(),
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    loop {
-        let line = lines.next().expect("hlrs hold exited early").unwrap();
-        if line == "holding" {
-            break;
-        }
-    }
+    let mut child = spawn_hold(&[
+        "--count",
+        "1",
+        "--size",
+        "1",
+        "--host",
+        &(256 << 10).to_string(),
+    ]);
     let list = debugfs("userptr");
     assert_eq!(list.lines().count(), 2, "{list}");
     assert!(list.contains(&format!("{:<6}", child.id())));
@@ -188,12 +174,7 @@ fn a_killed_process_unpins_everything() {
 fn bench_map_1_gib_host_buffer() {
     guest_only!();
     let d = Device::open_compute(0).unwrap();
-    let n = 20_000;
-    let t = std::time::Instant::now();
-    for _ in 0..n {
-        d.device_status().unwrap();
-    }
-    let null_ns = t.elapsed().as_nanos() / n;
+    let null_ns = d.null_ioctl_ns(20_000).unwrap() as u64;
     let size = 1usize << 30;
     let buf = vec![1u8; size];
     let t = std::time::Instant::now();

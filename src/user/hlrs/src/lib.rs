@@ -240,6 +240,16 @@ impl Device {
             .page_order_bitmask)
     }
 
+    /// Average cost of a null ioctl (INFO `DEVICE_STATUS`) over `n` calls, in
+    /// nanoseconds: the baseline benchmarks compare against.
+    pub fn null_ioctl_ns(&self, n: u32) -> io::Result<f64> {
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            self.device_status()?;
+        }
+        Ok(t.elapsed().as_nanos() as f64 / f64::from(n.max(1)))
+    }
+
     /// `HL_INFO_OPEN_STATS`.
     pub fn open_stats(&self) -> io::Result<HlOpenStatsInfo> {
         self.info_typed(HL_INFO_OPEN_STATS)
