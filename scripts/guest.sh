@@ -25,16 +25,26 @@ BINS=$HLRS_ROOT/target/guest-bin
 chmod +x "$OUT/root/init" "$OUT/root"/*.sh 2>/dev/null || true
 (cd "$OUT/root" && find . | cpio -o -H newc --quiet | gzip -1 >"$OUT/initrd.gz")
 
-# tsc=reliable: tinyconfig has no ACPI, so there is no HPET/PM timer to
-# calibrate the TSC against under TCG, and the kernel would fall back to the
-# jiffies clocksource (4 ms resolution), useless for benchmarks.
+# The TSC as the guest's clocksource: tinyconfig has no ACPI, so there is no
+# HPET/PM timer to calibrate the TSC against under TCG, the PIT loop fails on
+# some hosts, and the kernel falls back to jiffies (4 ms resolution), useless
+# for benchmarks. The host's TSC rate (the guest's under TCG) is measured once
+# and passed as tsc_early_khz; tsc=reliable skips the clocksource watchdog.
+TSC_ARGS="tsc=reliable"
+TSC_BIN=$HLRS_ROOT/target/tsc-khz
+if [ ! -x "$TSC_BIN" ] || [ "$TSC_BIN" -ot "$HLRS_ROOT/scripts/guest/tsc_khz.c" ]; then
+	gcc -O2 -o "$TSC_BIN" "$HLRS_ROOT/scripts/guest/tsc_khz.c" 2>/dev/null || rm -f "$TSC_BIN"
+fi
+if [ -x "$TSC_BIN" ] && KHZ=$("$TSC_BIN") && [ "${KHZ:-0}" -gt 100000 ]; then
+	TSC_ARGS="$TSC_ARGS tsc_early_khz=$KHZ"
+fi
 ACCEL=(-accel tcg)
 if [ "${HLRS_KVM:-0}" = 1 ] && [ -w /dev/kvm ]; then ACCEL=(-enable-kvm -cpu host); fi
 rc=0
 timeout --foreground -k 5 "${HLRS_GUEST_TIMEOUT:-600}" \
 	qemu-system-x86_64 "${ACCEL[@]}" -m 2048 -smp 2 -nographic -no-reboot \
 	-kernel "$KOBJ/arch/x86/boot/bzImage" -initrd "$OUT/initrd.gz" \
-	-append "console=ttyS0 panic=-1 tsc=reliable kfence.sample_interval=10 hlrs.mode=$MODE hlrs.params=$PARAMS ${HLRS_CMDLINE:-}" \
+	-append "console=ttyS0 panic=-1 $TSC_ARGS kfence.sample_interval=10 hlrs.mode=$MODE hlrs.params=$PARAMS ${HLRS_CMDLINE:-}" \
 	</dev/null >"$LOG" 2>&1 || rc=$?
 [ $rc -eq 124 ] && echo "@@HLRS-HOST guest timed out after ${HLRS_GUEST_TIMEOUT:-600} s" >>"$LOG"
 exit $rc

@@ -44,10 +44,29 @@ configure() {
 	fi
 	echo "    all $(grep -c '^CONFIG_.*=' "$FRAGMENT") fragment options present" >&2
 }
+# Objects a complete build of this config produced last time (the progress
+# total); the first build on a machine uses the figure measured here.
+COUNT_FILE=$HLRS_CACHE/build/objects-$KEY.count
+objects() { find "$KOBJ" -name '*.o' 2>/dev/null | wc -l; }
 build() {
+	local total t0 pid
+	total=$(cat "$COUNT_FILE" 2>/dev/null || echo 1900)
+	t0=$(date +%s)
 	# The default target: bzImage plus Module.symvers (modpost needs it).
-	make -C "$KSRC" O="$KOBJ" "${KV[@]}" -s -j"$(($(nproc) + 1))" >"$KOBJ/build.log" 2>&1 ||
-		{ tail -n 40 "$KOBJ/build.log" >&2; die "kernel build failed (log: $KOBJ/build.log)"; }
+	make -C "$KSRC" O="$KOBJ" "${KV[@]}" -s -j"$(($(nproc) + 1))" >"$KOBJ/build.log" 2>&1 &
+	pid=$!
+	# A progress line every 20 s instead of ten minutes of silence.
+	while kill -0 "$pid" 2>/dev/null; do
+		for _ in $(seq 20); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 1
+		done
+		kill -0 "$pid" 2>/dev/null || break
+		printf '    kernel build: %d/~%d objects, %d s elapsed\n' "$(objects)" "$total" \
+			"$(($(date +%s) - t0))"
+	done
+	wait "$pid" || { tail -n 40 "$KOBJ/build.log" >&2; die "kernel build failed (log: $KOBJ/build.log)"; }
+	objects >"$COUNT_FILE"
 	touch "$KOBJ/.hlrs-complete"
 }
 step "configure $KVER (tinyconfig + fragment)" configure >&2

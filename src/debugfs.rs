@@ -217,7 +217,17 @@ fn show_mmu(p: &MmuProbe, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     };
     writeln!(f, "asid:            {}", vm.asid)?;
     writeln!(f, "dmmu hop0:       {:#x}, {} more hop(s)", hop0, hops)?;
-    writeln!(f, "mappings:        {}", vm.mapping_count())?;
+    {
+        // Kept in step by MAP/UNMAP under one lock: the last two are equal.
+        let maps = vm.mappings.lock();
+        let hosts = maps
+            .iter()
+            .filter(|(_, m)| matches!(m.backing, Backing::Host { .. }))
+            .count();
+        writeln!(f, "mappings:        {}", maps.len())?;
+        writeln!(f, "host mappings:   {}", hosts)?;
+        writeln!(f, "userptr pins:    {}", maps.userptrs().pins())?;
+    }
     let va = p.va.load(Relaxed);
     if va == 0 {
         return writeln!(f, "(write a VA to this file to translate it)");

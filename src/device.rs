@@ -3,9 +3,9 @@
 //! One Gaudi device (upstream `struct hl_device`, the memory-relevant part).
 //!
 //! Lock order (outermost first): `HlDevice::state`, `HlDevice::handles`,
-//! `HlDevice::pool`, then the backend's leaf locks. In practice no two of them
-//! are held at once: page packs return their pages after the handle table is
-//! unlocked.
+//! `HlDevice::pool`, then the backend's leaf locks. FREE drops its page pack
+//! after unlocking the handle table; context teardown and the recycled-ASID
+//! check drop packs (and so take the pool lock) with the table locked.
 
 use crate::{
     asic::{AsicProperties, MAX_ASID},
@@ -218,12 +218,34 @@ impl HlDevice {
         if asid >= MAX_ASID {
             return Err(EBUSY);
         }
+        self.purge_leftovers(asid);
         st.asids |= 1 << asid;
         st.compute_ctx_active = true;
         st.open_counter += 1;
         st.last_open_ktime_ns = now_ns;
         st.session_start = Some(Instant::now());
         Ok(asid)
+    }
+
+    /// A recycled ASID starts with nothing: any handle still owned by `asid`
+    /// (which context teardown makes impossible, see `free_all_of`) is freed
+    /// and reported before a new context can pass the owner checks with it.
+    /// O(1) when there is nothing to purge.
+    fn purge_leftovers(&self, asid: u32) {
+        let mut handles = self.handles.lock();
+        if handles.owned_by(asid) == 0 {
+            return;
+        }
+        let n = handles.remove_owned_by(
+            |owner| owner == asid,
+            |_, pack| self.account_dram(-(pack.total_size as i64)),
+        );
+        pr_err!(
+            "device {}: ASID {} recycled with {} handle(s) of a previous context; freed\n",
+            self.index,
+            asid,
+            n
+        );
     }
 
     /// Publish the VA/MMU state of the active compute context (debugfs).
@@ -252,21 +274,14 @@ impl PinnedDrop for HlDevice {
     fn drop(self: Pin<&mut Self>) {
         // Contexts free their handles at teardown, so any left here (a kernel
         // ASID allocation, or a bug) are reported and released now.
-        let mut left = KVec::new();
-        {
-            let mut handles = self.handles.lock();
-            for asid in 0..MAX_ASID {
-                let _ = handles.take_owned_by(asid, &mut left);
-            }
-        }
-        if !left.is_empty() {
+        let left = self.handles.lock().remove_owned_by(|_| true, |_, _| {});
+        if left > 0 {
             pr_warn!(
                 "device {}: {} handle(s) still allocated at removal\n",
                 self.index,
-                left.len()
+                left
             );
         }
-        drop(left);
         let pool = self.pool.lock();
         if pool.free_pages() != pool.pages() {
             pr_warn!(

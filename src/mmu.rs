@@ -18,8 +18,9 @@
 //! 4. `HlDevice::dr_hops`, the device-resident hop slots (taken inside 3);
 //! 5. the backend's leaf locks (simulated DRAM, invalidation log).
 //!
-//! `ContextVm::mappings` (upstream `mem_hash_lock`) is taken on its own, never
-//! together with 3.
+//! `ContextVm::mappings` (upstream `mem_hash_lock`, and the userptr index that
+//! upstream guards with `userptr_lock`) is taken on its own, never together
+//! with 3.
 
 pub(crate) mod page_table;
 pub(crate) mod pte;

@@ -12,9 +12,22 @@
 //! device of our own in the accel class, serving INFO only
 //! (common/device.c:736-790). Everything behind the entry points is safe Rust.
 //!
-//! Lifetime: every fops table has `owner = THIS_MODULE`, so an open file (and
-//! later an exported dma-buf) pins the module; the module cannot be unloaded
-//! while any file is open, so [`AccelDevice`]'s `Drop` never races an ioctl.
+//! Lifetime of the [`HlDevice`] behind the C objects:
+//!
+//! - the DRM device's container ([`HlDrm`]) and the control node
+//!   ([`ControlNode`]) each own a strong reference (`Arc::into_raw`), released
+//!   when the DRM device is released (a `drmm` action) and when the node is
+//!   removed; every entry point that finds the device through them takes its
+//!   own reference (`Arc` clone), so nothing borrows past the object it came
+//!   from;
+//! - every fops table has `owner = THIS_MODULE`, so an open file (and later an
+//!   exported dma-buf) pins the module: it cannot be unloaded while any file
+//!   is open, so [`AccelDevice`]'s `Drop` never races an ioctl;
+//! - sysfs `show` callbacks: the attributes are removed (`device_remove_file`,
+//!   then `cdev_device_del`/`drm_dev_unplug` delete the devices) before the
+//!   references are dropped, and kernfs removal waits for running callbacks;
+//! - debugfs readers hold their own `Arc<HlDevice>` (the files' data), and
+//!   the files are removed at unload, which waits for readers in progress.
 
 use crate::{
     context::Context,
@@ -82,17 +95,40 @@ uapi_as_bytes!(
     uapi::HlUserMapping,
 );
 
-/// Makes a C bindings type usable in a `static`.
+/// Makes one of the immutable C tables below usable in a `static`.
 #[repr(transparent)]
 struct AssertSync<T>(T);
-// SAFETY: only used for immutable C tables (fops, driver, ioctls, attributes) that
-// the kernel reads and never writes without its own locking.
-unsafe impl<T> Sync for AssertSync<T> {}
+
+/// `Sync` only for the C tables this file puts in statics, not for any `T`.
+macro_rules! assert_sync {
+    ($($t:ty),* $(,)?) => {
+        $(
+            // SAFETY: a `static` of this table is never written after
+            // initialisation: the kernel only reads fops, driver descriptors,
+            // ioctl tables and attribute descriptors, from any thread.
+            unsafe impl Sync for AssertSync<$t> {}
+        )*
+    };
+}
+assert_sync!(
+    bindings::file_operations,
+    bindings::drm_driver,
+    [bindings::drm_ioctl_desc; 6],
+    [bindings::device_attribute; 8],
+);
 
 #[allow(improper_ctypes)]
 extern "C" {
     /// `accel_open` (drivers/accel/drm_accel.c:117), exported GPL but not in `bindings`.
     fn accel_open(inode: *mut bindings::inode, filp: *mut bindings::file) -> c_int;
+    /// `__drmm_add_action_or_reset` (drivers/gpu/drm/drm_managed.c), exported
+    /// but not in `bindings` (`drm_managed.h` is not in the bindings helper).
+    fn __drmm_add_action_or_reset(
+        dev: *mut bindings::drm_device,
+        action: Option<unsafe extern "C" fn(*mut bindings::drm_device, *mut c_void)>,
+        data: *mut c_void,
+        name: *const c_char,
+    ) -> c_int;
 }
 
 /// Monotonic time in ns (`ktime_get`).
@@ -111,9 +147,10 @@ pub(crate) fn monotonic_raw_ns() -> i64 {
 ///
 /// # Invariants
 ///
-/// `hdev` points to the `HlDevice` owned by the [`AccelDevice`] that created
-/// this container, and stays valid until that `AccelDevice` is dropped, which
-/// happens only after the DRM device is unplugged and no file is open.
+/// Once [`AccelDevice::new`] has set it, `hdev` comes from `Arc::into_raw`:
+/// the container owns that strong reference until [`release_hdev`] (a `drmm`
+/// action, run when the DRM device is released, before the container is
+/// freed) gives it back. So `hdev` is valid for as long as the `drm_device`.
 #[repr(C)]
 struct HlDrm {
     drm: bindings::drm_device,
@@ -196,18 +233,35 @@ static CTRL_FOPS: AssertSync<bindings::file_operations> = AssertSync(bindings::f
     ..pin_init::zeroed()
 });
 
-/// The `HlDevice` of a DRM device of ours.
+/// A new reference to the `HlDevice` of a DRM device of ours.
 ///
 /// # Safety
 ///
-/// `drm` must be a `drm_device` allocated by [`AccelDevice::new`] whose
-/// `AccelDevice` is still alive.
-unsafe fn hdev_of_drm<'a>(drm: *mut bindings::drm_device) -> ArcBorrow<'a, HlDevice> {
-    // SAFETY: per the safety contract `drm` is the `drm` field of an `HlDrm`.
-    let container = unsafe { drm.byte_sub(offset_of!(HlDrm, drm)) }.cast::<HlDrm>();
-    // SAFETY: by the type invariant of `HlDrm`, `hdev` came from `Arc::into_raw`
-    // semantics (an `Arc` held by the live `AccelDevice`).
-    unsafe { ArcBorrow::from_raw((*container).hdev) }
+/// `drm` must be a live `drm_device` (the caller holds a reference, or runs
+/// in one of its callbacks) allocated and set up by [`AccelDevice::new`].
+unsafe fn hdev_of_drm(drm: *mut bindings::drm_device) -> Arc<HlDevice> {
+    // SAFETY: per the contract `drm` is the `drm` field of a live `HlDrm`.
+    let container = unsafe { kernel::container_of!(drm, HlDrm, drm) };
+    // SAFETY: by the invariant of `HlDrm`, `hdev` came from `Arc::into_raw` and
+    // the container still owns that reference while the `drm_device` lives, so
+    // borrowing it here, for no longer than this call, is sound.
+    let borrowed = unsafe { ArcBorrow::from_raw((*container).hdev) };
+    borrowed.into()
+}
+
+/// `drmm` release action of an [`HlDrm`]: give back the container's
+/// reference to the `HlDevice`.
+///
+/// # Safety
+///
+/// Only called by DRM, once, when the DRM device registered with this action
+/// by [`AccelDevice::new`] is released; `data` is that device's `HlDrm`.
+unsafe extern "C" fn release_hdev(_drm: *mut bindings::drm_device, data: *mut c_void) {
+    let container = data.cast::<HlDrm>();
+    // SAFETY: per the contract `data` is our live container (DRM frees it only
+    // after the managed actions ran), whose `hdev` came from `Arc::into_raw`
+    // and is given back exactly once, here.
+    drop(unsafe { Arc::from_raw((*container).hdev) });
 }
 
 /// `drm_driver.open`: create the compute context of a new open.
@@ -221,8 +275,8 @@ unsafe extern "C" fn hl_device_open(
     file: *mut bindings::drm_file,
 ) -> c_int {
     // SAFETY: DRM calls this only for devices registered by `AccelDevice::new`,
-    // which are alive while their files can be opened.
-    let hdev: Arc<HlDevice> = unsafe { hdev_of_drm(drm) }.into();
+    // holding a reference to the device for the open.
+    let hdev = unsafe { hdev_of_drm(drm) };
     let result = Context::new(hdev, monotonic_ns())
         .and_then(|ctx| KBox::new(ComputeFile { ctx }, GFP_KERNEL).map_err(Into::into));
     match result {
@@ -357,8 +411,10 @@ fn to_errno(rc: Result) -> c_int {
 /// # Invariants
 ///
 /// `cdev` was initialised with [`CTRL_FOPS`] and added together with `dev`;
-/// `hdev` is valid as long as the node exists (see [`HlDrm`]). The node is
-/// heap-allocated and never moves while registered.
+/// `hdev` comes from `Arc::into_raw`, and the node owns that strong reference
+/// until [`ControlNode::remove`] gives it back (the control device's drvdata
+/// is the same pointer). The node is heap-allocated and never moves while
+/// registered.
 #[repr(C)]
 struct ControlNode {
     cdev: bindings::cdev,
@@ -386,9 +442,12 @@ unsafe extern "C" fn ctrl_dev_release(dev: *mut bindings::device) {
 unsafe extern "C" fn hl_ctrl_open(inode: *mut bindings::inode, filp: *mut bindings::file) -> c_int {
     // SAFETY: `chrdev_open` set `i_cdev` to our cdev before calling us.
     let cdev = unsafe { (*inode).__bindgen_anon_5.i_cdev };
-    // CAST: `cdev` is the first field of a live `ControlNode` (repr(C)).
-    let node = cdev.cast::<ControlNode>();
-    // SAFETY: by the invariant of `ControlNode`, `hdev` is a live `Arc` allocation.
+    // SAFETY: every cdev with `CTRL_FOPS` is the `cdev` field of a `ControlNode`,
+    // alive while it can be opened (the open holds a module reference, so the
+    // node cannot be removed under it).
+    let node = unsafe { kernel::container_of!(cdev, ControlNode, cdev) };
+    // SAFETY: by the invariant of `ControlNode`, `hdev` came from `Arc::into_raw`
+    // and the node still owns that reference; the borrow ends in this call.
     let dev: Arc<HlDevice> = unsafe { ArcBorrow::from_raw((*node).hdev) }.into();
     match KBox::new(ControlFile { dev }, GFP_KERNEL) {
         Ok(f) => {
@@ -469,21 +528,25 @@ fn ctrl_ioctl(f: &ControlFile, cmd: u32, arg: usize) -> c_int {
     rc
 }
 
-/// The `HlDevice` behind a sysfs `struct device` of ours: the control device
-/// (drvdata = `HlDevice`) or the accel minor's kdev (drvdata = `drm_minor`).
+/// A new reference to the `HlDevice` behind a sysfs `struct device` of ours:
+/// the control device (drvdata = the node's `HlDevice` reference) or the accel
+/// minor's kdev (drvdata = `drm_minor`).
 ///
 /// # Safety
 ///
 /// `dev` must be the control device or accel kdev of a live [`AccelDevice`]
 /// (true inside a sysfs callback: attributes are removed before teardown, and
 /// removal waits for running callbacks).
-unsafe fn hdev_of_sysfs<'a>(dev: *mut bindings::device) -> ArcBorrow<'a, HlDevice> {
+unsafe fn hdev_of_sysfs(dev: *mut bindings::device) -> Arc<HlDevice> {
     // SAFETY: `dev` is valid per the contract.
     let d = unsafe { &*dev };
     // The accel kdev has the accel device type; our control device has none.
     if d.type_.is_null() {
-        // SAFETY: `ControlNode::add` set the drvdata to the live `HlDevice`.
-        unsafe { ArcBorrow::from_raw(d.driver_data.cast::<HlDevice>()) }
+        // SAFETY: `ControlNode::add` set the drvdata to the node's `hdev`, a
+        // reference from `Arc::into_raw` that the node owns while its
+        // attributes exist; the borrow ends in this call.
+        let borrowed = unsafe { ArcBorrow::from_raw(d.driver_data.cast::<HlDevice>()) };
+        borrowed.into()
     } else {
         let minor = d.driver_data.cast::<bindings::drm_minor>();
         // SAFETY: DRM sets an accel kdev's drvdata to its minor (drm_sysfs.c:580),
@@ -656,7 +719,7 @@ impl ControlNode {
                 ControlNode {
                     cdev: bindings::cdev::default(),
                     dev,
-                    hdev: Arc::as_ptr(hdev),
+                    hdev: core::ptr::null(),
                 },
                 GFP_KERNEL,
             )
@@ -665,6 +728,11 @@ impl ControlNode {
                 drop(unsafe { KBox::from_raw(dev) });
             })?,
         );
+        // INVARIANT: the node owns this reference until `remove` (or the error
+        // path below) gives it back.
+        let hdev_ref = Arc::into_raw(hdev.clone());
+        // SAFETY: `node` is a fresh allocation of ours, not yet shared.
+        unsafe { (*node).hdev = hdev_ref };
         // SAFETY: `node` and `dev` are fresh heap allocations owned by us; `dev` is
         // initialised with `device_initialize` before any other use and from then on
         // released only through `put_device` (whose `release` frees it).
@@ -675,7 +743,7 @@ impl ControlNode {
             (*dev).devt = region.devt(index);
             (*dev).class = (*accel_kdev).class;
             (*dev).release = Some(ctrl_dev_release);
-            (*dev).driver_data = Arc::as_ptr(hdev).cast_mut().cast();
+            (*dev).driver_data = hdev_ref.cast_mut().cast();
             let mut rc =
                 bindings::dev_set_name(dev, c_str!("%s").as_char_ptr(), name.as_char_ptr());
             if rc == 0 {
@@ -690,6 +758,7 @@ impl ControlNode {
             if rc != 0 {
                 bindings::put_device(dev);
                 drop(KBox::from_raw(node));
+                drop(Arc::from_raw(hdev_ref));
                 return Err(Error::from_errno(rc));
             }
         }
@@ -706,13 +775,16 @@ impl ControlNode {
         let node = node.as_ptr();
         // SAFETY: per the contract the node is registered; after `cdev_device_del`
         // no new open can start and none is running (the module is being
-        // unloaded, so no file of ours is open).
+        // unloaded, so no file of ours is open), and the attributes, the only
+        // other users of `hdev`, are gone; the node's reference is given back
+        // exactly once.
         unsafe {
             let dev = (*node).dev;
             remove_attrs(dev);
             bindings::cdev_device_del(addr_of_mut!((*node).cdev), dev);
             bindings::put_device(dev);
-            drop(KBox::from_raw(node));
+            let node = KBox::from_raw(node);
+            drop(Arc::from_raw(node.hdev));
         }
     }
 }
@@ -722,8 +794,8 @@ impl ControlNode {
 /// # Invariants
 ///
 /// `drm` is a registered DRM device allocated as an [`HlDrm`] whose `hdev` is
-/// `Arc::as_ptr(&hdev)`; `ctrl` is the added control node of that device; the
-/// attributes are added to the accel kdev.
+/// a reference to the same device as `hdev`; `ctrl` is the added control node
+/// of that device; the attributes are added to the accel kdev.
 pub(crate) struct AccelDevice {
     hdev: Arc<HlDevice>,
     drm: NonNull<HlDrm>,
@@ -760,10 +832,28 @@ impl AccelDevice {
         };
         let drm = kernel::error::from_err_ptr(raw)?.cast::<HlDrm>();
         // SAFETY: `drm` is a fresh, zero-initialised (past the drm_device) `HlDrm`.
+        // INVARIANT: the container owns this reference; `release_hdev` gives it
+        // back when the DRM device is released (or at once, if the action
+        // cannot be registered).
         let drm_dev = unsafe {
-            (*drm).hdev = Arc::as_ptr(&hdev);
+            (*drm).hdev = Arc::into_raw(hdev.clone());
             addr_of_mut!((*drm).drm)
         };
+        // SAFETY: `drm_dev` is alive; on failure the action has already run and
+        // the allocation reference is ours to drop.
+        let rc = unsafe {
+            __drmm_add_action_or_reset(
+                drm_dev,
+                Some(release_hdev),
+                drm.cast(),
+                cptr(c"hlrs_release_hdev"),
+            )
+        };
+        if rc != 0 {
+            // SAFETY: not registered; drop the allocation reference.
+            unsafe { bindings::drm_dev_put(drm_dev) };
+            return Err(Error::from_errno(rc));
+        }
         // SAFETY: `drm_dev` is allocated and not yet registered.
         let rc = unsafe { bindings::drm_dev_register(drm_dev, 0) };
         if rc != 0 {

@@ -1,11 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * C helpers for kernel facilities that are static inline and not exposed to
- * Rust through `bindings` or `rust/helpers` in 7.3.
+ * Rust through `bindings` or `rust/helpers` in 7.3 (prototypes: helpers.h).
  */
 #include <linux/mm.h>
+#include <linux/sched/signal.h>
+
+#include "helpers.h"
 
 u64 hlrs_page_to_phys(struct page *page)
 {
 	return page_to_phys(page);
+}
+
+unsigned long hlrs_totalram_pages(void)
+{
+	return totalram_pages();
+}
+
+bool hlrs_fatal_signal_pending(void)
+{
+	return fatal_signal_pending(current);
 }

@@ -7,25 +7,40 @@
 //! Pages are pinned with `FOLL_WRITE | FOLL_LONGTERM` (as upstream) and
 //! accounted against the process's `RLIMIT_MEMLOCK` with `account_locked_vm`
 //! (which lets `CAP_IPC_LOCK` through); upstream does not account them, so a
-//! process could pin all of RAM. A partial pin is undone and reported as
-//! `ENOMEM`, as upstream does; unpinning marks the pages dirty.
+//! process could pin all of RAM. A request for more pages than the machine
+//! has is refused before anything is charged or allocated (upstream sizes a
+//! `kvmalloc` by the user's size first, memory.c:2336). Pages are pinned in
+//! chunks, and a fatal signal stops the pin between two of them. A partial
+//! pin is undone and reported as `ENOMEM`, as upstream does; unpinning marks
+//! the pages dirty.
 
 use kernel::{bindings, mm::Mm, page::PAGE_SIZE, prelude::*, sync::aref::ARef};
 
 #[allow(improper_ctypes)]
 extern "C" {
-    /// `page_to_phys`, from `ffi/helpers.c`.
+    // Prototypes in `ffi/helpers.h`, bodies in `ffi/helpers.c`.
+    /// `page_to_phys`.
     fn hlrs_page_to_phys(page: *mut bindings::page) -> u64;
+    /// `totalram_pages()`.
+    fn hlrs_totalram_pages() -> c_ulong;
+    /// `fatal_signal_pending(current)`.
+    fn hlrs_fatal_signal_pending() -> bool;
 }
+
+/// Pages pinned by one `pin_user_pages_fast` call: between chunks a fatal
+/// signal ends the pin (so a killed process inside a 1 GiB MAP exits soon).
+const PIN_CHUNK: usize = 4096;
 
 /// Pinned pages of one user buffer.
 ///
 /// # Invariants
 ///
-/// `pages` holds `pages.len()` pages pinned by `pin_user_pages_fast` and
-/// accounted to `mm`'s `locked_vm`; both are undone exactly once, in `Drop`.
+/// `pages` holds `pages.len()` pages pinned by `pin_user_pages_fast`;
+/// `accounted` pages are charged to `mm`'s `locked_vm`. Both are undone
+/// exactly once, in `Drop`.
 pub(crate) struct PinnedUserPages {
     pages: KVVec<*mut bindings::page>,
+    accounted: usize,
     mm: ARef<Mm>,
     /// User address as given.
     pub(crate) addr: u64,
@@ -47,9 +62,15 @@ impl PinnedUserPages {
     /// Pin `[addr, addr + size)` of the current process.
     ///
     /// `EINVAL` for a zero size or a range that wraps (also after rounding to
-    /// pages); `ENOMEM` past `RLIMIT_MEMLOCK`, or when only part could be
-    /// pinned; the pinning error otherwise (`EFAULT` for memory that is not
-    /// mapped writable, or a kernel address). Nothing stays pinned on error.
+    /// pages); `ENOMEM` for more pages than the machine has RAM, past
+    /// `RLIMIT_MEMLOCK`, or when only part could be pinned; `EINTR` when a
+    /// fatal signal arrives part-way; the pinning error otherwise (`EFAULT`
+    /// for memory that is not mapped writable, or a kernel address). Nothing
+    /// stays pinned or charged on error.
+    ///
+    /// Nothing is sized by the request before it passed both bounds (RAM and
+    /// `RLIMIT_MEMLOCK`, charged first): the page array is then at most 8
+    /// bytes per page of RAM. O(npages).
     pub(crate) fn pin(addr: u64, size: u64) -> Result<Self> {
         let page = PAGE_SIZE as u64;
         if size == 0 {
@@ -59,48 +80,68 @@ impl PinnedUserPages {
         let end = end.checked_add(page - 1).ok_or(EINVAL)? / page * page;
         let start = addr / page * page;
         let npages = (end - start) / page;
-        let n = c_int::try_from(npages).map_err(|_| ENOMEM)?;
+        // SAFETY: `totalram_pages` only reads a counter.
+        let ram = unsafe { hlrs_totalram_pages() } as u64;
+        if npages > ram {
+            return Err(ENOMEM);
+        }
         let nr = usize::try_from(npages).map_err(|_| ENOMEM)?;
 
         let task = kernel::current!();
         let mm: ARef<Mm> = ARef::from(&**task.mm().ok_or(EFAULT)?);
         let pid = task.pid();
-        // Sized by the user's request: no allocation-failure splat if it is absurd.
-        let mut pages = KVVec::from_elem(core::ptr::null_mut(), nr, GFP_KERNEL | __GFP_NOWARN)?;
+        // Charge the limit before anything is allocated for the request.
         // SAFETY: `mm` is the current process's mm, kept alive by `ARef`.
         let rc = unsafe { bindings::account_locked_vm(mm.as_raw(), npages as c_ulong, true) };
         if rc != 0 {
             return Err(Error::from_errno(rc));
         }
-        let flags = bindings::FOLL_WRITE | bindings::FOLL_LONGTERM;
-        // SAFETY: `pages` holds `n` writable pointers; the kernel checks the user range.
-        let pinned = unsafe {
-            bindings::pin_user_pages_fast(start as c_ulong, n, flags, pages.as_mut_ptr())
-        };
-        let got = usize::try_from(pinned).unwrap_or(0).min(nr);
-        pages.truncate(got);
-        if pinned < 0 || got != nr {
-            if got > 0 {
-                // SAFETY: these `got` pages were pinned above and are released once.
-                unsafe { bindings::unpin_user_pages(pages.as_mut_ptr(), got as c_ulong) };
-            }
-            // SAFETY: undo the accounting made above on the same mm.
-            unsafe { bindings::account_locked_vm(mm.as_raw(), npages as c_ulong, false) };
-            return Err(if pinned < 0 {
-                Error::from_errno(pinned)
-            } else {
-                ENOMEM
-            });
-        }
-        // INVARIANT: all `nr` pages are pinned and accounted to `mm`.
-        Ok(Self {
-            pages,
+        // INVARIANT: `nr` pages are charged and none is pinned yet; from here
+        // on `Drop` undoes whatever was done.
+        let mut this = Self {
+            pages: KVVec::new(),
+            accounted: nr,
             mm,
             addr,
             size,
             offset: addr - start,
             pid,
-        })
+        };
+        this.pages = KVVec::with_capacity(nr, GFP_KERNEL | __GFP_NOWARN)?;
+        let flags = bindings::FOLL_WRITE | bindings::FOLL_LONGTERM;
+        while this.pages.len() < nr {
+            // SAFETY: no preconditions.
+            if unsafe { hlrs_fatal_signal_pending() } {
+                return Err(EINTR);
+            }
+            let done = this.pages.len();
+            let chunk = (nr - done).min(PIN_CHUNK);
+            let spare = this.pages.spare_capacity_mut();
+            let at = start + done as u64 * page;
+            // SAFETY: `spare` has room for at least `chunk` pointers (capacity
+            // `nr`); `chunk` fits a `c_int`; the kernel checks the user range.
+            let got = unsafe {
+                bindings::pin_user_pages_fast(
+                    at as c_ulong,
+                    chunk as c_int,
+                    flags,
+                    spare.as_mut_ptr().cast(),
+                )
+            };
+            if got < 0 {
+                return Err(Error::from_errno(got));
+            }
+            let got = usize::try_from(got).unwrap_or(0).min(chunk);
+            // SAFETY: `pin_user_pages_fast` initialised the first `got` spare
+            // entries with pinned pages, and `got <= chunk <= nr - done`.
+            // INVARIANT: they are pinned and become part of `pages`.
+            unsafe { this.pages.inc_len(got) };
+            if got < chunk {
+                // Upstream reports a partial pin as ENOMEM (memory.c:2352-2362).
+                return Err(ENOMEM);
+            }
+        }
+        Ok(this)
     }
 
     /// Number of pinned pages.
@@ -143,11 +184,15 @@ impl PinnedUserPages {
 impl Drop for PinnedUserPages {
     fn drop(&mut self) {
         let n = self.pages.len();
-        // SAFETY: by the type invariant these pages are pinned by us and released
-        // exactly once here; the accounting is undone on the same mm.
-        unsafe {
-            bindings::unpin_user_pages_dirty_lock(self.pages.as_mut_ptr(), n as c_ulong, true);
-            bindings::account_locked_vm(self.mm.as_raw(), n as c_ulong, false);
+        if n > 0 {
+            // SAFETY: by the type invariant these pages are pinned by us and
+            // released exactly once, here.
+            unsafe {
+                bindings::unpin_user_pages_dirty_lock(self.pages.as_mut_ptr(), n as c_ulong, true)
+            };
         }
+        // SAFETY: by the type invariant `accounted` pages were charged to this
+        // mm; the charge is undone exactly once, here.
+        unsafe { bindings::account_locked_vm(self.mm.as_raw(), self.accounted as c_ulong, false) };
     }
 }

@@ -262,6 +262,17 @@ struct Hop {
     num_ptes: u32,
 }
 
+/// Zero the non-zero entries of `hop`'s real memory and give the hop back to
+/// `mem` (hops are all-zero while free). O(512), no allocation.
+fn scrub_and_free(mem: &mut dyn HopMemory, phys: u64, hop: &Hop) {
+    for (i, v) in hop.shadow.iter().enumerate() {
+        if *v != 0 && mem.write_pte(phys + i as u64 * 8, 0).is_err() {
+            pr_err!("MMU: could not clear a PTE of a freed hop\n");
+        }
+    }
+    mem.free_hop(phys);
+}
+
 /// The page-table tree of one context in one MMU.
 ///
 /// # Invariants
@@ -336,12 +347,7 @@ impl PageTable {
     /// give it back. Used for new hops on an error path and for empty hops.
     fn release_hop(&mut self, mem: &mut dyn HopMemory, hop: u64) {
         if let Some(h) = self.hops.remove(&hop) {
-            for (i, v) in h.shadow.iter().enumerate() {
-                if *v != 0 && mem.write_pte(hop + i as u64 * 8, 0).is_err() {
-                    pr_err!("MMU: could not clear a PTE of a freed hop\n");
-                }
-            }
-            mem.free_hop(hop);
+            scrub_and_free(mem, hop, &h);
         }
     }
 
@@ -424,7 +430,12 @@ impl PageTable {
         if let Err(e) = result {
             // Undo in reverse; the new hops are then unreachable and released.
             for &(hop, idx) in written.iter().take(n).rev() {
-                let _ = self.write(mem, hop, idx, 0);
+                if self.write(mem, hop, idx, 0).is_err() {
+                    pr_err!(
+                        "MMU: map rollback could not clear a PTE at {:#x}\n",
+                        hop + idx * 8
+                    );
+                }
             }
             self.drop_new_hops(mem, &path, new_from, leaf + 1);
             return Err(e);
@@ -515,23 +526,30 @@ impl PageTable {
     /// Free every hop but hop 0 and clear hop 0 (context teardown,
     /// `hl_mmu_ctx_fini`). Returns how many hops were left (upstream reports
     /// them with `dev_err`).
+    ///
+    /// Cannot fail and allocates nothing: hops leave the tree through a
+    /// cursor, each one scrubbed and given back as it goes. O(h) in the hops.
     pub(crate) fn teardown(&mut self, mem: &mut dyn HopMemory) -> usize {
-        let mut left = KVec::new();
-        for (phys, _) in self.hops.iter() {
-            if *phys != self.hop0 && left.push(*phys, GFP_KERNEL).is_err() {
-                break;
-            }
-        }
-        for phys in left.iter() {
-            self.release_hop(mem, *phys);
-        }
         let hop0 = self.hop0;
+        let mut left = 0;
+        let mut cursor = self.hops.cursor_front_mut();
+        while let Some(c) = cursor {
+            if *c.current().0 == hop0 {
+                cursor = c.move_next();
+                continue;
+            }
+            let (next, node) = c.remove_current();
+            let (phys, hop) = node.to_key_value();
+            scrub_and_free(mem, phys, &hop);
+            left += 1;
+            cursor = next;
+        }
         for i in 0..HOP_PTES {
-            if self.entry(hop0, i).is_some_and(|v| v != 0) {
-                let _ = self.write(mem, hop0, i, 0);
+            if self.entry(hop0, i).is_some_and(|v| v != 0) && self.write(mem, hop0, i, 0).is_err() {
+                pr_err!("MMU: teardown could not clear entry {} of hop 0\n", i);
             }
         }
-        left.len()
+        left
     }
 }
 

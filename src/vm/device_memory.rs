@@ -73,22 +73,25 @@ pub(crate) fn free_device_memory(ctx: &Context, handle: u64) -> Result {
 /// Free every allocation `ctx` still owns (the DRAM part of `hl_vm_ctx_fini`,
 /// common/memory.c:2787-2804), including `HL_MEM_SHARED` ones, as upstream.
 /// Returns how many there were.
+///
+/// Cannot fail and allocates nothing (upstream's walk of the IDR does not
+/// either): when it returns, no handle of the context's ASID is left, so the
+/// next context that gets the same ASID cannot reach this one's DRAM. O(n) in
+/// the device's live handles.
 pub(crate) fn free_all_of(ctx: &Context) -> usize {
     let dev = ctx.device();
-    let mut left = KVec::new();
-    if dev
-        .handles
-        .lock()
-        .take_owned_by(ctx.asid(), &mut left)
-        .is_err()
-    {
-        pr_err!("context teardown: could not collect the handles left behind\n");
-    }
-    for (_, pack) in left.iter() {
-        dev.account_dram(-(pack.total_size as i64));
-        ctx.account_dram(-(pack.total_size as i64));
-    }
-    left.len()
+    let asid = ctx.asid();
+    let mut handles = dev.handles.lock();
+    // The packs' pages go back to the pool as each one is dropped (pool lock
+    // inside the handle lock, as documented in `device.rs`): the context's
+    // mappings, which held the other references, are gone by now.
+    handles.remove_owned_by(
+        |owner| owner == asid,
+        |_, pack| {
+            dev.account_dram(-(pack.total_size as i64));
+            ctx.account_dram(-(pack.total_size as i64));
+        },
+    )
 }
 
 #[kunit_tests(hlrs_device_memory)]
@@ -229,6 +232,59 @@ mod tests {
         // The next context starts from scratch.
         let ctx = Context::new(d.clone(), 2)?;
         assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 1);
+        Ok(())
+    }
+
+    #[test]
+    fn teardown_removes_only_its_own_handles_and_frees_their_ids() -> Result {
+        let (d, ctx) = setup(0)?;
+        // A kernel-ASID pack takes handle 1; the context's get 2, 3 and 4.
+        let kpack = Arc::new(PhysPgPack::alloc(&d, 0, 0, 1, true)?, GFP_KERNEL)?;
+        let kh = d.handles.lock().insert(kpack, HandleReservation::new()?)?;
+        assert_eq!(kh, 1);
+        for want in 2..=4 {
+            assert_eq!(alloc_device_memory(&ctx, PAGE, 0)?, want);
+        }
+        free_device_memory(&ctx, 3)?;
+        assert_eq!(d.handles.lock().owned_by(1), 2);
+        drop(ctx);
+        {
+            let handles = d.handles.lock();
+            assert_eq!(handles.owned_by(1), 0);
+            assert_eq!(handles.owned_by(0), 1);
+            assert_eq!(handles.len(), 1);
+        }
+        assert_eq!(d.pool.lock().free_pages(), 126);
+        // The ids went back to the free set: the next context reuses them.
+        let ctx = Context::new(d.clone(), 2)?;
+        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 2);
+        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 3);
+        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 4);
+        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 5);
+        drop(ctx);
+        drop(d.handles.lock().remove_if(kh, |_| Ok(()))?);
+        assert_eq!(d.pool.lock().free_pages(), 127);
+        Ok(())
+    }
+
+    #[test]
+    fn a_recycled_asid_starts_with_nothing() -> Result {
+        let (d, ctx) = setup(0)?;
+        assert_eq!(ctx.asid(), 1);
+        drop(ctx);
+        // What a teardown that failed half-way used to leave: a handle of ASID 1
+        // with no context. The next context gets ASID 1 again and must not
+        // pass the owner check with it.
+        let stray = Arc::new(PhysPgPack::alloc(&d, 1, 0, 2, true)?, GFP_KERNEL)?;
+        let h = d.handles.lock().insert(stray, HandleReservation::new()?)?;
+        d.account_dram(2 * PAGE as i64);
+        let ctx = Context::new(d.clone(), 2)?;
+        assert_eq!(ctx.asid(), 1);
+        assert!(d.handles.lock().get(h).is_none());
+        assert_eq!(d.handles.lock().owned_by(1), 0);
+        assert_eq!(free_device_memory(&ctx, u64::from(h)), Err(EINVAL));
+        assert_eq!(d.pool.lock().free_pages(), 127);
+        assert_eq!(d.dram_used(), 0);
         Ok(())
     }
 

@@ -11,10 +11,15 @@
 //! node its id will need in the free-id set), so nothing is allocated while
 //! the table is locked and removal cannot fail.
 //!
+//! The table also counts the handles each ASID owns, so that a context can be
+//! checked to leave nothing behind and a recycled ASID to start with nothing,
+//! in O(1).
+//!
 //! Complexity: insert, lookup and remove are O(log n) in the number of live
-//! handles; [`HandleTable::take_owned_by`] (teardown) is O(n).
+//! handles; [`HandleTable::remove_owned_by`] (teardown) is O(n) and, like
+//! every removal, allocates nothing and cannot fail.
 
-use crate::vm::page_pack::PhysPgPack;
+use crate::{asic::MAX_ASID, vm::page_pack::PhysPgPack};
 use kernel::{
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
@@ -52,11 +57,13 @@ impl HandleReservation {
 /// # Invariants
 ///
 /// Every id in `entries` or `free_ids` is in `1..next`; no id is in both;
-/// every id in `1..next` is in one of them.
+/// every id in `1..next` is in one of them. `owned[a]` is the number of
+/// entries whose pack belongs to ASID `a`.
 pub(crate) struct HandleTable {
     entries: RBTree<u32, HandleEntry>,
     free_ids: RBTree<u32, ()>,
     next: u32,
+    owned: [u32; MAX_ASID as usize],
 }
 
 impl HandleTable {
@@ -66,6 +73,7 @@ impl HandleTable {
             entries: RBTree::new(),
             free_ids: RBTree::new(),
             next: 1,
+            owned: [0; MAX_ASID as usize],
         }
     }
 
@@ -86,6 +94,7 @@ impl HandleTable {
                 id
             }
         };
+        self.count_owner(pack.asid, true);
         let entry = HandleEntry {
             pack,
             mapping_cnt: 0,
@@ -93,6 +102,30 @@ impl HandleTable {
         };
         self.entries.insert(res.entry.into_node(id, entry));
         Ok(id)
+    }
+
+    /// Keep `owned` current. Packs of an ASID outside the table (none exist:
+    /// every pack is made for a context or the kernel) are not counted.
+    fn count_owner(&mut self, asid: u32, add: bool) {
+        if let Some(n) = usize::try_from(asid)
+            .ok()
+            .and_then(|a| self.owned.get_mut(a))
+        {
+            *n = if add {
+                n.saturating_add(1)
+            } else {
+                n.saturating_sub(1)
+            };
+        }
+    }
+
+    /// Number of handles `asid` owns. O(1).
+    pub(crate) fn owned_by(&self, asid: u32) -> u32 {
+        usize::try_from(asid)
+            .ok()
+            .and_then(|a| self.owned.get(a))
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The entry of `handle`. O(log n).
@@ -115,29 +148,46 @@ impl HandleTable {
         check(self.entries.get(&handle).ok_or(EINVAL)?)?;
         let entry = self.entries.remove(&handle).ok_or(EINVAL)?;
         self.free_ids.insert(entry.free_node.into_node(handle, ()));
+        self.count_owner(entry.pack.asid, false);
         Ok(entry.pack)
     }
 
-    /// Remove every handle owned by `asid` into `out` (context teardown), most
-    /// recent first. O(n).
-    pub(crate) fn take_owned_by(
+    /// Remove every handle `owner` accepts (context teardown: those of one
+    /// ASID; device removal: all), handing each id and pack to `release`,
+    /// which runs with the table locked (it may take the DRAM pool's lock,
+    /// which nests inside: see `device.rs`). Returns how many were removed.
+    ///
+    /// Allocates nothing and cannot fail: entries leave through a tree cursor
+    /// and every id goes back to the free-id set on the node its entry carried
+    /// since ALLOC. O(n) in the live handles (all of them are visited).
+    pub(crate) fn remove_owned_by(
         &mut self,
-        asid: u32,
-        out: &mut KVec<(u32, Arc<PhysPgPack>)>,
-    ) -> Result {
-        let mut ids = KVec::new();
-        for (id, e) in self.entries.iter() {
-            if e.pack.asid == asid {
-                ids.push(*id, GFP_KERNEL)?;
+        owner: impl Fn(u32) -> bool,
+        mut release: impl FnMut(u32, Arc<PhysPgPack>),
+    ) -> usize {
+        let mut removed = 0;
+        let mut cursor = self.entries.cursor_front_mut();
+        while let Some(c) = cursor {
+            if !owner(c.current().1.pack.asid) {
+                cursor = c.move_next();
+                continue;
             }
-        }
-        out.reserve(ids.len(), GFP_KERNEL)?;
-        for id in ids.iter().rev() {
-            if let Ok(pack) = self.remove_if(*id, |_| Ok(())) {
-                out.push_within_capacity((*id, pack)).map_err(|_| ENOMEM)?;
+            let (next, node) = c.remove_current();
+            let (id, entry) = node.to_key_value();
+            self.free_ids.insert(entry.free_node.into_node(id, ()));
+            if let Some(n) = usize::try_from(entry.pack.asid)
+                .ok()
+                .and_then(|a| self.owned.get_mut(a))
+            {
+                *n = n.saturating_sub(1);
             }
+            release(id, entry.pack);
+            removed += 1;
+            // After a removal the cursor is on the next entry, or on the
+            // previous one when the last was removed (visited again: harmless).
+            cursor = next;
         }
-        Ok(())
+        removed
     }
 
     /// Number of live handles. O(n): debugfs and tests.

@@ -30,11 +30,17 @@ use crate::{
     vm::{
         check_flags,
         page_pack::PhysPgPack,
+        userptr::{UserptrIndex, UserptrReservation},
         va_range::{ContextVm, VaRangeType},
         va_request,
     },
 };
-use kernel::{page::PAGE_SIZE, prelude::*, rbtree::RBTreeNodeReservation, sync::Arc};
+use kernel::{
+    page::PAGE_SIZE,
+    prelude::*,
+    rbtree::{RBTree, RBTreeNodeReservation},
+    sync::Arc, //
+};
 
 /// What a mapping maps.
 pub(crate) enum Backing {
@@ -88,6 +94,111 @@ pub(crate) struct Mapping {
     pub(crate) size: u64,
     /// Live dma-bufs exported from this mapping; UNMAP is refused while > 0.
     pub(crate) export_cnt: u32,
+}
+
+/// The live mappings of a context and its userptr index, under one lock
+/// (`ContextVm::mappings`; upstream has `mem_hash_lock` for the one and
+/// `userptr_lock` for the other).
+///
+/// # Invariants
+///
+/// For every host mapping in `by_va` the index holds one pin of its
+/// `(addr, size)`, and the index holds nothing else: a host mapping and its
+/// index entry are published and withdrawn in one critical section, so no
+/// reader or UNMAP ever sees one without the other.
+pub(crate) struct MappingTable {
+    by_va: RBTree<u64, Mapping>,
+    userptrs: UserptrIndex,
+}
+
+/// The tree nodes publishing one mapping needs, reserved before the lock.
+pub(crate) struct MappingReservation {
+    node: RBTreeNodeReservation<u64, Mapping>,
+    pin_node: Option<UserptrReservation>,
+}
+
+impl MappingReservation {
+    /// Reserve the nodes for a mapping (with `host`: and its index entry).
+    pub(crate) fn new(host: bool) -> Result<Self> {
+        Ok(Self {
+            node: RBTreeNodeReservation::new(GFP_KERNEL)?,
+            pin_node: if host {
+                Some(RBTreeNodeReservation::new(GFP_KERNEL)?)
+            } else {
+                None
+            },
+        })
+    }
+}
+
+impl MappingTable {
+    /// No mappings.
+    pub(crate) fn new() -> Self {
+        Self {
+            by_va: RBTree::new(),
+            userptrs: UserptrIndex::new(),
+        }
+    }
+
+    /// Publish `m` under `user_va`, with its index entry when it maps host
+    /// memory. `EINVAL` (and nothing changes) when a host mapping comes
+    /// without the index node. O(log n), no allocation.
+    fn insert(&mut self, user_va: u64, m: Mapping, res: MappingReservation) -> Result {
+        if let Backing::Host { pinned, .. } = &m.backing {
+            let pin_node = res.pin_node.ok_or(EINVAL)?;
+            self.userptrs.insert(pinned.addr, pinned.size, pin_node);
+        }
+        self.by_va.insert(res.node.into_node(user_va, m));
+        Ok(())
+    }
+
+    /// Withdraw the mapping of `user_va` and its index entry, if `check`
+    /// accepts it. `EINVAL` for an unknown VA. O(log n), no allocation.
+    fn remove_if(
+        &mut self,
+        user_va: u64,
+        check: impl FnOnce(&Mapping) -> Result,
+    ) -> Result<Mapping> {
+        check(self.by_va.get(&user_va).ok_or(EINVAL)?)?;
+        let m = self.by_va.remove(&user_va).ok_or(EINVAL)?;
+        self.forget_pin(&m);
+        Ok(m)
+    }
+
+    /// Withdraw the mapping with the lowest VA (teardown). O(log n).
+    fn pop_first(&mut self) -> Option<(u64, Mapping)> {
+        let (_, node) = self.by_va.cursor_front_mut()?.remove_current();
+        let (uva, m) = node.to_key_value();
+        self.forget_pin(&m);
+        Some((uva, m))
+    }
+
+    fn forget_pin(&mut self, m: &Mapping) {
+        if let Backing::Host { pinned, .. } = &m.backing {
+            if !self.userptrs.remove(pinned.addr, pinned.size) {
+                pr_err!(
+                    "userptr index: {:#x}+{:#x} was not indexed\n",
+                    pinned.addr,
+                    pinned.size
+                );
+            }
+        }
+    }
+
+    /// Every mapping in VA order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&u64, &Mapping)> {
+        self.by_va.iter()
+    }
+
+    /// The userptr index (`hl_userptr_is_pinned`).
+    pub(crate) fn userptrs(&self) -> &UserptrIndex {
+        &self.userptrs
+    }
+
+    /// Number of mappings. O(n): debugfs and tests.
+    pub(crate) fn len(&self) -> usize {
+        self.by_va.iter().count()
+    }
 }
 
 impl ContextVm {
@@ -192,11 +303,7 @@ impl ContextVm {
     pub(crate) fn unmap_all(&self, dev: &HlDevice) -> usize {
         let mut n = 0;
         loop {
-            let taken = {
-                let mut maps = self.mappings.lock();
-                maps.cursor_front_mut()
-                    .map(|c| c.remove_current().1.to_key_value())
-            };
+            let taken = self.mappings.lock().pop_first();
             let Some((uva, m)) = taken else { break };
             n += 1;
             if self.unmap_backing(dev, m.kind, m.va, &m.backing) > 0 {
@@ -207,7 +314,6 @@ impl ContextVm {
             }
             // A host buffer is unpinned when `m` is dropped here.
         }
-        self.userptrs.lock().delete_all();
         if n > 0
             && (dev.backend().invalidate_all(MmuKind::Dram).is_err()
                 || dev.backend().invalidate_all(MmuKind::Host).is_err())
@@ -231,29 +337,30 @@ impl ContextVm {
     /// The page-walk oracle on this context's tables: DRAM VAs through the
     /// DMMU tree (device memory, scrambled), any other VA through the PMMU
     /// tree (host-resident tables). O(hops).
+    ///
+    /// The context's page-table lock is held for the whole walk, so a
+    /// concurrent UNMAP cannot free a hop under it (the hop tables are read
+    /// from their real memory, which UNMAP scrubs and gives back).
     pub(crate) fn translate(&self, dev: &HlDevice, va: u64) -> Result<Translation, WalkFault> {
-        let (dmmu_hop0, pmmu_hop0) = {
-            let mmu = self.mmu.lock();
-            (mmu.dmmu.hop0(), mmu.pmmu.hop0())
-        };
+        let mmu = self.mmu.lock();
         if self.range_type(va, 1) == Some(VaRangeType::Dram) {
             let read = |a: u64| dev.backend().read_pte(a);
             translate(
                 &MmuGeometry::DMMU,
                 &read,
-                dmmu_hop0,
+                mmu.dmmu.hop0(),
                 va,
                 Some(&dev.scrambler),
             )
         } else {
             let read = |a: u64| dev.hr_hops.lock().read(a);
-            translate(&MmuGeometry::PMMU, &read, pmmu_hop0, va, None)
+            translate(&MmuGeometry::PMMU, &read, mmu.pmmu.hop0(), va, None)
         }
     }
 
     /// Number of live mappings. O(n): debugfs and tests.
     pub(crate) fn mapping_count(&self) -> usize {
-        self.mappings.lock().iter().count()
+        self.mappings.lock().len()
     }
 }
 
@@ -302,7 +409,7 @@ fn map_pack_at(
 ) -> Result<u64> {
     let vm = ctx.vm();
     let size = pack.total_size;
-    let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+    let res = MappingReservation::new(false)?;
     // The DRAM range's page is not a power of two: the page is the alignment.
     let req = va_request(size, 0, hint, flags);
     let va = vm.alloc(VaRangeType::Dram, req).map_err(Error::from)?;
@@ -310,12 +417,14 @@ fn map_pack_at(
         handle,
         pack: pack.clone(),
     };
-    insert_mapping(ctx, VaRangeType::Dram, va, size, va, backing, node)
+    insert_mapping(ctx, VaRangeType::Dram, va, size, va, backing, res)
 }
 
 /// Map `backing` at `va` (already allocated in range `kind`), invalidate the
-/// MMU caches of exactly that range, and record the mapping under `user_va`.
-/// On failure nothing stays mapped and the VA is given back.
+/// MMU caches of exactly that range, and publish the mapping under `user_va`
+/// (with its userptr index entry, in the same critical section). Until then
+/// no other thread can name the VA: UNMAP finds only published mappings. On
+/// failure nothing stays mapped and the VA is given back.
 fn insert_mapping(
     ctx: &Context,
     kind: VaRangeType,
@@ -323,17 +432,15 @@ fn insert_mapping(
     size: u64,
     user_va: u64,
     backing: Backing,
-    node: RBTreeNodeReservation<u64, Mapping>,
+    res: MappingReservation,
 ) -> Result<u64> {
     let dev = ctx.device();
     let vm = ctx.vm();
+    // `va` is exactly the allocation made by the caller: giving it back cannot
+    // fail (`VaAllocator::free` refuses only what is not an allocation).
     let undo_va = |what: &str| {
         if vm.free(kind, va, size).is_err() {
-            pr_err!(
-                "MAP: could not give back the VA at {:#x} after {}\n",
-                va,
-                what
-            );
+            pr_err!("MAP: VA {:#x} was not an allocation ({})\n", va, what);
         }
     };
     if let Err(e) = vm.map_backing(dev, kind, va, &backing) {
@@ -356,7 +463,7 @@ fn insert_mapping(
         size,
         export_cnt: 0,
     };
-    vm.mappings.lock().insert(node.into_node(user_va, mapping));
+    vm.mappings.lock().insert(user_va, mapping, res)?;
     Ok(user_va)
 }
 
@@ -367,14 +474,14 @@ fn insert_mapping(
 pub(crate) fn unmap_device_va(ctx: &Context, va: u64) -> Result {
     let dev = ctx.device();
     let vm = ctx.vm();
-    let m = {
-        let mut maps = vm.mappings.lock();
-        let e = maps.get(&va).ok_or(EINVAL)?;
+    // The mapping and its userptr index entry leave together.
+    let m = vm.mappings.lock().remove_if(va, |e| {
         if e.export_cnt > 0 {
-            return Err(EINVAL);
+            Err(EINVAL)
+        } else {
+            Ok(())
         }
-        maps.remove(&va).ok_or(EINVAL)?
-    };
+    })?;
     if vm.unmap_backing(dev, m.kind, m.va, &m.backing) > 0 {
         pr_err!("UNMAP: PTEs of {:#x} could not all be cleared\n", va);
     }
@@ -383,17 +490,15 @@ pub(crate) fn unmap_device_va(ctx: &Context, va: u64) -> Result {
         .invalidate_range(m.kind.mmu(), ctx.asid(), m.va, m.size);
     match inv {
         Ok(()) => {
+            // The VA of a published mapping is an allocation: this cannot fail.
             if vm.free(m.kind, m.va, m.size).is_err() {
-                pr_err!("UNMAP: could not give back the VA at {:#x}\n", va);
+                pr_err!("UNMAP: VA {:#x} was not an allocation\n", va);
             }
         }
         Err(_) => pr_err!("UNMAP: invalidation failed; VA {:#x} is quarantined\n", va),
     }
-    match &m.backing {
-        Backing::Dram { handle, .. } => release_mapping_count(dev, *handle),
-        Backing::Host { pinned, .. } => {
-            let _ = vm.userptrs.lock().remove(pinned.addr, pinned.size);
-        }
+    if let Backing::Dram { handle, .. } = &m.backing {
+        release_mapping_count(dev, *handle);
     }
     // A host buffer is unpinned here, when `m` goes out of scope.
     inv
@@ -436,10 +541,9 @@ pub(crate) fn map_host_va(
         )
     };
     let bytes = pinned.npages() as u64 * PAGE_SIZE as u64;
-    let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+    let res = MappingReservation::new(true)?;
     let req = va_request(bytes, align, hint, flags);
     let dma = host_dma_addrs(dev, &pinned, page_size)?;
-    let pin_node = RBTreeNodeReservation::new(GFP_KERNEL)?;
     let va = ctx.vm().alloc(kind, req).map_err(Error::from)?;
     let offset = pinned.offset;
     let backing = Backing::Host {
@@ -447,9 +551,7 @@ pub(crate) fn map_host_va(
         dma,
         page_size,
     };
-    let user_va = insert_mapping(ctx, kind, va, bytes, va + offset, backing, node)?;
-    ctx.vm().userptrs.lock().insert(addr, size, pin_node);
-    Ok(user_va)
+    insert_mapping(ctx, kind, va, bytes, va + offset, backing, res)
 }
 
 /// The device address of every `page_size` page of a pinned buffer, through

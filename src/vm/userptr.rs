@@ -7,8 +7,9 @@
 //! Upstream walks a list to answer "is `[addr, addr + size)` pinned?" (O(n),
 //! with a `u32` size compare); here a tree keyed by `(addr, size)` answers in
 //! O(log n) with full 64-bit sizes. The command-submission path that would use
-//! it is not part of this driver; MAP/UNMAP and teardown keep it current and
-//! debugfs reads it.
+//! it is not part of this driver; it lives inside the context's mapping table
+//! (`mapping.rs`), which adds and removes an entry in the same critical
+//! section as the host mapping it belongs to, and debugfs reads it.
 
 use kernel::{
     prelude::*,
@@ -41,30 +42,29 @@ impl UserptrIndex {
         }
     }
 
-    /// Forget one pin of the range. `EINVAL` if it was not pinned. O(log n).
-    pub(crate) fn remove(&mut self, addr: u64, size: u64) -> Result {
-        let n = self.by_range.get_mut(&(addr, size)).ok_or(EINVAL)?;
-        *n -= 1;
+    /// Forget one pin of the range; `false` if it was not pinned (which the
+    /// mapping table, the only caller, never lets happen). O(log n), no
+    /// allocation.
+    pub(crate) fn remove(&mut self, addr: u64, size: u64) -> bool {
+        let Some(n) = self.by_range.get_mut(&(addr, size)) else {
+            return false;
+        };
+        *n = n.saturating_sub(1);
         if *n == 0 {
             self.by_range.remove(&(addr, size));
         }
-        Ok(())
+        true
+    }
+
+    /// Number of pins (a range pinned twice counts twice). O(n): debugfs and
+    /// tests.
+    pub(crate) fn pins(&self) -> u32 {
+        self.by_range.values().copied().sum()
     }
 
     /// `hl_userptr_is_pinned`: whether exactly this range is pinned. O(log n).
     pub(crate) fn is_pinned(&self, addr: u64, size: u64) -> bool {
         self.by_range.get(&(addr, size)).is_some()
-    }
-
-    /// `hl_userptr_delete_list`: forget every range (the pins themselves are
-    /// released with their mappings); returns how many pins there were. O(n).
-    pub(crate) fn delete_all(&mut self) -> u32 {
-        let mut n = 0;
-        while let Some(c) = self.by_range.cursor_front_mut() {
-            n += *c.current().1;
-            drop(c.remove_current());
-        }
-        n
     }
 }
 
@@ -83,14 +83,16 @@ mod tests {
         assert!(ix.is_pinned(0x1000, 1 << 33));
         assert!(!ix.is_pinned(0x1000, 0));
         assert!(!ix.is_pinned(0x1001, 10));
-        ix.remove(0x1000, 10)?;
+        assert_eq!(ix.pins(), 3);
+        assert!(ix.remove(0x1000, 10));
         assert!(ix.is_pinned(0x1000, 10));
-        ix.remove(0x1000, 10)?;
+        assert!(ix.remove(0x1000, 10));
         assert!(!ix.is_pinned(0x1000, 10));
-        assert_eq!(ix.remove(0x1000, 10), Err(EINVAL));
-        assert_eq!(ix.delete_all(), 1);
+        assert!(!ix.remove(0x1000, 10));
+        assert_eq!(ix.pins(), 1);
+        assert!(ix.remove(0x1000, 1 << 33));
         assert!(!ix.is_pinned(0x1000, 1 << 33));
-        assert_eq!(ix.delete_all(), 0);
+        assert_eq!(ix.pins(), 0);
         Ok(())
     }
 }

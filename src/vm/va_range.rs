@@ -14,12 +14,11 @@ use crate::{
     device::HlDevice,
     mmu::page_table::{DrHops, HrHops, PageTable},
     vm::{
-        mapping::Mapping,
-        userptr::UserptrIndex,
+        mapping::MappingTable,
         va_alloc::{AllocOutcome, VaAllocConfig, VaAllocError, VaAllocator, VaRequest},
     },
 };
-use kernel::{new_mutex, prelude::*, rbtree::RBTree, sync::Mutex};
+use kernel::{new_mutex, prelude::*, sync::Mutex};
 
 /// The three VA range types (`enum hl_va_range_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -89,12 +88,10 @@ pub(crate) struct ContextVm {
     /// device-wide `mmu_lock`).
     #[pin]
     pub(crate) mmu: Mutex<ContextMmu>,
-    /// Live mappings keyed by the VA returned to the user (upstream `mem_hash`).
+    /// Live mappings keyed by the VA returned to the user (upstream
+    /// `mem_hash`), with the userptr index of the pinned host ranges.
     #[pin]
-    pub(crate) mappings: Mutex<RBTree<u64, Mapping>>,
-    /// Pinned host ranges (upstream's userptr list).
-    #[pin]
-    pub(crate) userptrs: Mutex<UserptrIndex>,
+    pub(crate) mappings: Mutex<MappingTable>,
     spans: [(VaRangeType, VaSpan); 3],
     #[pin]
     host: Mutex<VaAllocator>,
@@ -133,8 +130,7 @@ impl ContextVm {
         Ok(try_pin_init!(Self {
             asid,
             mmu <- new_mutex!(ContextMmu { dmmu, pmmu }),
-            mappings <- new_mutex!(RBTree::new()),
-            userptrs <- new_mutex!(UserptrIndex::new()),
+            mappings <- new_mutex!(MappingTable::new()),
             spans,
             host <- new_mutex!(host?),
             host_huge <- new_mutex!(host_huge?),

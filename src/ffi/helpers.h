@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * C helpers for kernel facilities that are static inline and not exposed to
+ * Rust through `bindings` or `rust/helpers` in 7.3. The Rust side declares
+ * the same prototypes in the `extern "C"` block of `src/ffi/pin.rs`; keep the
+ * two in step.
+ */
+#ifndef HLRS_FFI_HELPERS_H
+#define HLRS_FFI_HELPERS_H
+
+#include <linux/types.h>
+
+struct page;
+
+/* page_to_phys(page) */
+u64 hlrs_page_to_phys(struct page *page);
+/* totalram_pages(): pages of RAM the kernel manages */
+unsigned long hlrs_totalram_pages(void);
+/* fatal_signal_pending(current) */
+bool hlrs_fatal_signal_pending(void);
+
+#endif /* HLRS_FFI_HELPERS_H */
