@@ -7,11 +7,13 @@
 #   make module   build the .ko (KDIR=... for any prepared Rust-enabled kernel tree)
 #   make clippy   build the module under clippy with the kernel's lint set
 #   make fmt / make fmt-check   rustfmt with the kernel's .rustfmt.toml
+#   make dkms-check   `dkms build` against the cached test-kernel tree (make test runs it)
+#   make dkms-install install through DKMS for the running kernel (KVER=... for another)
 
 SHELL := /bin/bash
 KDIR ?=
 
-.PHONY: all test run bench module clippy fmt fmt-check bootstrap kernel guest host-test clean
+.PHONY: all test run bench module clippy fmt fmt-check bootstrap kernel guest host-test clean dkms-check dkms-install
 
 all: module
 
@@ -41,6 +43,12 @@ fmt:
 
 fmt-check:
 	@scripts/module.sh fmt-check
+
+dkms-check:
+	@scripts/dkms.sh check
+
+dkms-install:
+	@scripts/dkms.sh install $(KVER)
 
 host-test:
 	@cargo test --workspace --exclude hlrs-guest-tests

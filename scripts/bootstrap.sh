@@ -18,7 +18,7 @@ exec 9>"$HLRS_CACHE/.bootstrap.lock"
 flock 9
 
 DEBS=(rustc-web rust-web-src rust-web-clippy rustfmt-web bc bison flex libelf-dev
-	libssl-dev cpio python3-venv qemu-system-x86 busybox-static rsync kmod)
+	libssl-dev cpio python3-venv qemu-system-x86 busybox-static rsync kmod dkms)
 
 apt_packages() {
 	local missing=()
@@ -31,8 +31,9 @@ apt_packages() {
 		return
 	fi
 	echo "    installing: ${missing[*]}"
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	with_progress "apt-get update" apt-get update -qq
+	with_progress "apt-get install" env DEBIAN_FRONTEND=noninteractive \
+		apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
 bindgen_cli() {
@@ -41,8 +42,8 @@ bindgen_cli() {
 		return
 	fi
 	# The machine's cargo builds it; the result does not depend on rustc-web.
-	cargo install --locked bindgen-cli --version "$BINDGEN_VERSION" \
-		--root "$HLRS_CACHE/bindgen-$BINDGEN_VERSION" --quiet
+	with_progress "cargo install bindgen-cli" cargo install --locked bindgen-cli \
+		--version "$BINDGEN_VERSION" --root "$HLRS_CACHE/bindgen-$BINDGEN_VERSION" --quiet
 }
 
 libclang_wheel() {
@@ -52,7 +53,7 @@ libclang_wheel() {
 	fi
 	rm -rf "$VENV"
 	/usr/bin/python3 -m venv "$VENV"
-	"$VENV/bin/pip" install --quiet "libclang==$LIBCLANG_VERSION"
+	with_progress "pip install libclang" "$VENV/bin/pip" install --quiet "libclang==$LIBCLANG_VERSION"
 	[ -f "$LIBCLANG_PATH/libclang.so" ] || die "libclang.so not found in $LIBCLANG_PATH"
 }
 
@@ -84,7 +85,8 @@ kernel_source() {
 	for pair in 7.3:trixie-backports 7.3:sid 7.2:sid; do
 		ver=${pair%%:*}
 		echo "    trying linux-source-$ver from ${pair#*:}"
-		if deb=$(fetch_kernel_deb "$ver" "${pair#*:}") && [ -n "$deb" ]; then
+		if deb=$(with_progress "download linux-source-$ver" fetch_kernel_deb "$ver" "${pair#*:}") &&
+			[ -n "$deb" ]; then
 			break
 		fi
 		deb=""
@@ -102,7 +104,7 @@ kernel_source() {
 	local dest=$HLRS_CACHE/src/linux-$debver
 	rm -rf "$dest"
 	mkdir -p "$dest"
-	tar -xf "$tarball" -C "$dest" --strip-components=1
+	with_progress "unpack $(basename "$tarball")" tar -xf "$tarball" -C "$dest" --strip-components=1
 	rm -rf "$x"
 	echo "$dest" >"$HLRS_CACHE/kernel-src.path"
 	echo "    unpacked to $dest"

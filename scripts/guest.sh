@@ -17,6 +17,11 @@ mkdir -p "$OUT/root"/{bin,sbin,proc,sys,dev,tmp,tests,etc,lib/modules}
 cp /bin/busybox "$OUT/root/bin/busybox"
 cp "$HLRS_ROOT/scripts/guest/init" "$OUT/root/init"
 cp "$HLRS_ROOT/habanalabs_rs.ko" "$OUT/root/"
+# The same module as built by `dkms build` (scripts/dkms.sh check), if any:
+# the guest loads it once at the end.
+if [ "$MODE" = test ] && [ -f "$HLRS_ROOT/target/dkms/habanalabs_rs.ko" ]; then
+	cp "$HLRS_ROOT/target/dkms/habanalabs_rs.ko" "$OUT/root/habanalabs_rs-dkms.ko"
+fi
 [ -f "$HLRS_ROOT/scripts/guest/run.sh" ] && cp "$HLRS_ROOT/scripts/guest/run.sh" "$OUT/root/run.sh"
 # The static userspace binaries built by build_guest_bins.
 BINS=$HLRS_ROOT/target/guest-bin
@@ -42,7 +47,7 @@ ACCEL=(-accel tcg)
 if [ "${HLRS_KVM:-0}" = 1 ] && [ -w /dev/kvm ]; then ACCEL=(-enable-kvm -cpu host); fi
 rc=0
 timeout --foreground -k 5 "${HLRS_GUEST_TIMEOUT:-600}" \
-	qemu-system-x86_64 "${ACCEL[@]}" -m 2048 -smp 2 -nographic -no-reboot \
+	qemu-system-x86_64 "${ACCEL[@]}" -m 3072 -smp 2 -nographic -no-reboot \
 	-kernel "$KOBJ/arch/x86/boot/bzImage" -initrd "$OUT/initrd.gz" \
 	-append "console=ttyS0 panic=-1 $TSC_ARGS kfence.sample_interval=10 hlrs.mode=$MODE hlrs.params=$PARAMS ${HLRS_CMDLINE:-}" \
 	</dev/null >"$LOG" 2>&1 || rc=$?

@@ -20,15 +20,40 @@ RUSTC=/usr/bin/rustc
 RUSTDOC=/usr/bin/rustdoc
 CLIPPY_DRIVER=/usr/bin/clippy-driver
 
-# Time a step and print what it did.
+# Time a step and print what it did. When HLRS_STEPS names a file (a shell
+# variable of the calling script, not exported), the step's name and seconds
+# are appended to it for the closing timing table.
 step() {
 	local what=$1
 	shift
-	local t0
+	local t0 secs
 	t0=$(date +%s.%N)
 	printf '==> %s\n' "$what"
 	"$@"
-	printf '    %s: %.1f s\n' "$what" "$(echo "$(date +%s.%N) - $t0" | bc)"
+	secs=$(printf '%.1f' "$(echo "$(date +%s.%N) - $t0" | bc)")
+	printf '    %s: %s s\n' "$what" "$secs"
+	if [ -n "${HLRS_STEPS:-}" ]; then printf '%s\t%s\n' "$what" "$secs" >>"$HLRS_STEPS"; fi
+}
+
+# Run a long command and print a line every 20 s while it runs, instead of
+# silence (downloads, `cargo install`, unpacking). The progress goes to stderr
+# (the command's stdout may be captured). Returns its status.
+with_progress() {
+	local what=$1
+	shift
+	local t0 pid
+	t0=$(date +%s)
+	"$@" &
+	pid=$!
+	while kill -0 "$pid" 2>/dev/null; do
+		for _ in $(seq 20); do
+			kill -0 "$pid" 2>/dev/null || break
+			sleep 1
+		done
+		kill -0 "$pid" 2>/dev/null || break
+		printf '    ... %s: still running, %d s\n' "$what" "$(($(date +%s) - t0))" >&2
+	done
+	wait "$pid"
 }
 
 die() {
@@ -47,12 +72,18 @@ kmake_vars() {
 	printf '%s\n' ARCH=x86_64 LLVM= "RUSTC=$RUSTC" "RUSTDOC=$RUSTDOC" "BINDGEN=$BINDGEN"
 }
 
+# Sets KOBJ to the cached test kernel's build directory (building it first
+# when it is not cached; kernel.sh prints its progress on stderr).
+kernel_dir() {
+	KOBJ=$("$HLRS_ROOT/scripts/kernel.sh")
+}
+
 # Toolchain, cached test kernel and module: what both `make test` and
 # `make run` start with. Exports KOBJ, the kernel build directory.
 prepare_module() {
-	step "bootstrap (toolchain, kernel source)" "$HLRS_ROOT/scripts/bootstrap.sh" >/dev/null
-	echo "==> test kernel (cached by version + config)"
-	KOBJ=$("$HLRS_ROOT/scripts/kernel.sh")
+	# The bootstrap's own progress lines go to the terminal (stderr).
+	step "bootstrap (toolchain, kernel source)" "$HLRS_ROOT/scripts/bootstrap.sh" >&2
+	step "test kernel (cached by version + config)" kernel_dir
 	export KOBJ
 	step "module" "$HLRS_ROOT/scripts/module.sh" build
 }

@@ -184,6 +184,8 @@ def main():
     ap.add_argument("--host", help="host cargo test output")
     ap.add_argument("--expect-guest-tests", action="store_true")
     ap.add_argument("--lint", help="file with one lint failure per line")
+    ap.add_argument("--expect-check", action="append", default=[],
+                    help="a `@@HLRS check NAME rc=N` marker that must be present")
     a = ap.parse_args()
     tally = Tally()
 
@@ -210,6 +212,21 @@ def main():
             tally.problems.append("guest: userspace tests did not run")
         for label, g in runs:
             parse_libtest(g, tally, f"guest tests ({label})", prefix=f"[{label}] ")
+
+    # One-line checks of the guest's init: `@@HLRS check NAME rc=N ...`.
+    checks = {}
+    for l in lines:
+        if l.startswith("@@HLRS check "):
+            parts = l.split()
+            checks[parts[2]] = "rc=0" in parts[3:4]
+    if checks or a.expect_check:
+        print("== guest: checks of the guest's init")
+    for name, ok in checks.items():
+        tally.add("passed" if ok else "failed")
+        print(f"  {'PASSED' if ok else 'FAILED':7} {name}")
+    for name in a.expect_check:
+        if name not in checks:
+            tally.problems.append(f"guest: check {name} did not run")
 
     for l in lines:
         if l.startswith("@@HLRS reload") and "rc=0" not in l:

@@ -10,6 +10,8 @@ cd "$HLRS_ROOT"
 T0=$(date +%s)
 OUT=$HLRS_ROOT/target/test
 mkdir -p "$OUT"
+HLRS_STEPS=$OUT/steps.tsv
+: >"$HLRS_STEPS"
 
 prepare_module
 
@@ -30,13 +32,22 @@ step "host cargo test" host_tests
 
 step "in-guest binaries (static): tests, CLI" build_guest_bins
 
+dkms_check() {
+	rm -f "$HLRS_ROOT/target/dkms/habanalabs_rs.ko"
+	scripts/dkms.sh check >"$OUT/dkms.log" 2>&1 ||
+		{ tail -n 20 "$OUT/dkms.log"; echo "dkms: build failed (see $OUT/dkms.log)" >>"$OUT/lint.txt"; }
+}
+step "DKMS build (Debian dkms, against the cached kernel tree)" dkms_check
+
 step "guest run (QEMU)" scripts/guest.sh test "$OUT/console.log" "${HLRS_PARAMS:-}" || true
 
 echo "==> summary (guest console: $OUT/console.log)"
 rc=0
 python3 scripts/summarize.py --guest "$OUT/console.log" --host "$OUT/host.log" \
-	--expect-guest-tests --lint "$OUT/lint.txt" >"$OUT/summary.txt" || rc=$?
-echo "    make test took $(($(date +%s) - T0)) s"
+	--expect-guest-tests --expect-check dkms_built_module_loads --lint "$OUT/lint.txt" >"$OUT/summary.txt" || rc=$?
+echo "==> time per step"
+awk -F'\t' '{ printf "    %-60s %7.1f s\n", $1, $2 }' "$HLRS_STEPS"
+printf '    %-60s %7d s\n' "make test, in all" "$(($(date +%s) - T0))"
 # The verdict `N passed, N failed` is the very last line.
 cat "$OUT/summary.txt"
 exit $rc

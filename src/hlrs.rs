@@ -56,6 +56,8 @@ struct HabanaLabsRs {
     /// before `_region` and `_debugfs`.
     devices: KVec<(ffi::accel::AccelDevice, Pin<KBox<debugfs::DeviceDebugfs>>)>,
     _region: ffi::accel::ChrdevRegion,
+    /// `pci_scan` at the debugfs root; removed before the directory.
+    _pci_scan: Pin<KBox<kernel::debugfs::File<PciScan>>>,
     _debugfs: kernel::debugfs::Dir,
 }
 
@@ -76,8 +78,24 @@ impl kernel::Module for HabanaLabsRs {
             p.dram_size >> 20,
             p.dram_page_size >> 20
         );
+        // On a host with real Gaudis this module stays away from them: it only
+        // creates simulated devices, and says so (kernel log and debugfs).
+        let pci = ffi::accel::real_habana_devices();
+        match pci {
+            (0, _) => pr_info!("{}\n", NO_HABANA_PCI),
+            (n, id) => pr_info!(
+                "{} Habana PCI function(s) on this host (first: device {:#06x}): {}\n",
+                n,
+                id,
+                HABANA_PCI_LEFT_ALONE
+            ),
+        }
         let region = ffi::accel::ChrdevRegion::new()?;
         let root = kernel::debugfs::Dir::new(c"habanalabs_rs");
+        let pci_scan = KBox::pin_init(
+            root.read_callback_file(c"pci_scan", PciScan(pci), &show_pci_scan),
+            GFP_KERNEL,
+        )?;
         let mut devices = KVec::with_capacity(config.devices as usize, GFP_KERNEL)?;
         for index in 0..config.devices {
             let hdev = Arc::pin_init(device::HlDevice::new(index, p.clone()), GFP_KERNEL)?;
@@ -91,8 +109,27 @@ impl kernel::Module for HabanaLabsRs {
             config,
             devices,
             _region: region,
+            _pci_scan: pci_scan,
             _debugfs: root,
         })
+    }
+}
+
+/// What the module found on the host's PCI bus: Habana functions (count,
+/// device id of the first), which it never touches.
+struct PciScan((u32, u16));
+
+const NO_HABANA_PCI: &str = "no Habana PCI device on this host; creating simulated devices only";
+const HABANA_PCI_LEFT_ALONE: &str = "not touched; this module only creates simulated devices";
+
+fn show_pci_scan(scan: &PciScan, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+    match scan.0 {
+        (0, _) => writeln!(f, "{}", NO_HABANA_PCI),
+        (n, id) => writeln!(
+            f,
+            "{} Habana PCI function(s) on this host (first: device {:#06x}): {}",
+            n, id, HABANA_PCI_LEFT_ALONE
+        ),
     }
 }
 

@@ -131,6 +131,34 @@ extern "C" {
     ) -> c_int;
 }
 
+/// Habana PCI functions present on this host (real Gaudis), found with
+/// `pci_get_device` and never touched: no driver is bound, no BAR mapped.
+/// Returns how many there are and the device id of the first. O(PCI devices).
+pub(crate) fn real_habana_devices() -> (u32, u16) {
+    let (mut n, mut first) = (0u32, 0u16);
+    let mut dev: *mut bindings::pci_dev = core::ptr::null_mut();
+    loop {
+        // SAFETY: `dev` is null or the device the previous call returned with a
+        // reference, which this call drops; the result is null or a device with
+        // a new reference (the last, null, result leaves none held).
+        dev = unsafe {
+            bindings::pci_get_device(
+                crate::asic::PCI_VENDOR_ID_HABANALABS.into(),
+                !0, // PCI_ANY_ID
+                dev,
+            )
+        };
+        if dev.is_null() {
+            return (n, first);
+        }
+        if n == 0 {
+            // SAFETY: `dev` is a live PCI device we hold a reference to.
+            first = unsafe { (*dev).device };
+        }
+        n += 1;
+    }
+}
+
 /// Monotonic time in ns (`ktime_get`).
 pub(crate) fn monotonic_ns() -> i64 {
     // SAFETY: `ktime_get` has no preconditions.

@@ -59,3 +59,33 @@ pub fn spawn_hold(args: &[&str]) -> std::process::Child {
         }
     }
 }
+
+/// The page-walk oracle's walk of `va` on device `dev` (debugfs `mmu`):
+/// the physical address and the hop level of the leaf, or `None` for a fault.
+pub fn oracle_walk(dev: u32, va: u64) -> Option<(u64, u32)> {
+    std::fs::write(
+        format!("/sys/kernel/debug/habanalabs_rs/{dev}/mmu"),
+        format!("{va:#x}"),
+    )
+    .unwrap();
+    let out = debugfs(dev, "mmu");
+    let last = out.lines().last()?;
+    let pa = last.split("-> pa ").nth(1)?.split(' ').next()?;
+    let leaf = last.split("leaf at hop ").nth(1)?.split(';').next()?;
+    Some((
+        u64::from_str_radix(pa.trim_start_matches("0x"), 16).ok()?,
+        leaf.parse().ok()?,
+    ))
+}
+
+/// Physical address of a byte of this process, from `/proc/self/pagemap`.
+pub fn phys_of(addr: u64) -> u64 {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut f = std::fs::File::open("/proc/self/pagemap").unwrap();
+    f.seek(SeekFrom::Start(addr / 4096 * 8)).unwrap();
+    let mut b = [0u8; 8];
+    f.read_exact(&mut b).unwrap();
+    let e = u64::from_ne_bytes(b);
+    assert!(e & (1 << 63) != 0, "page not present");
+    (e & ((1 << 55) - 1)) * 4096 + addr % 4096
+}

@@ -31,6 +31,19 @@ fn module_is_live() {
 }
 
 #[test]
+fn the_module_says_it_only_creates_simulated_devices() {
+    guest_only!();
+    // The guest has no Habana PCI function: the scan finds none and says so,
+    // in the kernel log at load and in debugfs (on a Gaudi host it counts
+    // them and leaves them alone).
+    let scan = std::fs::read_to_string("/sys/kernel/debug/habanalabs_rs/pci_scan").unwrap();
+    assert_eq!(
+        scan,
+        "no Habana PCI device on this host; creating simulated devices only\n"
+    );
+}
+
+#[test]
 fn kernel_is_not_tainted_by_warnings_or_oopses() {
     guest_only!();
     let taint: u64 = read_trimmed("/proc/sys/kernel/tainted")

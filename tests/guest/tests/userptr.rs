@@ -1,8 +1,7 @@
 //! In-guest tests of host-memory mapping (HL_MEM_USERPTR) through the real ioctl.
 
 use hlrs::{uapi::*, Device};
-use hlrs_guest_tests::{expect_errno, guest_only, spawn_hold};
-use std::io::{Read, Seek, SeekFrom};
+use hlrs_guest_tests::{expect_errno, guest_only, phys_of, spawn_hold};
 
 const EINVAL: i32 = 22;
 const EFAULT: i32 = 14;
@@ -15,22 +14,7 @@ fn debugfs(file: &str) -> String {
 
 /// The oracle's translation of `va` (debugfs `mmu`).
 fn translate(va: u64) -> Option<u64> {
-    std::fs::write("/sys/kernel/debug/habanalabs_rs/0/mmu", format!("{va:#x}")).unwrap();
-    let out = debugfs("mmu");
-    let last = out.lines().last()?;
-    let pa = last.split("-> pa ").nth(1)?.split(' ').next()?;
-    u64::from_str_radix(pa.trim_start_matches("0x"), 16).ok()
-}
-
-/// Physical address of a byte of this process, from /proc/self/pagemap.
-fn phys_of(addr: u64) -> u64 {
-    let mut f = std::fs::File::open("/proc/self/pagemap").unwrap();
-    f.seek(SeekFrom::Start(addr / 4096 * 8)).unwrap();
-    let mut b = [0u8; 8];
-    f.read_exact(&mut b).unwrap();
-    let e = u64::from_ne_bytes(b);
-    assert!(e & (1 << 63) != 0, "page not present");
-    (e & ((1 << 55) - 1)) * 4096 + addr % 4096
+    hlrs_guest_tests::oracle_walk(0, va).map(|(pa, _)| pa)
 }
 
 #[test]

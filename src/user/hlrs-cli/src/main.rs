@@ -65,6 +65,9 @@ enum Command {
         /// Also pin and map a host buffer of this many bytes.
         #[arg(long, default_value_t = 0)]
         host: u64,
+        /// Back the host buffer with hugetlbfs 2 MiB pages (`MAP_HUGETLB`).
+        #[arg(long)]
+        hugetlb: bool,
     },
 }
 
@@ -158,17 +161,27 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             }
             Ok(out)
         }
-        Command::Hold { size, count, host } => {
+        Command::Hold {
+            size,
+            count,
+            host,
+            hugetlb,
+        } => {
             let dev = Device::open_compute(cli.device)?;
             for _ in 0..count {
                 let h = dev.alloc(size, 0)?;
                 let va = dev.map(h, 0, 0)?;
                 println!("mapped handle {h} at {va:#x}");
             }
-            let buffer = vec![1u8; host as usize];
-            if host > 0 {
-                let va = dev.map_host(buffer.as_ptr() as u64, host, 0, 0)?;
-                println!("mapped {host} host bytes at {va:#x}");
+            let buffer = match (host, hugetlb) {
+                (0, _) => None,
+                (n, false) => Some(hlrs::HostBuffer::new(n as usize)?),
+                (n, true) => Some(hlrs::HostBuffer::hugetlb(n as usize)?),
+            };
+            if let Some(b) = &buffer {
+                let va = dev.map_host(b.addr(), host, 0, 0)?;
+                let kind = if b.is_hugetlb() { "hugetlbfs " } else { "" };
+                println!("mapped {host} {kind}host bytes at {va:#x}");
             }
             println!("holding");
             use std::io::{Read, Write};

@@ -18,6 +18,9 @@
 #[allow(missing_docs, dead_code)]
 pub mod uapi;
 
+mod host_buffer;
+pub use host_buffer::{HostBuffer, HUGE_PAGE_SIZE};
+
 use rustix::ioctl::{ioctl, Opcode, Updater};
 use std::{
     fs::{File, OpenOptions},

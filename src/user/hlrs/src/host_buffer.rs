@@ -1,0 +1,145 @@
+//! Page-aligned host buffers for `HL_MEM_USERPTR` mappings, backed by
+//! regular pages or by hugetlbfs 2 MiB pages (`MAP_HUGETLB`), as Gaudi
+//! runtimes allocate them: the driver maps a buffer whose every 2 MiB piece is
+//! one huge page with 2 MiB device-MMU leaves in the HOST_HUGE range.
+
+use rustix::mm::{mmap_anonymous, munmap, MapFlags, ProtFlags};
+use std::{ffi::c_void, io, ptr::NonNull};
+
+/// The huge-page size of [`HostBuffer::hugetlb`] (x86-64 default hugetlbfs size).
+pub const HUGE_PAGE_SIZE: usize = 2 << 20;
+
+/// An anonymous, private, read-write mapping of this process; unmapped on
+/// drop.
+///
+/// # Invariants
+///
+/// `ptr` is the start of a live mapping of `len` bytes made by `mmap` and
+/// owned by this value.
+#[derive(Debug)]
+pub struct HostBuffer {
+    ptr: NonNull<c_void>,
+    len: usize,
+    huge: bool,
+}
+
+// SAFETY: the mapping is plain memory owned by this value; access goes
+// through `&self`/`&mut self` like a `Vec<u8>`.
+unsafe impl Send for HostBuffer {}
+// SAFETY: as above; shared access only reads.
+unsafe impl Sync for HostBuffer {}
+
+impl HostBuffer {
+    /// `len` bytes (rounded up to 4 KiB) of regular, zeroed memory.
+    pub fn new(len: usize) -> io::Result<Self> {
+        Self::map(len.div_ceil(4096) * 4096, MapFlags::PRIVATE, false)
+    }
+
+    /// `len` bytes (rounded up to 2 MiB) of hugetlbfs memory, every page
+    /// faulted in. `ENOMEM` when the system has too few free huge pages
+    /// (`/proc/sys/vm/nr_hugepages` reserves them).
+    pub fn hugetlb(len: usize) -> io::Result<Self> {
+        let len = len.div_ceil(HUGE_PAGE_SIZE) * HUGE_PAGE_SIZE;
+        let mut b = Self::map(
+            len,
+            MapFlags::PRIVATE | MapFlags::HUGETLB | MapFlags::HUGE_2MB,
+            true,
+        )?;
+        // Fault every huge page in now: a hugetlb fault that finds no free
+        // page kills the process with SIGBUS instead of failing a call.
+        for i in (0..len).step_by(HUGE_PAGE_SIZE) {
+            b.as_mut_slice()[i] = 0;
+        }
+        Ok(b)
+    }
+
+    fn map(len: usize, flags: MapFlags, huge: bool) -> io::Result<Self> {
+        if len == 0 {
+            return Err(io::Error::from_raw_os_error(22));
+        }
+        // SAFETY: a new anonymous mapping at an address the kernel chooses;
+        // it aliases nothing.
+        let p = unsafe {
+            mmap_anonymous(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                flags,
+            )
+        }?;
+        let ptr = NonNull::new(p).ok_or_else(|| io::Error::from_raw_os_error(12))?;
+        // INVARIANT: the mapping was just made, `len` bytes at `ptr`.
+        Ok(Self { ptr, len, huge })
+    }
+
+    /// Whether the buffer is backed by hugetlbfs pages.
+    pub fn is_hugetlb(&self) -> bool {
+        self.huge
+    }
+
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the buffer is empty (never: mappings have at least one page).
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// User address of the first byte.
+    pub fn addr(&self) -> u64 {
+        self.ptr.as_ptr() as u64
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        // SAFETY: by the invariant `len` readable bytes live at `ptr` for the
+        // lifetime of `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr().cast(), self.len) }
+    }
+
+    /// The bytes, writable.
+    pub fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as above, and `&mut self` makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr().cast(), self.len) }
+    }
+}
+
+impl Drop for HostBuffer {
+    fn drop(&mut self) {
+        // SAFETY: by the invariant the mapping is ours and unmapped once, here.
+        // A failure cannot be reported from `drop`; it would only leak the range.
+        let _ = unsafe { munmap(self.ptr.as_ptr(), self.len) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn regular_buffers_are_page_aligned_and_zeroed() {
+        let mut b = HostBuffer::new(5000).unwrap();
+        assert_eq!(b.len(), 8192);
+        assert_eq!(b.addr() % 4096, 0);
+        assert!(!b.is_hugetlb());
+        assert!(b.as_slice().iter().all(|&x| x == 0));
+        b.as_mut_slice()[8191] = 3;
+        assert_eq!(b.as_slice()[8191], 3);
+        assert_eq!(HostBuffer::new(0).unwrap_err().raw_os_error(), Some(22));
+    }
+
+    #[test]
+    fn hugetlb_buffers_round_to_2_mib_or_fail_cleanly() {
+        // The build host may have no huge pages reserved: then ENOMEM.
+        match HostBuffer::hugetlb(1) {
+            Ok(b) => {
+                assert_eq!(b.len(), HUGE_PAGE_SIZE);
+                assert_eq!(b.addr() % HUGE_PAGE_SIZE as u64, 0);
+                assert!(b.is_hugetlb());
+            }
+            Err(e) => assert_eq!(e.raw_os_error(), Some(12), "{e}"),
+        }
+    }
+}
