@@ -9,6 +9,64 @@
 
 use kernel::prelude::*;
 
+mod gaudi2_blocks;
+pub(crate) use gaudi2_blocks::{CFG_BASE, NUM as NUM_USER_MAPPED_BLOCKS};
+
+/// One user-mappable HW block (upstream `struct user_mapped_block`): a window
+/// of the configuration space, `address` bytes from [`CFG_BASE`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct UserBlock {
+    /// Offset from `CFG_BASE`.
+    pub(crate) address: u64,
+    /// Size in bytes (a multiple of 4 KiB).
+    pub(crate) size: u64,
+}
+
+/// Block ids in increasing address order, computed at compile time.
+const BLOCKS_BY_ADDRESS: [u16; NUM_USER_MAPPED_BLOCKS] = {
+    let mut ids = [0u16; NUM_USER_MAPPED_BLOCKS];
+    let mut i = 0;
+    while i < NUM_USER_MAPPED_BLOCKS {
+        ids[i] = i as u16;
+        i += 1;
+    }
+    // Insertion sort (453 entries, once, in the compiler).
+    let mut j = 1;
+    while j < NUM_USER_MAPPED_BLOCKS {
+        let mut k = j;
+        while k > 0
+            && gaudi2_blocks::USER_BLOCKS[ids[k - 1] as usize].address
+                > gaudi2_blocks::USER_BLOCKS[ids[k] as usize].address
+        {
+            let t = ids[k];
+            ids[k] = ids[k - 1];
+            ids[k - 1] = t;
+            k -= 1;
+        }
+        j += 1;
+    }
+    ids
+};
+
+/// The user-mappable block with id `id` (upstream `mapped_blocks[id]`). O(1).
+pub(crate) fn user_block(id: u64) -> Option<&'static UserBlock> {
+    gaudi2_blocks::USER_BLOCKS.get(usize::try_from(id).ok()?)
+}
+
+/// `gaudi2_get_hw_block_id`: the id of the block that starts exactly at the
+/// device address `addr` (`CFG_BASE` + its offset). O(log n) by binary search
+/// over the blocks sorted by address; upstream scans all 453 (gaudi2.c:11585-11603).
+pub(crate) fn user_block_id(addr: u64) -> Option<u32> {
+    let off = addr.checked_sub(CFG_BASE)?;
+    let pos = BLOCKS_BY_ADDRESS
+        .binary_search_by(|&id| {
+            let b = gaudi2_blocks::USER_BLOCKS.get(usize::from(id));
+            b.map_or(u64::MAX, |b| b.address).cmp(&off)
+        })
+        .ok()?;
+    BLOCKS_BY_ADDRESS.get(pos).map(|&id| u32::from(id))
+}
+
 /// PCI vendor id of Habana Labs (`PCI_VENDOR_ID_HABANALABS`, common/habanalabs.h:42).
 pub(crate) const PCI_VENDOR_ID_HABANALABS: u16 = 0x1da3;
 /// PCI device id of Gaudi2 (`PCI_IDS_GAUDI2`, common/habanalabs_drv.c:66).
@@ -326,6 +384,38 @@ impl AsicProperties {
 #[kunit_tests(hlrs_asic)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_user_block_is_found_and_one_byte_off_is_not() -> Result {
+        let mut total = 0u64;
+        for id in 0..NUM_USER_MAPPED_BLOCKS as u64 {
+            let b = user_block(id).ok_or(EINVAL)?;
+            assert_eq!(b.size % 4096, 0);
+            assert_eq!(user_block_id(CFG_BASE + b.address), Some(id as u32));
+            assert_eq!(user_block_id(CFG_BASE + b.address + 1), None);
+            assert_eq!(user_block_id(CFG_BASE + b.address - 1), None);
+            total += b.size;
+        }
+        assert_eq!(user_block(NUM_USER_MAPPED_BLOCKS as u64), None);
+        assert_eq!(user_block_id(0), None);
+        assert_eq!(user_block_id(u64::MAX), None);
+        // Upstream's table: 69 ARC DCCMs, 8 ACPs, 24 x 15 NIC UMRs, 10
+        // decoders, 3 x 2 sync-manager blocks.
+        assert_eq!(NUM_USER_MAPPED_BLOCKS, 69 + 8 + 360 + 10 + 6);
+        assert_eq!(user_block(0).map(|b| b.size), Some(0x10000));
+        assert_eq!(user_block(4).map(|b| b.size), Some(0x8000));
+        assert_eq!(user_block(452).map(|b| b.size), Some(0x1000));
+        // No two blocks overlap.
+        for w in BLOCKS_BY_ADDRESS.windows(2) {
+            let (a, b) = (
+                user_block(w[0].into()).ok_or(EINVAL)?,
+                user_block(w[1].into()).ok_or(EINVAL)?,
+            );
+            assert!(a.address + a.size <= b.address);
+        }
+        assert!(total < 8 << 20);
+        Ok(())
+    }
 
     #[test]
     fn gaudi2_six_hbms_matches_upstream() -> Result {

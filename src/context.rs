@@ -79,6 +79,19 @@ impl Drop for Context {
     /// Tear the context down (`hl_ctx_fini` -> `hl_vm_ctx_fini`): free every
     /// allocation left behind, then release the ASID.
     fn drop(&mut self) {
+        // `hl_hw_block_mem_fini`: every block mapping holds a reference to
+        // the context, so none can be left here.
+        let blocks_left = self.vm.hw_blocks.lock().fini();
+        if blocks_left > 0 {
+            pr_err!(
+                "context {}: {} HW block mapping(s) left at teardown\n",
+                self.asid,
+                blocks_left
+            );
+        }
+        // `hl_mem_mgr_fini`: the timestamp buffers go (a live mmap would keep
+        // its buffer, but it also keeps the file, so there is none).
+        self.vm.ts_buffers.lock().clear();
         let maps_left = self.vm.unmap_all(&self.dev);
         let left = crate::vm::device_memory::free_all_of(self);
         let va_left = self.vm.clear();

@@ -10,6 +10,8 @@
 //! | `va` | the VA ranges of the open compute context: every block, free or allocated |
 //! | `userptr` | pinned host buffers of the open context: pid, address, size, pages, huge or not, device VA |
 //! | `mmu` | page-table statistics; write a VA, read its translation by the page-walk oracle |
+//! | `hw_blocks` | the backed HW blocks' non-zero registers; the open context's block mappings |
+//! | `ts_buffers` | the open context's timestamp buffers and the bytes they hold |
 
 use crate::{
     backend::DeviceStatus,
@@ -44,6 +46,10 @@ pub(crate) struct DeviceDebugfs {
     mmu: File<MmuProbe>,
     #[pin]
     userptr: File<Arc<HlDevice>>,
+    #[pin]
+    hw_blocks: File<Arc<HlDevice>>,
+    #[pin]
+    ts_buffers: File<Arc<HlDevice>>,
     _dir: Dir,
 }
 
@@ -57,6 +63,8 @@ impl DeviceDebugfs {
             memory <- dir.read_callback_file(c"memory", dev.clone(), &show_memory),
             va <- dir.read_callback_file(c"va", dev.clone(), &show_va),
             userptr <- dir.read_callback_file(c"userptr", dev.clone(), &show_userptr),
+            hw_blocks <- dir.read_callback_file(c"hw_blocks", dev.clone(), &show_hw_blocks),
+            ts_buffers <- dir.read_callback_file(c"ts_buffers", dev.clone(), &show_ts_buffers),
             mmu <- dir.read_write_callback_file(
                 c"mmu",
                 MmuProbe { dev: dev.clone(), va: Atomic::new(0) },
@@ -191,6 +199,87 @@ fn show_userptr(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result 
                 uva
             )?;
         }
+    }
+    Ok(())
+}
+
+/// The registers userspace wrote through HW-block mappings (the simulated
+/// configuration space), and the open context's block mappings.
+fn show_hw_blocks(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let cfg = &dev.sim.cfg_space;
+    writeln!(
+        f,
+        "backed blocks: {} of {}",
+        cfg.backed_blocks(),
+        crate::asic::NUM_USER_MAPPED_BLOCKS
+    )?;
+    writeln!(f, "non-zero registers:")?;
+    let mut result = Ok(());
+    cfg.for_each_nonzero(|id, off, value| {
+        if result.is_ok() {
+            let base = crate::asic::user_block(id.into()).map_or(0, |b| b.address);
+            result = writeln!(
+                f,
+                "  block {} {:#x} +{:#06x} = {:#010x}",
+                id,
+                crate::asic::CFG_BASE + base,
+                off,
+                value
+            );
+        }
+    });
+    result?;
+    let Some(vm) = dev.state.lock().active_vm.clone() else {
+        return writeln!(f, "no open compute context");
+    };
+    let list = vm.hw_blocks.lock();
+    writeln!(f, "mappings: {}", list.iter().count())?;
+    for r in list.iter() {
+        writeln!(
+            f,
+            "  block {} at va {:#x} size {:#x}, {} vma(s)",
+            r.id, r.va, r.size, r.vmas
+        )?;
+    }
+    Ok(())
+}
+
+/// The open context's timestamp buffers.
+fn show_ts_buffers(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    use crate::vm::ts_buffer::{live_buffers, TS_MAX_BYTES};
+    writeln!(f, "alive in the module: {}", live_buffers())?;
+    let Some(vm) = dev.state.lock().active_vm.clone() else {
+        return writeln!(f, "no open compute context");
+    };
+    let table = vm.ts_buffers.lock();
+    writeln!(
+        f,
+        "buffers: {}, bytes: {} of {}",
+        table.len(),
+        table.bytes(),
+        TS_MAX_BYTES
+    )?;
+    for b in table.iter() {
+        write!(
+            f,
+            "  id {}: {} element(s), {} mapped vma(s); non-zero:",
+            b.id(),
+            b.elements(),
+            b.mapped_vmas()
+        )?;
+        // The first few timestamps userspace (or the device) wrote.
+        let mut shown = 0;
+        for i in 0..b.elements() as usize {
+            if shown == 8 {
+                write!(f, " ...")?;
+                break;
+            }
+            if let Some(v) = b.timestamp(i).filter(|&v| v != 0) {
+                write!(f, " [{}]={:#x}", i, v)?;
+                shown += 1;
+            }
+        }
+        writeln!(f)?;
     }
     Ok(())
 }

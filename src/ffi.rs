@@ -5,8 +5,14 @@
 //! - [`accel`]: accel + control node registration, file operations, ioctl
 //!   entry points, sysfs attributes, the `AsBytes`/`FromBytes` impls of the
 //!   uAPI structs.
-//! - [`pin`]: pinning of user pages for host mappings, plus the C helper
-//!   `ffi/helpers.c` for `page_to_phys` (a static inline).
+//! - [`mmap`]: `mmap` of the compute node (HW blocks, timestamp buffers),
+//!   its vm operations, and the register memory user mappings reach.
+//! - [`pin`]: pinning of user pages for host mappings.
+//!
+//! `ffi/helpers.c` (prototypes in `ffi/helpers.h`) wraps the static inlines
+//! these need (`page_to_phys`, `totalram_pages`, `fatal_signal_pending`,
+//! `access_ok`, `virt_to_pfn`).
 
 pub(crate) mod accel;
+pub(crate) mod mmap;
 pub(crate) mod pin;

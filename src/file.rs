@@ -16,8 +16,10 @@ pub(crate) enum Node {
 
 /// The state of one open of the compute node (upstream `struct hl_fpriv`).
 pub(crate) struct ComputeFile {
-    /// The user context created by the open.
-    pub(crate) ctx: Context,
+    /// The user context created by the open; HW-block mmaps hold more
+    /// references, so the context can outlive the file's release only until
+    /// their last `munmap` (in practice never: a mapping keeps the file open).
+    pub(crate) ctx: Arc<Context>,
 }
 
 /// The state of one open of the control node.

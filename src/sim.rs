@@ -11,6 +11,8 @@
 //!
 //! Lock order: each lock here is a leaf (nothing else is taken under it).
 
+pub(crate) mod cfg_space;
+
 use crate::asic::AsicProperties;
 use crate::backend::{Backend, DeviceStatus, MmuKind};
 use kernel::{
@@ -71,6 +73,9 @@ pub(crate) struct SimGaudi2 {
     fail_pte_write_in: Atomic<u64>,
     /// Fault injection: when set, the next invalidation fails.
     fail_invalidation: Atomic<u64>,
+    /// The registers behind the user-mappable HW blocks.
+    #[pin]
+    pub(crate) cfg_space: cfg_space::CfgSpace,
 }
 
 impl SimGaudi2 {
@@ -86,6 +91,7 @@ impl SimGaudi2 {
             pte_writes: Atomic::new(0),
             fail_pte_write_in: Atomic::new(0),
             fail_invalidation: Atomic::new(0),
+            cfg_space <- cfg_space::CfgSpace::new(),
         })
     }
 

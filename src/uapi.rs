@@ -201,6 +201,42 @@ pub const HL_MEM_OP_EXPORT_DMABUF_FD: u32 = 5;
 /// MEMORY op: allocate a timestamp buffer.
 pub const HL_MEM_OP_TS_ALLOC: u32 = 6;
 
+// --- mmap offsets (handles of MAP_BLOCK and TS_ALLOC) -------------------------------------------
+//
+// Not in the uAPI header but part of the ABI: libhlthunk passes the handles
+// MAP_BLOCK and TS_ALLOC return as the `offset` of `mmap` on the compute fd.
+// The type lives in byte-offset bits 63..59 (common/habanalabs.h:51-58).
+
+/// Page shift the handles are built with (4 KiB pages, as on x86-64).
+pub const HL_MMAP_PAGE_SHIFT: u32 = 12;
+/// `HL_MMAP_TYPE_SHIFT`: the type field's shift in page units (`vm_pgoff`).
+pub const HL_MMAP_TYPE_SHIFT: u32 = 59 - HL_MMAP_PAGE_SHIFT;
+/// `HL_MMAP_TYPE_MASK`, in page units.
+pub const HL_MMAP_TYPE_MASK: u64 = 0x1f << HL_MMAP_TYPE_SHIFT;
+/// `HL_MMAP_TYPE_TS_BUFF`, in page units: a timestamp buffer.
+pub const HL_MMAP_TYPE_TS_BUFF: u64 = 0x10 << HL_MMAP_TYPE_SHIFT;
+/// `HL_MMAP_TYPE_BLOCK`, in page units: a HW block.
+pub const HL_MMAP_TYPE_BLOCK: u64 = 0x4 << HL_MMAP_TYPE_SHIFT;
+/// `HL_MMAP_TYPE_CB`, in page units: a command buffer (not served here).
+pub const HL_MMAP_TYPE_CB: u64 = 0x2 << HL_MMAP_TYPE_SHIFT;
+/// `HL_MMAP_OFFSET_VALUE_MASK`, in page units.
+pub const HL_MMAP_OFFSET_VALUE_MASK: u64 = 0x1FFF_FFFF_FFFF >> HL_MMAP_PAGE_SHIFT;
+
+/// The mmap offset (bytes) of an object: `(value | type) << PAGE_SHIFT`.
+pub const fn mmap_handle(value: u64, kind: u64) -> u64 {
+    ((value & HL_MMAP_OFFSET_VALUE_MASK) | kind) << HL_MMAP_PAGE_SHIFT
+}
+
+/// The type bits of an mmap page offset (`vm_pgoff`).
+pub const fn mmap_type(pgoff: u64) -> u64 {
+    pgoff & HL_MMAP_TYPE_MASK
+}
+
+/// The value (block id, or buffer id in its low 32 bits) of an mmap page offset.
+pub const fn mmap_value(pgoff: u64) -> u64 {
+    pgoff & HL_MMAP_OFFSET_VALUE_MASK
+}
+
 /// Allocate physically contiguous device memory.
 pub const HL_MEM_CONTIGUOUS: u32 = 0x1;
 /// Allow other contexts to map the allocation.
@@ -678,6 +714,11 @@ impl HlMemArgs {
         *self = Self::default();
         self.arg0 = v;
     }
+
+    /// Set `out.handle` alone, leaving the rest of the union (TS_ALLOC).
+    pub fn set_out_u64(&mut self, v: u64) {
+        self.arg0 = v;
+    }
     /// Zero the whole union and set `out.fd`, as upstream does for EXPORT_DMABUF_FD.
     pub fn set_out_fd_zeroed(&mut self, fd: i32) {
         *self = Self::default();
@@ -801,6 +842,36 @@ mod tests {
         assert_eq!(a.map_device_handle(), 0xFFF0_0000_0010_0000);
         // `free.handle` aliases `alloc.mem_size`.
         assert_eq!(a.free_handle(), a.alloc_mem_size());
+    }
+
+    #[test]
+    fn mmap_handles_encode_and_decode_both_types() {
+        // Byte offsets as upstream documents them: bit 61 for blocks, bit 63
+        // for timestamp buffers, the value from bit 12 up.
+        assert_eq!(mmap_handle(0, HL_MMAP_TYPE_BLOCK), 0x2000_0000_0000_0000);
+        assert_eq!(mmap_handle(0, HL_MMAP_TYPE_TS_BUFF), 0x8000_0000_0000_0000);
+        assert_eq!(mmap_handle(0, HL_MMAP_TYPE_CB), 0x1000_0000_0000_0000);
+        for (value, kind) in [
+            (0u64, HL_MMAP_TYPE_BLOCK),
+            (452, HL_MMAP_TYPE_BLOCK),
+            (1, HL_MMAP_TYPE_TS_BUFF),
+            (u64::from(u32::MAX), HL_MMAP_TYPE_TS_BUFF),
+        ] {
+            let h = mmap_handle(value, kind);
+            assert_eq!(h & 0xfff, 0);
+            let pgoff = h >> HL_MMAP_PAGE_SHIFT;
+            assert_eq!(mmap_type(pgoff), kind);
+            assert_eq!(mmap_value(pgoff), value);
+        }
+        // A value never spills into the type bits.
+        let h = mmap_handle(u64::MAX, HL_MMAP_TYPE_BLOCK);
+        assert_eq!(mmap_type(h >> HL_MMAP_PAGE_SHIFT), HL_MMAP_TYPE_BLOCK);
+        // Type bits that are none of the three.
+        assert_eq!(
+            mmap_type(0x8 << HL_MMAP_TYPE_SHIFT),
+            0x8 << HL_MMAP_TYPE_SHIFT
+        );
+        assert_eq!(mmap_type(7), 0);
     }
 
     #[test]

@@ -10,8 +10,10 @@
 pub(crate) mod device_memory;
 pub(crate) mod dram_pool;
 pub(crate) mod handles;
+pub(crate) mod hw_block;
 pub(crate) mod mapping;
 pub(crate) mod page_pack;
+pub(crate) mod ts_buffer;
 pub(crate) mod userptr;
 pub(crate) mod va_alloc;
 pub(crate) mod va_range;

@@ -195,6 +195,8 @@ static FOPS: AssertSync<bindings::file_operations> = AssertSync(bindings::file_o
     poll: Some(bindings::drm_poll),
     read: Some(bindings::drm_read),
     llseek: Some(bindings::noop_llseek),
+    // HW blocks and timestamp buffers (`hl_mmap`).
+    mmap: Some(crate::ffi::mmap::hl_mmap),
     // Without it `drm_open_helper` refuses the open with EINVAL (drm_file.c:329).
     fop_flags: bindings::FOP_UNSIGNED_OFFSET,
     ..pin_init::zeroed()
@@ -306,6 +308,7 @@ unsafe extern "C" fn hl_device_open(
     // holding a reference to the device for the open.
     let hdev = unsafe { hdev_of_drm(drm) };
     let result = Context::new(hdev, monotonic_ns())
+        .and_then(|ctx| Ok(Arc::new(ctx, GFP_KERNEL)?))
         .and_then(|ctx| KBox::new(ComputeFile { ctx }, GFP_KERNEL).map_err(Into::into));
     match result {
         Ok(f) => {
@@ -340,8 +343,8 @@ unsafe extern "C" fn hl_device_postclose(
 /// # Safety
 ///
 /// `file` must be a `drm_file` of ours whose open succeeded and that is not
-/// closed for the lifetime `'a` (true inside an ioctl of that file).
-unsafe fn compute_file<'a>(file: *mut bindings::drm_file) -> &'a ComputeFile {
+/// closed for the lifetime `'a` (true inside an ioctl or `mmap` of that file).
+pub(crate) unsafe fn compute_file<'a>(file: *mut bindings::drm_file) -> &'a ComputeFile {
     // SAFETY: per the contract `driver_priv` is the live `ComputeFile` of the open.
     unsafe { &*(*file).driver_priv.cast::<ComputeFile>() }
 }
@@ -389,7 +392,7 @@ unsafe extern "C" fn hl_info_ioctl(
         with_compute_args(file, data, |f, args: &mut HlInfoArgs| {
             let caller = InfoCaller {
                 dev: f.ctx.device(),
-                ctx: Some(&f.ctx),
+                ctx: Some(&*f.ctx),
                 node: Node::Compute,
                 now_ns: (monotonic_ns(), monotonic_raw_ns()),
             };

@@ -5,6 +5,7 @@
  */
 #include <linux/mm.h>
 #include <linux/sched/signal.h>
+#include <linux/uaccess.h>
 
 #include "helpers.h"
 
@@ -21,4 +22,14 @@ unsigned long hlrs_totalram_pages(void)
 bool hlrs_fatal_signal_pending(void)
 {
 	return fatal_signal_pending(current);
+}
+
+bool hlrs_access_ok(unsigned long addr, unsigned long size)
+{
+	return access_ok((void __user *)addr, size);
+}
+
+unsigned long hlrs_virt_to_pfn(const void *addr)
+{
+	return PHYS_PFN(__pa(addr));
 }

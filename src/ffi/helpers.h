@@ -18,5 +18,9 @@ u64 hlrs_page_to_phys(struct page *page);
 unsigned long hlrs_totalram_pages(void);
 /* fatal_signal_pending(current) */
 bool hlrs_fatal_signal_pending(void);
+/* access_ok(addr, size) for the current task */
+bool hlrs_access_ok(unsigned long addr, unsigned long size);
+/* virt_to_pfn(addr) of directly mapped kernel memory */
+unsigned long hlrs_virt_to_pfn(const void *addr);
 
 #endif /* HLRS_FFI_HELPERS_H */

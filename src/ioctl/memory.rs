@@ -5,14 +5,18 @@
 //! What each op writes back follows upstream (DRM copies the union back even
 //! when the op fails): ALLOC zeroes the union and sets `out.handle` (0 on
 //! failure); MAP zeroes it and sets `out.device_virt_addr` (0 on failure); FREE
-//! and UNMAP write nothing.
+//! and UNMAP write nothing; MAP_BLOCK sets `out.block_handle` and
+//! `out.block_size` (0 and 0 on failure) and nothing else; TS_ALLOC sets
+//! `out.handle` on success only.
 
 use crate::{
     file::ComputeFile,
     uapi::*,
     vm::{
         device_memory::{alloc_device_memory, free_device_memory},
+        hw_block::map_block,
         mapping::{map_device_va, map_host_va, unmap_device_va},
+        ts_buffer::ts_alloc,
     },
 };
 use kernel::prelude::*;
@@ -54,7 +58,18 @@ pub(crate) fn memory_ioctl(file: &ComputeFile, args: &mut HlMemArgs) -> Result {
             rc.map(|_| ())
         }
         HL_MEM_OP_UNMAP => unmap_device_va(ctx, args.unmap_device_virt_addr()),
-        HL_MEM_OP_MAP_BLOCK..=HL_MEM_OP_TS_ALLOC => Err(EOPNOTSUPP),
+        HL_MEM_OP_MAP_BLOCK => {
+            let rc = map_block(args.map_block_addr());
+            let (handle, size) = *rc.as_ref().unwrap_or(&(0, 0));
+            args.set_out_block(handle, size);
+            rc.map(|_| ())
+        }
+        HL_MEM_OP_TS_ALLOC => {
+            let handle = ts_alloc(&ctx.vm().ts_buffers, args.num_of_elements)?;
+            args.set_out_u64(handle);
+            Ok(())
+        }
+        HL_MEM_OP_EXPORT_DMABUF_FD => Err(EOPNOTSUPP),
         _ => Err(EINVAL),
     }
 }

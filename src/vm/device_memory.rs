@@ -291,7 +291,9 @@ mod tests {
     #[test]
     fn ioctl_writes_the_union_back_as_upstream() -> Result {
         let (d, ctx) = setup(0)?;
-        let file = ComputeFile { ctx };
+        let file = ComputeFile {
+            ctx: Arc::new(ctx, GFP_KERNEL)?,
+        };
         // ALLOC zeroes the union and sets the handle; page_size is ignored.
         for page_size in [0u64, 3, 4096, 1 << 40] {
             let mut a = HlMemArgs {

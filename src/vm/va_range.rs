@@ -14,7 +14,9 @@ use crate::{
     device::HlDevice,
     mmu::page_table::{DrHops, HrHops, PageTable},
     vm::{
+        hw_block::HwBlockMappings,
         mapping::MappingTable,
+        ts_buffer::TsBufferTable,
         va_alloc::{AllocOutcome, VaAllocConfig, VaAllocError, VaAllocator, VaRequest},
     },
 };
@@ -77,7 +79,8 @@ pub(crate) struct ContextMmu {
     pub(crate) pmmu: PageTable,
 }
 
-/// The virtual-memory state of one context: VA ranges, page tables, mappings.
+/// The virtual-memory state of one context: VA ranges, page tables, mappings
+/// of device and host memory, mmaps of HW blocks and timestamp buffers.
 /// Held by the context and, for debugfs, by the device while the context is
 /// open; it holds no reference to the device.
 #[pin_data]
@@ -92,6 +95,12 @@ pub(crate) struct ContextVm {
     /// `mem_hash`), with the userptr index of the pinned host ranges.
     #[pin]
     pub(crate) mappings: Mutex<MappingTable>,
+    /// Live mmaps of HW blocks (upstream `hw_block_mem_list`).
+    #[pin]
+    pub(crate) hw_blocks: Mutex<HwBlockMappings>,
+    /// Timestamp buffers (upstream's per-file memory manager).
+    #[pin]
+    pub(crate) ts_buffers: Mutex<TsBufferTable>,
     spans: [(VaRangeType, VaSpan); 3],
     #[pin]
     host: Mutex<VaAllocator>,
@@ -131,6 +140,8 @@ impl ContextVm {
             asid,
             mmu <- new_mutex!(ContextMmu { dmmu, pmmu }),
             mappings <- new_mutex!(MappingTable::new()),
+            hw_blocks <- new_mutex!(HwBlockMappings::new()),
+            ts_buffers <- new_mutex!(TsBufferTable::new()),
             spans,
             host <- new_mutex!(host?),
             host_huge <- new_mutex!(host_huge?),

@@ -68,6 +68,12 @@ enum Command {
         /// Back the host buffer with hugetlbfs 2 MiB pages (`MAP_HUGETLB`).
         #[arg(long)]
         hugetlb: bool,
+        /// Also map this HW block (id 0..452) with MAP_BLOCK + mmap.
+        #[arg(long)]
+        hw_block: Option<usize>,
+        /// Also allocate and map a timestamp buffer of this many elements.
+        #[arg(long)]
+        ts: Option<u32>,
     },
 }
 
@@ -166,6 +172,8 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             count,
             host,
             hugetlb,
+            hw_block,
+            ts,
         } => {
             let dev = Device::open_compute(cli.device)?;
             for _ in 0..count {
@@ -183,11 +191,30 @@ fn run(cli: &Cli) -> std::io::Result<String> {
                 let kind = if b.is_hugetlb() { "hugetlbfs " } else { "" };
                 println!("mapped {host} {kind}host bytes at {va:#x}");
             }
+            let block = match hw_block {
+                Some(id) => {
+                    let addr = hlrs::gaudi2::block_addr(id)
+                        .ok_or_else(|| std::io::Error::from_raw_os_error(22))?;
+                    let b = dev.map_hw_block(addr)?;
+                    println!("mapped HW block {id} at {:#x}", b.addr());
+                    Some(b)
+                }
+                None => None,
+            };
+            let stamps = match ts {
+                Some(n) => {
+                    let t = dev.timestamp_buffer(n)?;
+                    println!("mapped {n} timestamps, handle {:#x}", t.handle());
+                    Some(t)
+                }
+                None => None,
+            };
             println!("holding");
             use std::io::{Read, Write};
             std::io::stdout().flush()?;
             let mut sink = Vec::new();
             std::io::stdin().read_to_end(&mut sink)?;
+            drop((block, stamps));
             drop(buffer);
             Ok(String::new())
         }

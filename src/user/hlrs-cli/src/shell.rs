@@ -14,6 +14,9 @@ pub const HELP: &str = "commands:
   map HANDLE [HINT] [force]           map a handle into the DRAM VA range
   maphost SIZE [HINT] [force]         allocate a host buffer of SIZE bytes and map it
   unmap VA                            unmap
+  block ID [OFFSET VALUE]             MAP_BLOCK + mmap of HW block ID (0..452); write a 32-bit register
+  ts N                                TS_ALLOC of N timestamps + mmap
+  held                                what the shell holds mapped (host buffers, blocks, timestamp buffers)
   usage                               DRAM usage of this context and the device
   mappings                            HL_INFO_USER_MAPPINGS (mappings captured at a page fault)
   help | quit";
@@ -37,8 +40,19 @@ pub fn parse_u64(s: &str) -> Option<u64> {
     }
 }
 
+/// What the shell keeps alive between commands: host buffers it mapped, and
+/// its mmaps of HW blocks and timestamp buffers.
+pub enum Held<'d> {
+    /// A host buffer mapped with `maphost`.
+    Host(Vec<u8>),
+    /// A HW block mapped with `block`.
+    Block(hlrs::HwBlock<'d>),
+    /// A timestamp buffer mapped with `ts`.
+    Ts(hlrs::TimestampBuffer<'d>),
+}
+
 /// Run one command line; returns the output and whether to stop.
-pub fn command(dev: &Device, buffers: &mut Vec<Vec<u8>>, line: &str) -> (String, bool) {
+pub fn command<'d>(dev: &'d Device, held: &mut Vec<Held<'d>>, line: &str) -> (String, bool) {
     let words: Vec<&str> = line.split_whitespace().collect();
     let mut out = String::new();
     let arg = |i: usize| words.get(i).copied().unwrap_or("");
@@ -77,12 +91,68 @@ pub fn command(dev: &Device, buffers: &mut Vec<Vec<u8>>, line: &str) -> (String,
                 let flags = if flag("force") { HL_MEM_FORCE_HINT } else { 0 };
                 let buf = vec![0u8; usize::try_from(size).map_err(|_| bad())?];
                 let va = dev.map_host(buf.as_ptr() as u64, size, hint, flags)?;
-                buffers.push(buf);
+                held.push(Held::Host(buf));
                 let _ = write!(out, "va {va:#x}");
             }
             "unmap" => {
                 dev.unmap(parse_u64(arg(1)).ok_or_else(bad)?)?;
                 out.push_str("unmapped");
+            }
+            "block" => {
+                let id = parse_u64(arg(1)).ok_or_else(bad)?;
+                let addr = usize::try_from(id)
+                    .ok()
+                    .and_then(hlrs::gaudi2::block_addr)
+                    .ok_or_else(bad)?;
+                let block = dev.map_hw_block(addr)?;
+                let _ = write!(
+                    out,
+                    "block {id} ({addr:#x}, {}) mapped at {:#x}, handle {:#x}",
+                    bytes(block.len() as u64),
+                    block.addr(),
+                    block.handle()
+                );
+                if let (Some(off), Some(v)) = (parse_u64(arg(2)), parse_u64(arg(3))) {
+                    let off = usize::try_from(off).map_err(|_| bad())?;
+                    block.write(off, u32::try_from(v).map_err(|_| bad())?)?;
+                    let _ = write!(out, "; +{off:#x} = {:#x}", block.read(off).unwrap_or(0));
+                }
+                held.push(Held::Block(block));
+            }
+            "ts" => {
+                let n = u32::try_from(parse_u64(arg(1)).ok_or_else(bad)?).map_err(|_| bad())?;
+                let ts = dev.timestamp_buffer(n)?;
+                let _ = write!(
+                    out,
+                    "{n} timestamps mapped ({}), handle {:#x}",
+                    bytes(ts.mapped_len() as u64),
+                    ts.handle()
+                );
+                held.push(Held::Ts(ts));
+            }
+            "held" => {
+                for (i, h) in held.iter().enumerate() {
+                    let _ = match h {
+                        Held::Host(b) => {
+                            writeln!(out, "{i}: host buffer of {}", bytes(b.len() as u64))
+                        }
+                        Held::Block(b) => writeln!(
+                            out,
+                            "{i}: HW block handle {:#x} at {:#x}, +0x0 = {:#x}",
+                            b.handle(),
+                            b.addr(),
+                            b.read(0).unwrap_or(0)
+                        ),
+                        Held::Ts(t) => writeln!(
+                            out,
+                            "{i}: timestamp buffer handle {:#x}, {} elements, [0] = {:#x}",
+                            t.handle(),
+                            t.elements(),
+                            t.get(0).unwrap_or(0)
+                        ),
+                    };
+                }
+                let _ = write!(out, "{} held", held.len());
             }
             "usage" => {
                 let u = dev.dram_usage()?;
@@ -117,9 +187,9 @@ fn bad() -> std::io::Error {
 /// Read commands from standard input until EOF or `quit`.
 pub fn run(index: u32) -> std::io::Result<String> {
     let dev = Device::open_compute(index)?;
-    let mut buffers = Vec::new();
+    let mut held = Vec::new();
     for line in std::io::stdin().lock().lines() {
-        let (out, stop) = command(&dev, &mut buffers, &line?);
+        let (out, stop) = command(&dev, &mut held, &line?);
         if !out.is_empty() {
             println!("{out}");
         }

@@ -109,7 +109,49 @@ pub fn run(index: u32) -> io::Result<String> {
         }
     }
 
-    let _ = writeln!(out, "\n4. UNMAP everything, FREE everything");
+    let _ = writeln!(
+        out,
+        "\n4. A HW block (MAP_BLOCK + mmap): block 4, an ARC's DCCM, written from userspace"
+    );
+    let addr = hlrs::gaudi2::block_addr(4).ok_or_else(|| io::Error::other("no block 4"))?;
+    let block = dev.map_hw_block(addr)?;
+    block.write(0x10, 0xc0ffee)?;
+    let _ = writeln!(
+        out,
+        "  block at {addr:#x} ({}) -> handle {:#x}, mapped at {:#x}; wrote 0xc0ffee at +0x10",
+        bytes(block.len() as u64),
+        block.handle(),
+        block.addr()
+    );
+    let debugfs = |file: &str| {
+        std::fs::read_to_string(format!("/sys/kernel/debug/habanalabs_rs/{index}/{file}"))
+            .unwrap_or_default()
+    };
+    for l in debugfs("hw_blocks")
+        .lines()
+        .filter(|l| l.contains("block 4"))
+    {
+        let _ = writeln!(out, "    the driver reads: {}", l.trim());
+    }
+    let _ = writeln!(
+        out,
+        "\n5. A timestamp buffer (TS_ALLOC + mmap): 16 elements, element 3 written"
+    );
+    let ts = dev.timestamp_buffer(16)?;
+    ts.set(3, 0x1234_5678_9abc)?;
+    let _ = writeln!(
+        out,
+        "  handle {:#x}, {} mapped",
+        ts.handle(),
+        bytes(ts.mapped_len() as u64)
+    );
+    for l in debugfs("ts_buffers").lines().skip(1) {
+        let _ = writeln!(out, "    ts_buffers: {}", l.trim());
+    }
+    drop(block);
+    drop(ts);
+
+    let _ = writeln!(out, "\n6. UNMAP everything, FREE everything");
     dev.unmap(va_h)?;
     dev.unmap(va_a)?;
     dev.unmap(va_b)?;

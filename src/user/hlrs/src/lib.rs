@@ -18,8 +18,11 @@
 #[allow(missing_docs, dead_code)]
 pub mod uapi;
 
+pub mod gaudi2;
 mod host_buffer;
+mod mmap;
 pub use host_buffer::{HostBuffer, HUGE_PAGE_SIZE};
+pub use mmap::{HwBlock, TimestampBuffer};
 
 use rustix::ioctl::{ioctl, Opcode, Updater};
 use std::{

@@ -1,0 +1,350 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `mmap` of the compute node (upstream `hl_mmap`, common/device.c:650-689):
+//! every `unsafe` of vma handling, and the memory that user mappings reach.
+//!
+//! - [`hl_mmap`] dispatches on the type bits of the page offset: a HW block
+//!   (`HL_MMAP_TYPE_BLOCK`) or a timestamp buffer (`HL_MMAP_TYPE_TS_BUFF`); any
+//!   other type is `EINVAL`. The checks (ids, exact sizes, one live mmap) are
+//!   safe Rust in `vm/hw_block.rs` and `vm/ts_buffer.rs`; this file only turns
+//!   their answer into page-table entries and vm operations.
+//! - [`RegisterBlock`]: physically contiguous, zeroed memory that stands for
+//!   a window of the simulated Gaudi2's configuration space; user mappings
+//!   reach it with `remap_pfn_range`, the driver with volatile 32-bit accesses
+//!   (as `readl`/`writel` would on a BAR).
+//!
+//! Every vma of a mapping, including the pieces a partial `munmap` or
+//! `mprotect` splits off and the copy an `mremap` move makes, holds one
+//! reference to the mapping's record through `vm_ops.open`/`close`. Upstream
+//! counts bytes in `close` only, so an `mremap` move (allowed at the same
+//! length) frees the record while the moved vma still points to it.
+
+use crate::{
+    file::ComputeFile,
+    uapi::{mmap_type, HL_MMAP_TYPE_BLOCK, HL_MMAP_TYPE_TS_BUFF},
+    vm::{
+        hw_block::{BlockVma, HwBlockMmap},
+        ts_buffer::TsBuffer,
+    },
+};
+use core::ptr::NonNull;
+use kernel::{
+    bindings,
+    mm::virt::VmaRef,
+    page::PAGE_SIZE,
+    prelude::*,
+    sync::{Arc, ArcBorrow},
+};
+
+#[allow(improper_ctypes)]
+extern "C" {
+    // Prototypes in `ffi/helpers.h`, bodies in `ffi/helpers.c`.
+    /// `access_ok(addr, size)` on the current task.
+    fn hlrs_access_ok(addr: c_ulong, size: c_ulong) -> bool;
+    /// `virt_to_pfn(addr)` for directly mapped kernel memory.
+    fn hlrs_virt_to_pfn(addr: *const c_void) -> c_ulong;
+}
+
+/// A window of the simulated configuration space: `size` bytes of zeroed,
+/// physically contiguous kernel memory (`alloc_pages_exact`).
+///
+/// # Invariants
+///
+/// `ptr` is the start of a live `alloc_pages_exact(size)` allocation owned by
+/// this value; `size` is a non-zero multiple of 4.
+pub(crate) struct RegisterBlock {
+    ptr: NonNull<u32>,
+    size: usize,
+}
+
+// SAFETY: the memory is plain kernel memory owned by this value; every access
+// is a volatile 32-bit access (as to a device register), valid from any thread.
+unsafe impl Send for RegisterBlock {}
+// SAFETY: as above: `&self` methods only do volatile 32-bit accesses.
+unsafe impl Sync for RegisterBlock {}
+
+impl RegisterBlock {
+    /// `size` bytes (a non-zero multiple of 4 KiB) of zeroed registers.
+    pub(crate) fn new(size: usize) -> Result<Self> {
+        if size == 0 || size % PAGE_SIZE != 0 {
+            return Err(EINVAL);
+        }
+        let flags = bindings::GFP_KERNEL | bindings::__GFP_ZERO | bindings::__GFP_NOWARN;
+        // SAFETY: no preconditions; the result is checked for null.
+        let p = unsafe { bindings::alloc_pages_exact_noprof(size, flags) };
+        let ptr = NonNull::new(p.cast::<u32>()).ok_or(ENOMEM)?;
+        // INVARIANT: a fresh allocation of `size` bytes, owned from here on.
+        Ok(Self { ptr, size })
+    }
+
+    /// Size in bytes.
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Page frame number of the first byte (the block is contiguous).
+    pub(crate) fn pfn(&self) -> u64 {
+        // SAFETY: `ptr` is directly mapped kernel memory (page allocator).
+        (unsafe { hlrs_virt_to_pfn(self.ptr.as_ptr().cast()) }) as u64
+    }
+
+    /// The 32-bit register at byte offset `off` (4-aligned), or `None` past
+    /// the end.
+    pub(crate) fn read(&self, off: usize) -> Option<u32> {
+        if off % 4 != 0 || off >= self.size {
+            return None;
+        }
+        // SAFETY: `off / 4` is inside the allocation (invariant); a volatile
+        // aligned 32-bit read, as from a register that user mappings may write
+        // concurrently.
+        Some(unsafe { self.ptr.as_ptr().add(off / 4).read_volatile() })
+    }
+
+    /// Write the 32-bit register at byte offset `off`; `EINVAL` when it is
+    /// not inside the block or not 4-aligned.
+    pub(crate) fn write(&self, off: usize, value: u32) -> Result {
+        if off % 4 != 0 || off >= self.size {
+            return Err(EINVAL);
+        }
+        // SAFETY: as in `read`: inside the allocation, aligned, volatile.
+        unsafe { self.ptr.as_ptr().add(off / 4).write_volatile(value) };
+        Ok(())
+    }
+}
+
+impl Drop for RegisterBlock {
+    fn drop(&mut self) {
+        // SAFETY: by the invariant the allocation is ours and freed once, here;
+        // no user mapping can remain (they pin the device file, hence the
+        // module and the device that owns this block).
+        unsafe { bindings::free_pages_exact(self.ptr.as_ptr().cast(), self.size) };
+    }
+}
+
+/// Word `i` of `words`, a buffer that user mappings share (a timestamp
+/// buffer's user part), read as the device would: volatile, since userspace
+/// may write it at any time.
+pub(crate) fn read_shared_word(words: &[u64], i: usize) -> Option<u64> {
+    if i >= words.len() {
+        return None;
+    }
+    // SAFETY: `i` is in bounds; an aligned volatile read of memory that
+    // another agent (the user mapping) may write concurrently.
+    Some(unsafe { words.as_ptr().add(i).read_volatile() })
+}
+
+/// Flags upstream sets on a HW-block mapping (gaudi2.c:11628-11629).
+const BLOCK_VM_FLAGS: bindings::vm_flags_t = bindings::VM_IO
+    | bindings::VM_PFNMAP
+    | bindings::VM_DONTEXPAND
+    | bindings::VM_DONTDUMP
+    | bindings::VM_DONTCOPY
+    | bindings::VM_NORESERVE;
+
+/// Flags upstream sets on a timestamp-buffer mapping (memory.c:2102-2108).
+const TS_VM_FLAGS: bindings::vm_flags_t = bindings::VM_DONTEXPAND
+    | bindings::VM_DONTDUMP
+    | bindings::VM_DONTCOPY
+    | bindings::VM_NORESERVE;
+
+struct VmOps(bindings::vm_operations_struct);
+// SAFETY: the tables are never written after initialisation; the kernel only
+// reads them.
+unsafe impl Sync for VmOps {}
+
+static HW_BLOCK_VM_OPS: VmOps = VmOps(bindings::vm_operations_struct {
+    open: Some(vm_open::<BlockVma>),
+    close: Some(vm_close::<BlockVma>),
+    ..pin_init::zeroed()
+});
+
+static TS_VM_OPS: VmOps = VmOps(bindings::vm_operations_struct {
+    open: Some(vm_open::<TsBuffer>),
+    close: Some(vm_close::<TsBuffer>),
+    ..pin_init::zeroed()
+});
+
+/// `file_operations.mmap` of the compute node.
+///
+/// # Safety
+///
+/// Only called by the VFS (`mmap_region`) for a file of our DRM device whose
+/// open succeeded, with `vma` undergoing its initial setup under the mmap lock.
+pub(crate) unsafe extern "C" fn hl_mmap(
+    filp: *mut bindings::file,
+    vma: *mut bindings::vm_area_struct,
+) -> c_int {
+    // SAFETY: DRM's `private_data` of an open accel file is its `drm_file`.
+    let drm_file = unsafe { (*filp).private_data.cast::<bindings::drm_file>() };
+    // SAFETY: the file is open for the whole call (the VFS holds a reference).
+    let f = unsafe { crate::ffi::accel::compute_file(drm_file) };
+    // SAFETY: `vma` is valid, and the mmap lock is held for the whole call.
+    let area = unsafe { VmaRef::from_raw(vma) };
+    // SAFETY: as above.
+    let pgoff = unsafe { (*vma).vm_pgoff };
+    let (start, len) = (area.start() as u64, (area.end() - area.start()) as u64);
+    // SAFETY: no preconditions; checks the current task's address limit.
+    if !unsafe { hlrs_access_ok(start as c_ulong, len as c_ulong) } {
+        return EINVAL.to_errno();
+    }
+    let rc = match mmap_type(pgoff as u64) {
+        HL_MMAP_TYPE_BLOCK => {
+            // SAFETY: as above.
+            unsafe { map_hw_block(f, vma, pgoff as u64, start, len) }
+        }
+        HL_MMAP_TYPE_TS_BUFF => {
+            // SAFETY: as above.
+            unsafe { map_ts_buffer(f, vma, pgoff as u64, start, len) }
+        }
+        _ => Err(EINVAL),
+    };
+    match rc {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// `hl_hw_block_mmap`: map the registers of one HW block.
+///
+/// # Safety
+///
+/// `vma` is undergoing initial setup (the caller is the `mmap` hook).
+unsafe fn map_hw_block(
+    f: &ComputeFile,
+    vma: *mut bindings::vm_area_struct,
+    pgoff: u64,
+    start: u64,
+    len: u64,
+) -> Result {
+    // The checks, the backing registers and the record: safe Rust.
+    let plan: HwBlockMmap = crate::vm::hw_block::prepare_mmap(&f.ctx, pgoff, start, len)?;
+    // SAFETY: the vma is not yet visible to anyone else.
+    unsafe { (*vma).__bindgen_anon_2.vm_flags |= BLOCK_VM_FLAGS };
+    let size = c_ulong::try_from(len).map_err(|_| EINVAL)?;
+    // SAFETY: `vma` covers exactly `len` bytes from `start`; the pfns are the
+    // block's contiguous registers, which live as long as the device (longer
+    // than any mapping: a mapping pins the file, the module and the device).
+    let rc = unsafe {
+        bindings::remap_pfn_range(
+            vma,
+            start as c_ulong,
+            plan.pfn as c_ulong,
+            size,
+            (*vma).vm_page_prot,
+        )
+    };
+    if rc != 0 {
+        return Err(Error::from_errno(rc));
+    }
+    // The record is published and the vma gets its reference last, when
+    // nothing can fail any more.
+    let private = plan.publish();
+    // SAFETY: as above; `private` is one strong reference, owned by this vma
+    // from now on and given back by `vm_close`.
+    unsafe {
+        (*vma).vm_private_data = Arc::into_raw(private).cast_mut().cast();
+        (*vma).vm_ops = &HW_BLOCK_VM_OPS.0;
+    }
+    Ok(())
+}
+
+/// `hl_ts_mmap`: map a timestamp buffer's user part.
+///
+/// # Safety
+///
+/// `vma` is undergoing initial setup (the caller is the `mmap` hook).
+unsafe fn map_ts_buffer(
+    f: &ComputeFile,
+    vma: *mut bindings::vm_area_struct,
+    pgoff: u64,
+    start: u64,
+    len: u64,
+) -> Result {
+    // Looks the buffer up, checks the length and claims its one live mmap.
+    let claim = crate::vm::ts_buffer::claim_mmap(f.ctx.vm(), pgoff, len)?;
+    let buf: &TsBuffer = &claim;
+    // SAFETY: the vma is not yet visible to anyone else.
+    unsafe { (*vma).__bindgen_anon_2.vm_flags |= TS_VM_FLAGS };
+    let (base, bytes) = buf.user_memory();
+    let mut off = 0usize;
+    while (off as u64) < len && off < bytes {
+        // SAFETY: `base + off` is inside the buffer's vmalloc area (`off <
+        // bytes`, both page multiples), which lives as long as `buf`.
+        let page = unsafe { bindings::vmalloc_to_page(base.add(off).cast()) };
+        // SAFETY: `vma` covers `len` bytes from its start; `page` is a live
+        // page of the buffer; `vm_insert_page` takes its own page reference.
+        let rc = unsafe { bindings::vm_insert_page(vma, (start + off as u64) as c_ulong, page) };
+        if rc != 0 {
+            // `claim` is dropped: the buffer is free to be mapped again.
+            return Err(Error::from_errno(rc));
+        }
+        off += PAGE_SIZE;
+    }
+    let private = claim.into_vma_reference();
+    // SAFETY: as above; the vma owns this strong reference from now on.
+    unsafe {
+        (*vma).vm_private_data = Arc::into_raw(private).cast_mut().cast();
+        (*vma).vm_ops = &TS_VM_OPS.0;
+    }
+    Ok(())
+}
+
+/// What the vmas of one mapping share through `vm_private_data`: each vma
+/// holds one strong reference and reports its coming and going.
+pub(crate) trait SharedByVmas: Sync + Send + Sized {
+    /// A new vma of the mapping (a split-off piece, or an `mremap` copy).
+    fn vma_opened(&self);
+    /// A vma of the mapping went away.
+    fn vma_closed(&self);
+}
+
+impl SharedByVmas for BlockVma {
+    fn vma_opened(&self) {
+        BlockVma::vma_opened(self)
+    }
+    fn vma_closed(&self) {
+        // Never the last reference to the context: the vma's file keeps the
+        // DRM file, and so the context, open until after this returns.
+        BlockVma::vma_closed(self)
+    }
+}
+
+impl SharedByVmas for TsBuffer {
+    fn vma_opened(&self) {
+        TsBuffer::vma_opened(self)
+    }
+    fn vma_closed(&self) {
+        TsBuffer::vma_closed(self)
+    }
+}
+
+/// `vm_ops.open`: a new vma (a split-off piece, or the copy an `mremap` move
+/// makes) takes its own reference.
+///
+/// # Safety
+///
+/// Only called by the mm for a vma whose `vm_private_data` is an
+/// `Arc<T>` reference set by [`map_hw_block`] or [`map_ts_buffer`] (copied
+/// from such a vma).
+unsafe extern "C" fn vm_open<T: SharedByVmas>(vma: *mut bindings::vm_area_struct) {
+    // SAFETY: `vm_private_data` is a live `Arc<T>` reference held by the vma
+    // this one was copied from.
+    let shared = unsafe { ArcBorrow::from_raw((*vma).vm_private_data.cast::<T>()) };
+    let mine: Arc<T> = shared.into();
+    mine.vma_opened();
+    // This vma owns the new reference (the pointer is the one it already has).
+    core::mem::forget(mine);
+}
+
+/// `vm_ops.close` (upstream `hw_block_vm_close`, `hl_mmap_mem_buf_vm_close`):
+/// the vma gives its reference back; the last one ends the mapping.
+///
+/// # Safety
+///
+/// Only called by the mm, once per vma that [`map_hw_block`],
+/// [`map_ts_buffer`] or [`vm_open`] gave an `Arc<T>` reference.
+unsafe extern "C" fn vm_close<T: SharedByVmas>(vma: *mut bindings::vm_area_struct) {
+    // SAFETY: the vma owns one strong reference, given back once, here.
+    let mine = unsafe { Arc::from_raw((*vma).vm_private_data.cast::<T>()) };
+    mine.vma_closed();
+}

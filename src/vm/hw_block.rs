@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! HW blocks: `HL_MEM_OP_MAP_BLOCK` and the mmap of a block's registers
+//! (upstream `map_block`, `hl_hw_block_mmap`, `hw_block_vm_close`,
+//! `hl_hw_block_mem_init/fini`, common/memory.c:1408-1513, 2912-2938).
+//!
+//! MAP_BLOCK is stateless: it turns a block's device address into an mmap
+//! handle and the block's size. The mmap (in `ffi/mmap.rs`) maps exactly one
+//! whole block and records the mapping in its context, with a reference to
+//! the context, until the last vma of the mapping is gone.
+//!
+//! On the simulated Gaudi2 a block's registers are host memory owned by the
+//! device (allocated on first mmap): what userspace writes through its
+//! mapping, the driver reads (debugfs `hw_blocks`).
+
+use crate::{
+    asic::{user_block, user_block_id},
+    context::Context,
+    uapi::{mmap_handle, mmap_value, HL_MMAP_TYPE_BLOCK},
+};
+use kernel::{
+    prelude::*,
+    rbtree::{RBTree, RBTreeNodeReservation},
+    sync::Arc, //
+};
+
+/// `map_block`: the mmap handle and size of the block that starts exactly
+/// at device address `addr` (`CFG_BASE` + the block's offset). `EINVAL` for
+/// any other address. O(log n) in the 453 blocks (upstream: a linear scan).
+pub(crate) fn map_block(addr: u64) -> Result<(u64, u32)> {
+    let id = user_block_id(addr).ok_or(EINVAL)?;
+    let block = user_block(id.into()).ok_or(EINVAL)?;
+    let size = u32::try_from(block.size).map_err(|_| EINVAL)?;
+    Ok((mmap_handle(id.into(), HL_MMAP_TYPE_BLOCK), size))
+}
+
+/// One live HW-block mapping of a context (upstream `struct hl_vm_hw_block_list_node`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HwBlockRecord {
+    /// The block.
+    pub(crate) id: u32,
+    /// User address the mapping was created at.
+    pub(crate) va: u64,
+    /// Bytes mapped (the whole block).
+    pub(crate) size: u64,
+    /// Vmas of the mapping still alive (pieces after a partial `munmap` or
+    /// `mprotect`, or the copy of an `mremap`).
+    pub(crate) vmas: u32,
+}
+
+/// The HW-block mappings of a context (upstream `ctx->hw_block_mem_list`),
+/// by a sequence number: user addresses can repeat (an `mremap` moves a
+/// mapping away and a new one can land where it was).
+///
+/// # Invariants
+///
+/// Every record has `vmas >= 1`; `next` is above every key.
+pub(crate) struct HwBlockMappings {
+    by_seq: RBTree<u64, HwBlockRecord>,
+    next: u64,
+}
+
+impl HwBlockMappings {
+    /// `hl_hw_block_mem_init`: no mappings.
+    pub(crate) fn new() -> Self {
+        Self {
+            by_seq: RBTree::new(),
+            next: 0,
+        }
+    }
+
+    /// Every live mapping, oldest first.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &HwBlockRecord> {
+        self.by_seq.values()
+    }
+
+    /// `hl_hw_block_mem_fini`: forget every record and return how many there
+    /// were (upstream reports them with `dev_crit`). None can be left: each
+    /// holds a reference to the context being torn down. Allocates nothing.
+    pub(crate) fn fini(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(c) = self.by_seq.cursor_front_mut() {
+            drop(c.remove_current().1);
+            n += 1;
+        }
+        n
+    }
+
+    fn adjust(&mut self, seq: u64, opened: bool) {
+        let Some(rec) = self.by_seq.get_mut(&seq) else {
+            pr_err!("HW block mapping {} has no record\n", seq);
+            return;
+        };
+        if opened {
+            rec.vmas = rec.vmas.saturating_add(1);
+        } else {
+            rec.vmas = rec.vmas.saturating_sub(1);
+            if rec.vmas == 0 {
+                self.by_seq.remove(&seq);
+            }
+        }
+    }
+}
+
+/// What the vmas of one HW-block mapping hold (one strong reference each).
+pub(crate) struct BlockVma {
+    ctx: Arc<Context>,
+    seq: u64,
+}
+
+impl BlockVma {
+    /// A new vma of the mapping. O(log n).
+    pub(crate) fn vma_opened(&self) {
+        self.ctx.vm().hw_blocks.lock().adjust(self.seq, true);
+    }
+
+    /// A vma of the mapping went away; the last one withdraws the record.
+    /// O(log n).
+    pub(crate) fn vma_closed(&self) {
+        self.ctx.vm().hw_blocks.lock().adjust(self.seq, false);
+    }
+}
+
+/// A HW-block mmap that passed every check, with what publishing it needs
+/// allocated.
+pub(crate) struct HwBlockMmap {
+    /// Page frame number of the block's first register.
+    pub(crate) pfn: u64,
+    record: HwBlockRecord,
+    node: RBTreeNodeReservation<u64, HwBlockRecord>,
+    first_vma: Arc<BlockVma>,
+}
+
+impl HwBlockMmap {
+    /// Record the mapping in its context and return the first vma's
+    /// reference. Cannot fail, allocates nothing. O(log n).
+    pub(crate) fn publish(self) -> Arc<BlockVma> {
+        let v = &self.first_vma;
+        v.ctx
+            .vm()
+            .hw_blocks
+            .lock()
+            .by_seq
+            .insert(self.node.into_node(v.seq, self.record));
+        self.first_vma
+    }
+}
+
+/// `hl_hw_block_mmap` up to the page-table work: the block id from the page
+/// offset, the exact-size check, the block's registers (allocated on first
+/// use), the record's tree node and the first vma's reference. `EINVAL` for
+/// an unknown id or a length other than the block's size; `ENOMEM`. O(log n).
+pub(crate) fn prepare_mmap(
+    ctx: &Arc<Context>,
+    pgoff: u64,
+    va: u64,
+    len: u64,
+) -> Result<HwBlockMmap> {
+    let id = mmap_value(pgoff);
+    let block = user_block(id).ok_or(EINVAL)?;
+    if len != block.size {
+        return Err(EINVAL);
+    }
+    let id = u32::try_from(id).map_err(|_| EINVAL)?;
+    let pfn = ctx.device().sim.cfg_space.block_pfn(id, block.size)?;
+    let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+    let seq = {
+        let mut list = ctx.vm().hw_blocks.lock();
+        let seq = list.next;
+        list.next = seq.checked_add(1).ok_or(ENOMEM)?;
+        seq
+    };
+    let first_vma = Arc::new(
+        BlockVma {
+            ctx: ctx.clone(),
+            seq,
+        },
+        GFP_KERNEL,
+    )?;
+    Ok(HwBlockMmap {
+        pfn,
+        record: HwBlockRecord {
+            id,
+            va,
+            size: block.size,
+            vmas: 1,
+        },
+        node,
+        first_vma,
+    })
+}
+
+#[kunit_tests(hlrs_hw_block)]
+mod tests {
+    use super::*;
+    use crate::{
+        asic::{AsicProperties, CFG_BASE, NUM_USER_MAPPED_BLOCKS},
+        device::HlDevice,
+        uapi::{mmap_type, HL_MMAP_PAGE_SHIFT},
+    };
+
+    #[test]
+    fn map_block_answers_for_every_block_and_nothing_else() -> Result {
+        for id in 0..NUM_USER_MAPPED_BLOCKS as u64 {
+            let b = user_block(id).ok_or(EINVAL)?;
+            let (h, size) = map_block(CFG_BASE + b.address)?;
+            assert_eq!(u64::from(size), b.size);
+            assert_eq!(h >> 61, 1);
+            let pgoff = h >> HL_MMAP_PAGE_SHIFT;
+            assert_eq!(mmap_type(pgoff), HL_MMAP_TYPE_BLOCK);
+            assert_eq!(mmap_value(pgoff), id);
+            for off in [1u64, 4, 0x800] {
+                assert_eq!(map_block(CFG_BASE + b.address + off), Err(EINVAL));
+            }
+        }
+        assert_eq!(map_block(0), Err(EINVAL));
+        assert_eq!(map_block(CFG_BASE), Err(EINVAL));
+        Ok(())
+    }
+
+    #[test]
+    fn mmap_checks_and_the_record_lifetime() -> Result {
+        let d = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
+        let ctx = Arc::new(Context::new(d.clone(), 1)?, GFP_KERNEL)?;
+        let pg = |id: u64| mmap_handle(id, HL_MMAP_TYPE_BLOCK) >> HL_MMAP_PAGE_SHIFT;
+        // Unknown id, wrong sizes.
+        assert!(prepare_mmap(&ctx, pg(NUM_USER_MAPPED_BLOCKS as u64), 0x1000, 0x1000).is_err());
+        assert_eq!(
+            prepare_mmap(&ctx, pg(4), 0x1000, 0x1000).err(),
+            Some(EINVAL)
+        );
+        assert_eq!(
+            prepare_mmap(&ctx, pg(4), 0x1000, 0x10000).err(),
+            Some(EINVAL)
+        );
+        // A good one: the block's registers exist from now on.
+        let plan = prepare_mmap(&ctx, pg(4), 0x7000_0000, 0x8000)?;
+        let pfn = plan.pfn;
+        assert_eq!(d.sim.cfg_space.block_pfn(4, 0x8000)?, pfn);
+        let vma = plan.publish();
+        let rec = *ctx.vm().hw_blocks.lock().iter().next().ok_or(EINVAL)?;
+        assert_eq!(
+            (rec.id, rec.va, rec.size, rec.vmas),
+            (4, 0x7000_0000, 0x8000, 1)
+        );
+        // A split adds a vma; the record goes with the last one.
+        vma.vma_opened();
+        vma.vma_closed();
+        assert_eq!(ctx.vm().hw_blocks.lock().iter().count(), 1);
+        vma.vma_closed();
+        assert_eq!(ctx.vm().hw_blocks.lock().iter().count(), 0);
+        // The mapping held a context reference: this test's, and the vma's.
+        drop(vma);
+        assert_eq!(ctx.vm().hw_blocks.lock().fini(), 0);
+        // Registers written by "userspace" read back.
+        d.sim.cfg_space.write(4, 0x10, 0xdead_beef)?;
+        assert_eq!(d.sim.cfg_space.read(4, 0x10), Some(0xdead_beef));
+        assert_eq!(d.sim.cfg_space.read(4, 0x8000), None);
+        assert_eq!(d.sim.cfg_space.read(5, 0), None);
+        Ok(())
+    }
+}
