@@ -96,6 +96,14 @@ pub(crate) trait Backend: Send + Sync {
     /// without an IOMMU sees physical addresses).
     fn host_dma_addr(&self, phys: u64) -> Result<u64>;
 
+    /// Bus address of the DRAM BAR (DRAM offset 0), which covers all of
+    /// DRAM: what peers see of device memory (dma-buf exports).
+    fn dram_bar_base(&self) -> u64;
+
+    /// Whether importers can reach the DRAM BAR peer to peer (upstream asks
+    /// `pci_p2pdma_distance` per importer).
+    fn p2p_reachable(&self) -> bool;
+
     /// Read device DRAM at `addr` into `buf` (tests and debugfs).
     fn dram_read(&self, addr: u64, buf: &mut [u8]) -> Result;
 

@@ -12,6 +12,7 @@
 //! | `mmu` | page-table statistics; write a VA, read its translation by the page-walk oracle |
 //! | `hw_blocks` | the backed HW blocks' non-zero registers; the open context's block mappings |
 //! | `ts_buffers` | the open context's timestamp buffers and the bytes they hold |
+//! | `dmabuf` | the device's live dma-buf exports; the open context's, with their sg chunks |
 
 use crate::{
     backend::DeviceStatus,
@@ -50,6 +51,8 @@ pub(crate) struct DeviceDebugfs {
     hw_blocks: File<Arc<HlDevice>>,
     #[pin]
     ts_buffers: File<Arc<HlDevice>>,
+    #[pin]
+    dmabuf: File<Arc<HlDevice>>,
     _dir: Dir,
 }
 
@@ -65,6 +68,7 @@ impl DeviceDebugfs {
             userptr <- dir.read_callback_file(c"userptr", dev.clone(), &show_userptr),
             hw_blocks <- dir.read_callback_file(c"hw_blocks", dev.clone(), &show_hw_blocks),
             ts_buffers <- dir.read_callback_file(c"ts_buffers", dev.clone(), &show_ts_buffers),
+            dmabuf <- dir.read_callback_file(c"dmabuf", dev.clone(), &show_dmabuf),
             mmu <- dir.read_write_callback_file(
                 c"mmu",
                 MmuProbe { dev: dev.clone(), va: Atomic::new(0) },
@@ -280,6 +284,36 @@ fn show_ts_buffers(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Resu
             }
         }
         writeln!(f)?;
+    }
+    Ok(())
+}
+
+/// The device's dma-buf exports and, for the open context, each export's sg
+/// chunks (BAR address and length, merged, before any importer's segment
+/// limit splits them).
+fn show_dmabuf(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    use crate::vm::dmabuf::SgChunks;
+    writeln!(f, "exports: {}", dev.dmabuf_exports())?;
+    let bar = dev.dram_bar();
+    writeln!(f, "dram bar: {:#x} + {:#x}", bar.base, bar.size)?;
+    let Some(vm) = dev.state.lock().active_vm.clone() else {
+        return writeln!(f, "no open compute context");
+    };
+    let list = vm.exports.lock();
+    for (r, pack) in list.iter() {
+        writeln!(
+            f,
+            "va {:#x} offset {:#x} size {:#x}:",
+            r.va, r.offset, r.size
+        )?;
+        match SgChunks::new(pack, bar, r.offset, r.size, u64::MAX) {
+            Ok(chunks) => {
+                for (addr, len) in chunks {
+                    writeln!(f, "  sg {:#x} + {:#x}", addr, len)?;
+                }
+            }
+            Err(_) => writeln!(f, "  (range outside the pack)")?,
+        }
     }
     Ok(())
 }

@@ -107,6 +107,8 @@ pub(crate) struct HlDevice {
     pub(crate) hr_hops: Mutex<HrHopPool>,
     /// Gaudi2's DRAM address scrambling for this HBM count.
     pub(crate) scrambler: Scrambler,
+    /// Live dma-buf exports of the device (`dmabuf_export_cnt`).
+    dmabuf_exports: Atomic<u64>,
 }
 
 impl HlDevice {
@@ -143,6 +145,7 @@ impl HlDevice {
                 active_vm: None,
             }),
             dram_used: Atomic::new(0),
+            dmabuf_exports: Atomic::new(0),
         })
     }
 
@@ -159,6 +162,29 @@ impl HlDevice {
     /// Add `delta` bytes (negative: subtract) to the device's DRAM usage.
     pub(crate) fn account_dram(&self, delta: i64) {
         self.dram_used.fetch_add(delta as u64, Relaxed);
+    }
+
+    /// The DRAM BAR as peers see it (dma-buf exports).
+    pub(crate) fn dram_bar(&self) -> crate::vm::dmabuf::DramBar {
+        crate::vm::dmabuf::DramBar {
+            base: self.backend().dram_bar_base(),
+            size: self.asic.dram_size,
+            dram_base: self.asic.dram_base,
+        }
+    }
+
+    /// Count a dma-buf export made (`true`) or released.
+    pub(crate) fn dmabuf_exported(&self, made: bool) {
+        if made {
+            self.dmabuf_exports.fetch_add(1, Relaxed);
+        } else {
+            self.dmabuf_exports.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// Live dma-buf exports of the device.
+    pub(crate) fn dmabuf_exports(&self) -> u64 {
+        self.dmabuf_exports.load(Relaxed)
     }
 
     /// The device state (`hl_device_status`).

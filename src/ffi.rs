@@ -5,6 +5,8 @@
 //! - [`accel`]: accel + control node registration, file operations, ioctl
 //!   entry points, sysfs attributes, the `AsBytes`/`FromBytes` impls of the
 //!   uAPI structs.
+//! - [`dmabuf`]: dma-buf export of device memory (EXPORT_DMABUF_FD) and its
+//!   callbacks, plus a test importer for KUnit.
 //! - [`mmap`]: `mmap` of the compute node (HW blocks, timestamp buffers),
 //!   its vm operations, and the register memory user mappings reach.
 //! - [`pin`]: pinning of user pages for host mappings.
@@ -14,5 +16,6 @@
 //! `access_ok`, `virt_to_pfn`).
 
 pub(crate) mod accel;
+pub(crate) mod dmabuf;
 pub(crate) mod mmap;
 pub(crate) mod pin;

@@ -30,6 +30,7 @@ module! {
     authors: ["habanalabs_rs developers"],
     description: "Habana Gaudi device-memory subsystem (Rust), simulated Gaudi2",
     license: "GPL",
+    imports_ns: ["DMA_BUF"],
     params: {
         devices: u32 {
             default: 1,

@@ -25,6 +25,12 @@ use kernel::{
     }, //
 };
 
+/// Bus address of the simulated DRAM BAR: DRAM physical address `pa` is at
+/// `DRAM_BAR_BASE + (pa - dram_base)`. Chosen above any RAM of the test
+/// machines (64 TiB); the simulation has no IOMMU, so these are also the DMA
+/// addresses importers get in their sg tables.
+pub(crate) const DRAM_BAR_BASE: u64 = 0x4000_0000_0000;
+
 /// Bytes of host memory backing one touched piece of simulated DRAM.
 const CHUNK: usize = 4096;
 const CHUNK_U64: u64 = CHUNK as u64;
@@ -228,6 +234,16 @@ impl Backend for SimGaudi2 {
     fn host_dma_addr(&self, phys: u64) -> Result<u64> {
         // The simulated Gaudi2 has no IOMMU.
         Ok(phys)
+    }
+
+    fn dram_bar_base(&self) -> u64 {
+        DRAM_BAR_BASE
+    }
+
+    fn p2p_reachable(&self) -> bool {
+        // Every importer reaches the simulated BAR; whether an attachment is
+        // peer to peer is then the importer's choice (tested both ways).
+        true
     }
 
     fn dram_read(&self, addr: u64, buf: &mut [u8]) -> Result {

@@ -8,6 +8,7 @@
 //! own file.
 
 pub(crate) mod device_memory;
+pub(crate) mod dmabuf;
 pub(crate) mod dram_pool;
 pub(crate) mod handles;
 pub(crate) mod hw_block;

@@ -413,8 +413,20 @@ unsafe extern "C" fn hl_memory_ioctl(
     data: *mut c_void,
     file: *mut bindings::drm_file,
 ) -> c_int {
+    // SAFETY: `file` is the live `drm_file` of this ioctl; DRM set its `filp`
+    // before any ioctl can run.
+    let filp = unsafe { (*file).filp };
+    let open = NonNull::new(filp).map(|f| {
+        // SAFETY: the compute node's file, alive for this ioctl; `open` does
+        // not outlive it.
+        unsafe { crate::ffi::dmabuf::OpenFile::new(f) }
+    });
     // SAFETY: the contract of this function is `with_compute_args`'s.
-    unsafe { with_compute_args(file, data, memory_ioctl) }
+    unsafe {
+        with_compute_args(file, data, |f, args: &mut HlMemArgs| {
+            memory_ioctl(f, args, open.as_ref())
+        })
+    }
 }
 
 /// CB, CS, WAIT_CS and DEBUG: command submission is not part of the memory subsystem.

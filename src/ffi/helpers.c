@@ -6,6 +6,7 @@
 #include <linux/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/uaccess.h>
+#include <linux/dma-mapping.h>
 
 #include "helpers.h"
 
@@ -32,4 +33,9 @@ bool hlrs_access_ok(unsigned long addr, unsigned long size)
 unsigned long hlrs_virt_to_pfn(const void *addr)
 {
 	return PHYS_PFN(__pa(addr));
+}
+
+unsigned int hlrs_dma_max_seg_size(struct device *dev)
+{
+	return dma_get_max_seg_size(dev);
 }

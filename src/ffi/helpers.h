@@ -22,5 +22,8 @@ bool hlrs_fatal_signal_pending(void);
 bool hlrs_access_ok(unsigned long addr, unsigned long size);
 /* virt_to_pfn(addr) of directly mapped kernel memory */
 unsigned long hlrs_virt_to_pfn(const void *addr);
+struct device;
+/* dma_get_max_seg_size(dev) */
+unsigned int hlrs_dma_max_seg_size(struct device *dev);
 
 #endif /* HLRS_FFI_HELPERS_H */

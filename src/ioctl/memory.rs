@@ -10,10 +10,12 @@
 //! `out.handle` on success only.
 
 use crate::{
+    ffi::dmabuf::{export_fd, OpenFile},
     file::ComputeFile,
     uapi::*,
     vm::{
         device_memory::{alloc_device_memory, free_device_memory},
+        dmabuf::prepare_export,
         hw_block::map_block,
         mapping::{map_device_va, map_host_va, unmap_device_va},
         ts_buffer::ts_alloc,
@@ -21,8 +23,14 @@ use crate::{
 };
 use kernel::prelude::*;
 
-/// Serve one MEMORY ioctl for a compute file.
-pub(crate) fn memory_ioctl(file: &ComputeFile, args: &mut HlMemArgs) -> Result {
+/// Serve one MEMORY ioctl for a compute file. `open` is the compute node's
+/// `struct file` (which an exported dma-buf keeps a reference to); KUnit
+/// passes `None`.
+pub(crate) fn memory_ioctl(
+    file: &ComputeFile,
+    args: &mut HlMemArgs,
+    open: Option<&OpenFile>,
+) -> Result {
     let ctx = &file.ctx;
     if !ctx.device().status().is_operational() {
         return Err(EBUSY);
@@ -69,7 +77,20 @@ pub(crate) fn memory_ioctl(file: &ComputeFile, args: &mut HlMemArgs) -> Result {
             args.set_out_u64(handle);
             Ok(())
         }
-        HL_MEM_OP_EXPORT_DMABUF_FD => Err(EOPNOTSUPP),
+        HL_MEM_OP_EXPORT_DMABUF_FD => {
+            let flags = args.flags;
+            let rc = prepare_export(
+                ctx,
+                args.export_addr(),
+                args.export_mem_size(),
+                args.export_offset(),
+                flags,
+            )
+            .and_then(|e| export_fd(e, flags, open));
+            // As upstream: the union is zeroed and `out.fd` is -EBADF on failure.
+            args.set_out_fd_zeroed(*rc.as_ref().unwrap_or(&EBADF.to_errno()));
+            rc.map(|_| ())
+        }
         _ => Err(EINVAL),
     }
 }

@@ -190,6 +190,11 @@ impl MappingTable {
         self.by_va.iter()
     }
 
+    /// The mapping published under `user_va`, mutable (export counts). O(log n).
+    pub(crate) fn get_mut(&mut self, user_va: u64) -> Option<&mut Mapping> {
+        self.by_va.get_mut(&user_va)
+    }
+
     /// The userptr index (`hl_userptr_is_pinned`).
     pub(crate) fn userptrs(&self) -> &UserptrIndex {
         &self.userptrs

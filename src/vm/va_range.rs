@@ -14,6 +14,7 @@ use crate::{
     device::HlDevice,
     mmu::page_table::{DrHops, HrHops, PageTable},
     vm::{
+        dmabuf::ExportList,
         hw_block::HwBlockMappings,
         mapping::MappingTable,
         ts_buffer::TsBufferTable,
@@ -101,6 +102,9 @@ pub(crate) struct ContextVm {
     /// Timestamp buffers (upstream's per-file memory manager).
     #[pin]
     pub(crate) ts_buffers: Mutex<TsBufferTable>,
+    /// Live dma-buf exports of this context's mappings.
+    #[pin]
+    pub(crate) exports: Mutex<ExportList>,
     spans: [(VaRangeType, VaSpan); 3],
     #[pin]
     host: Mutex<VaAllocator>,
@@ -142,6 +146,7 @@ impl ContextVm {
             mappings <- new_mutex!(MappingTable::new()),
             hw_blocks <- new_mutex!(HwBlockMappings::new()),
             ts_buffers <- new_mutex!(TsBufferTable::new()),
+            exports <- new_mutex!(ExportList::new()),
             spans,
             host <- new_mutex!(host?),
             host_huge <- new_mutex!(host_huge?),

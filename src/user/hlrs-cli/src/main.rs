@@ -74,6 +74,9 @@ enum Command {
         /// Also allocate and map a timestamp buffer of this many elements.
         #[arg(long)]
         ts: Option<u32>,
+        /// Also export the first device mapping's first 4 KiB as a dma-buf.
+        #[arg(long)]
+        export: bool,
     },
 }
 
@@ -174,13 +177,24 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             hugetlb,
             hw_block,
             ts,
+            export,
         } => {
             let dev = Device::open_compute(cli.device)?;
+            let mut first = None;
             for _ in 0..count {
                 let h = dev.alloc(size, 0)?;
                 let va = dev.map(h, 0, 0)?;
+                first.get_or_insert(va);
                 println!("mapped handle {h} at {va:#x}");
             }
+            let dmabuf = match (export, first) {
+                (true, Some(va)) => {
+                    let fd = dev.export_dmabuf(va, 4096, 0, hlrs::DMABUF_FLAGS)?;
+                    println!("exported {va:#x} as a dma-buf");
+                    Some(fd)
+                }
+                _ => None,
+            };
             let buffer = match (host, hugetlb) {
                 (0, _) => None,
                 (n, false) => Some(hlrs::HostBuffer::new(n as usize)?),
@@ -214,7 +228,7 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             std::io::stdout().flush()?;
             let mut sink = Vec::new();
             std::io::stdin().read_to_end(&mut sink)?;
-            drop((block, stamps));
+            drop((block, stamps, dmabuf));
             drop(buffer);
             Ok(String::new())
         }

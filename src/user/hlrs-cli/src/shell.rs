@@ -16,6 +16,7 @@ pub const HELP: &str = "commands:
   unmap VA                            unmap
   block ID [OFFSET VALUE]             MAP_BLOCK + mmap of HW block ID (0..452); write a 32-bit register
   ts N                                TS_ALLOC of N timestamps + mmap
+  export VA OFFSET SIZE               EXPORT_DMABUF_FD of a DRAM mapping (the fd is held until quit)
   held                                what the shell holds mapped (host buffers, blocks, timestamp buffers)
   usage                               DRAM usage of this context and the device
   mappings                            HL_INFO_USER_MAPPINGS (mappings captured at a page fault)
@@ -49,6 +50,8 @@ pub enum Held<'d> {
     Block(hlrs::HwBlock<'d>),
     /// A timestamp buffer mapped with `ts`.
     Ts(hlrs::TimestampBuffer<'d>),
+    /// A dma-buf exported with `export`.
+    DmaBuf(std::os::fd::OwnedFd),
 }
 
 /// Run one command line; returns the output and whether to stop.
@@ -130,6 +133,20 @@ pub fn command<'d>(dev: &'d Device, held: &mut Vec<Held<'d>>, line: &str) -> (St
                 );
                 held.push(Held::Ts(ts));
             }
+            "export" => {
+                let va = parse_u64(arg(1)).ok_or_else(bad)?;
+                let offset = parse_size(arg(2)).ok_or_else(bad)?;
+                let size = parse_size(arg(3)).ok_or_else(bad)?;
+                let fd = dev.export_dmabuf(va, size, offset, hlrs::DMABUF_FLAGS)?;
+                use std::os::fd::AsRawFd;
+                let _ = write!(
+                    out,
+                    "dma-buf fd {} ({} from offset {offset:#x})",
+                    fd.as_raw_fd(),
+                    bytes(size)
+                );
+                held.push(Held::DmaBuf(fd));
+            }
             "held" => {
                 for (i, h) in held.iter().enumerate() {
                     let _ = match h {
@@ -143,6 +160,10 @@ pub fn command<'d>(dev: &'d Device, held: &mut Vec<Held<'d>>, line: &str) -> (St
                             b.addr(),
                             b.read(0).unwrap_or(0)
                         ),
+                        Held::DmaBuf(fd) => {
+                            use std::os::fd::AsRawFd;
+                            writeln!(out, "{i}: dma-buf fd {}", fd.as_raw_fd())
+                        }
                         Held::Ts(t) => writeln!(
                             out,
                             "{i}: timestamp buffer handle {:#x}, {} elements, [0] = {:#x}",

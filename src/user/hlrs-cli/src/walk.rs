@@ -151,7 +151,27 @@ pub fn run(index: u32) -> io::Result<String> {
     drop(block);
     drop(ts);
 
-    let _ = writeln!(out, "\n6. UNMAP everything, FREE everything");
+    let _ = writeln!(
+        out,
+        "\n6. EXPORT_DMABUF_FD: 1 MiB from offset 4 KiB of handle {b}'s mapping, for a peer device"
+    );
+    let fd = dev.export_dmabuf(va_b, 1 << 20, 4096, hlrs::DMABUF_FLAGS)?;
+    {
+        use std::os::fd::AsRawFd;
+        let _ = writeln!(out, "  dma-buf fd {}", fd.as_raw_fd());
+    }
+    match dev.unmap(va_b) {
+        Err(e) => {
+            let _ = writeln!(out, "  UNMAP while exported is refused: {e}");
+        }
+        Ok(()) => return Err(io::Error::other("UNMAP of an exported mapping succeeded")),
+    }
+    for l in debugfs("dmabuf").lines() {
+        let _ = writeln!(out, "    dmabuf: {l}");
+    }
+    drop(fd);
+
+    let _ = writeln!(out, "\n7. UNMAP everything, FREE everything");
     dev.unmap(va_h)?;
     dev.unmap(va_a)?;
     dev.unmap(va_b)?;

@@ -325,6 +325,34 @@ impl Device {
         Ok(args.out_u64())
     }
 
+    /// `HL_MEM_OP_EXPORT_DMABUF_FD`: export `size` bytes from `offset` of the
+    /// DRAM mapping that starts at device VA `addr` as a dma-buf; `flags` may
+    /// hold `O_RDWR` and `O_CLOEXEC`. Returns the dma-buf fd.
+    pub fn export_dmabuf(
+        &self,
+        addr: u64,
+        size: u64,
+        offset: u64,
+        flags: u32,
+    ) -> io::Result<std::os::fd::OwnedFd> {
+        let mut args = HlMemArgs {
+            arg0: addr,
+            arg1: size,
+            arg2: offset,
+            op: HL_MEM_OP_EXPORT_DMABUF_FD,
+            flags,
+            ..Default::default()
+        };
+        self.memory_args(&mut args)?;
+        let fd = args.out_fd();
+        if fd < 0 {
+            return Err(io::Error::from_raw_os_error(-fd));
+        }
+        // SAFETY: the kernel just installed `fd` for this process; nothing
+        // else owns it.
+        Ok(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+    }
+
     /// `HL_MEM_OP_UNMAP` of the exact VA a MAP returned.
     pub fn unmap(&self, va: u64) -> io::Result<()> {
         let mut args = HlMemArgs {
@@ -402,6 +430,13 @@ impl Mapping<'_> {
         self.va
     }
 
+    /// Export `size` bytes from `offset` of this (DRAM) mapping as a dma-buf
+    /// (`O_RDWR | O_CLOEXEC`), for another device to import. While the fd
+    /// lives, the mapping cannot be unmapped.
+    pub fn export_dmabuf(&self, offset: u64, size: u64) -> io::Result<std::os::fd::OwnedFd> {
+        self.dev.export_dmabuf(self.va, size, offset, DMABUF_FLAGS)
+    }
+
     /// Unmap now and report the result (dropping unmaps too, ignoring errors).
     pub fn unmap(self) -> io::Result<()> {
         let this = std::mem::ManuallyDrop::new(self);
@@ -436,6 +471,9 @@ impl Device {
         Ok(Mapping { dev: self, va })
     }
 }
+
+/// The flags [`Mapping::export_dmabuf`] exports with: `O_RDWR | O_CLOEXEC`.
+pub const DMABUF_FLAGS: u32 = 0o2 | 0o2000000;
 
 /// The errno of an [`io::Error`] (0 if it has none).
 pub fn errno(e: &io::Error) -> i32 {
