@@ -4,6 +4,7 @@
 #   make test     bootstrap, kernel, module, host tests, guest run, one summary
 #   make run      the main job: boot the guest, load the module, show it working
 #   make bench    benchmarks (VA allocator cost vs live blocks)
+#   make fuzz     a long run of the ioctl fuzzer in the guest (FUZZ_ARGS="--seed S --calls N --seconds T")
 #   make module   build the .ko (KDIR=... for any prepared Rust-enabled kernel tree)
 #   make clippy   build the module under clippy with the kernel's lint set
 #   make fmt / make fmt-check   rustfmt with the kernel's .rustfmt.toml
@@ -13,7 +14,7 @@
 SHELL := /bin/bash
 KDIR ?=
 
-.PHONY: all test run bench module clippy fmt fmt-check bootstrap kernel guest host-test clean dkms-check dkms-install
+.PHONY: all test run bench fuzz module clippy fmt fmt-check bootstrap kernel guest host-test clean dkms-check dkms-install
 
 all: module
 
@@ -25,6 +26,9 @@ run:
 
 bench:
 	@scripts/bench.sh
+
+fuzz:
+	@scripts/fuzz.sh
 
 bootstrap:
 	@scripts/bootstrap.sh

@@ -7,8 +7,12 @@ source "$(dirname "$0")/lib.sh"
 FRAGMENT=$HLRS_ROOT/scripts/kconfig/test-kernel.config
 KSRC=$(kernel_src)
 KVER=$(basename "$KSRC")
-# The key covers the fragment, this script and the compiler versions.
-KEY=$( (cat "$FRAGMENT" "$0"; "$RUSTC" --version; gcc --version | head -n1) | sha256sum | cut -c1-12)
+# The key covers the fragment, the build recipe below and the compiler
+# versions. Bump RECIPE when `configure` or `build` change what they produce
+# (progress output and comments do not).
+RECIPE=2
+KEY=$( (cat "$FRAGMENT"; echo "recipe $RECIPE"; "$RUSTC" --version; gcc --version | head -n1) |
+	sha256sum | cut -c1-12)
 KOBJ=$HLRS_CACHE/build/$KVER-$KEY
 mkdir -p "$HLRS_CACHE/build"
 exec 8>"$KOBJ.lock"
@@ -45,12 +49,12 @@ configure() {
 	echo "    all $(grep -c '^CONFIG_.*=' "$FRAGMENT") fragment options present" >&2
 }
 # Objects a complete build of this config produced last time (the progress
-# total); the first build on a machine uses the figure measured here.
+# total); the first build on a machine uses the figure measured here (1016).
 COUNT_FILE=$HLRS_CACHE/build/objects-$KEY.count
 objects() { find "$KOBJ" -name '*.o' 2>/dev/null | wc -l; }
 build() {
 	local total t0 pid
-	total=$(cat "$COUNT_FILE" 2>/dev/null || echo 1900)
+	total=$(cat "$COUNT_FILE" 2>/dev/null || echo 1016)
 	t0=$(date +%s)
 	# The default target: bzImage plus Module.symvers (modpost needs it).
 	make -C "$KSRC" O="$KOBJ" "${KV[@]}" -s -j"$(($(nproc) + 1))" >"$KOBJ/build.log" 2>&1 &

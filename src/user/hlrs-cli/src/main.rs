@@ -5,6 +5,7 @@ use hlrs::{uapi::HlInfoHwIpInfo, Device};
 use std::process::ExitCode;
 
 mod format;
+mod fuzz;
 mod shell;
 mod stress;
 mod walk;
@@ -46,6 +47,30 @@ enum Command {
     },
     /// HL_INFO_USER_MAPPINGS: the mappings captured at the last page fault.
     Mappings,
+    /// A structured ioctl fuzzer: every INFO and MEMORY op and the fd's mmap,
+    /// with boundary values and handles/VAs from earlier calls, threads on
+    /// each device's fd, forks; fixed seed, bounded calls and time; prints a
+    /// summary per op and a reproducer for any failure.
+    Fuzz {
+        /// Seed (each thread uses seed ^ its number).
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        /// Calls in all.
+        #[arg(long, default_value_t = 200_000)]
+        calls: u64,
+        /// Stop after this many seconds.
+        #[arg(long, default_value_t = 600)]
+        seconds: u64,
+        /// Threads per device (sharing its fd).
+        #[arg(long, default_value_t = 2)]
+        threads: u32,
+        /// Devices (0 .. N-1), each with its own fd.
+        #[arg(long, default_value_t = 1)]
+        devices: u32,
+        /// Replay: run only this thread's sequence (with --threads 1).
+        #[arg(long)]
+        thread: Option<u32>,
+    },
     /// Memory experiments in one process: alloc, map, maphost, unmap, free,
     /// usage, mappings, read from standard input (type `help`).
     Shell,
@@ -124,6 +149,31 @@ fn run(cli: &Cli) -> std::io::Result<String> {
                 })
                 .collect();
             Ok(format::mappings(&maps, cli.json))
+        }
+        Command::Fuzz {
+            seed,
+            calls,
+            seconds,
+            threads,
+            devices,
+            thread,
+        } => {
+            let settings = fuzz::Settings {
+                seed,
+                calls,
+                seconds,
+                threads,
+                devices,
+                only_thread: thread,
+            };
+            let report = fuzz::run(&settings, &|n| stress::progress_bar(n.min(calls), calls))?;
+            stress::progress_bar(calls, calls);
+            let out = fuzz::summary(&report);
+            if report.failure.is_some() {
+                print!("{out}");
+                return Err(std::io::Error::other("the fuzzer found a failure"));
+            }
+            Ok(out)
         }
         Command::Stress { ops, seed, devices } => {
             let total = ops * u64::from(devices);

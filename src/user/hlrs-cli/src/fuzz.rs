@@ -1,0 +1,562 @@
+//! `hlrs fuzz`: a structured ioctl fuzzer for the driver, run inside the
+//! guest on the debug kernel (lockdep, KFENCE, kmemleak watch the kernel side).
+//!
+//! Every INFO op and every MEMORY op, plus `mmap`/`munmap` of the handles MAP_BLOCK
+//! and TS_ALLOC return, with arguments drawn from boundary values (0, 1,
+//! page - 1, page, 2^32 - 1, 2^32, 2^63, 2^64 - 1 and the device's own
+//! geometry) or taken from earlier successful calls (handles, VAs, mmap
+//! handles), so deep states are reached, not just the argument checks. Host
+//! buffers are valid, unmapped, read-only, or `munmap`ped while the device
+//! maps them; children are forked that use the same fd and exit. Several
+//! threads share each device's fd, on several devices at once.
+//!
+//! Each thread draws from its own fixed-seed generator (seed ^ thread), so a
+//! failure prints a reproducer: `--seed S --threads 1 --thread T --calls K`
+//! replays thread T's sequence alone up to the failing call. A failure is
+//! an errno outside the op's documented set; the kernel side is judged by the
+//! guest log. At the end every fd is closed and the devices must be idle.
+
+use crate::stress::Rng;
+use hlrs::{errno, gaudi2, uapi::*, Device, HostBuffer};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The operations, in summary order.
+const OPS: [&str; 13] = [
+    "INFO",
+    "ALLOC",
+    "FREE",
+    "MAP",
+    "MAP host",
+    "UNMAP",
+    "MAP_BLOCK",
+    "mmap",
+    "munmap",
+    "TS_ALLOC",
+    "EXPORT",
+    "host munmap",
+    "fork",
+];
+
+/// The errnos each op may answer (besides success).
+fn allowed(op: usize, e: i32) -> bool {
+    const EPERM: i32 = 1;
+    const EINTR: i32 = 4;
+    const EBADF: i32 = 9;
+    const ENOMEM: i32 = 12;
+    const EFAULT: i32 = 14;
+    const EINVAL: i32 = 22;
+    const EMFILE: i32 = 24;
+    const EOPNOTSUPP: i32 = 95;
+    const EADDRINUSE: i32 = 98;
+    match OPS[op] {
+        "INFO" => matches!(e, EINVAL | EFAULT | EOPNOTSUPP),
+        "ALLOC" => matches!(e, EINVAL | ENOMEM),
+        "FREE" => matches!(e, EINVAL | EPERM),
+        "MAP" => matches!(e, EINVAL | EPERM | ENOMEM | EADDRINUSE),
+        "MAP host" => matches!(e, EINVAL | ENOMEM | EADDRINUSE | EFAULT | EINTR),
+        "UNMAP" | "MAP_BLOCK" => e == EINVAL,
+        "mmap" => matches!(e, EINVAL | ENOMEM),
+        "munmap" => e == EINVAL,
+        "TS_ALLOC" => matches!(e, EINVAL | ENOMEM),
+        "EXPORT" => matches!(e, EINVAL | EMFILE | EBADF),
+        _ => false,
+    }
+}
+
+/// What the threads of one device share: handles, VAs, mmap handles.
+#[derive(Default)]
+struct Pool {
+    handles: Vec<u64>,
+    vas: Vec<u64>,
+    mmap_handles: Vec<(u64, usize)>,
+    /// Live mmaps of the device fd: address -> length.
+    mmaps: BTreeMap<u64, usize>,
+}
+
+/// Counts of one op: calls, successes, and each errno seen.
+#[derive(Default, Clone)]
+pub struct OpStats {
+    /// Calls made.
+    pub calls: u64,
+    /// Calls that succeeded.
+    pub ok: u64,
+    /// errno -> count.
+    pub errnos: BTreeMap<i32, u64>,
+}
+
+/// The outcome of a run.
+pub struct Report {
+    /// Per op, in [`OPS`] order.
+    pub ops: Vec<(&'static str, OpStats)>,
+    /// Calls made in all.
+    pub calls: u64,
+    /// The first failure, with its reproducer.
+    pub failure: Option<String>,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+/// Settings of a run.
+pub struct Settings {
+    /// Seed of every thread's generator (xored with the thread number).
+    pub seed: u64,
+    /// Calls in all (across threads).
+    pub calls: u64,
+    /// Time bound.
+    pub seconds: u64,
+    /// Threads per device.
+    pub threads: u32,
+    /// Devices (0 .. devices - 1).
+    pub devices: u32,
+    /// Run only this thread's sequence (replay).
+    pub only_thread: Option<u32>,
+}
+
+/// Boundary values of 64-bit arguments.
+const EDGES: [u64; 12] = [
+    0,
+    1,
+    4095,
+    4096,
+    (1 << 32) - 1,
+    1 << 32,
+    1 << 63,
+    u64::MAX,
+    0x3000_0000 - 1,
+    0x3000_0000,
+    0x3000_0001,
+    1 << 40,
+];
+
+struct Worker<'a> {
+    dev: &'a Device,
+    pool: &'a Mutex<Pool>,
+    rng: Rng,
+    stats: Vec<OpStats>,
+    buffers: Vec<HostBuffer>,
+    dram_page: u64,
+    dram_va: u64,
+    info_out: Vec<u8>,
+}
+
+impl Worker<'_> {
+    fn edge(&mut self) -> u64 {
+        EDGES[self.rng.below(EDGES.len() as u64) as usize]
+    }
+
+    fn pick<T: Copy>(&mut self, v: &[T]) -> Option<T> {
+        (!v.is_empty()).then(|| v[self.rng.below(v.len() as u64) as usize])
+    }
+
+    fn handle(&mut self) -> u64 {
+        let known = self.pool.lock().unwrap().handles.clone();
+        match self.rng.below(4) {
+            0 => self.edge(),
+            _ => self.pick(&known).unwrap_or(1),
+        }
+    }
+
+    fn va(&mut self) -> u64 {
+        let known = self.pool.lock().unwrap().vas.clone();
+        match self.rng.below(5) {
+            0 => self.edge(),
+            1 => self.dram_va + self.rng.below(8) * self.dram_page,
+            _ => self.pick(&known).unwrap_or(0),
+        }
+    }
+
+    fn flags(&mut self) -> u32 {
+        [
+            0,
+            HL_MEM_CONTIGUOUS,
+            HL_MEM_SHARED,
+            HL_MEM_FORCE_HINT,
+            HL_MEM_PREFETCH,
+            0x10,
+            u32::MAX,
+        ][self.rng.below(7) as usize]
+    }
+
+    /// A host address: a live buffer (at an offset), unmapped, read-only or
+    /// kernel memory.
+    fn host_addr(&mut self) -> (u64, u64) {
+        if self.buffers.is_empty() || self.rng.below(8) == 0 {
+            let len = [4096usize, 64 << 10, 2 << 20][self.rng.below(3) as usize];
+            if let Ok(b) = HostBuffer::new(len) {
+                self.buffers.push(b);
+            }
+        }
+        let live = self.rng.below(self.buffers.len().max(1) as u64) as usize;
+        let buf = self.buffers.get(live).map(|b| (b.addr(), b.len() as u64));
+        match (self.rng.below(10), buf) {
+            (0, _) | (_, None) => (0x1000, 4096),
+            (1, _) => (0xffff_8880_0000_0000, 4096),
+            // Our own program text: mapped, but read-only.
+            (2, _) => (
+                (summary as fn(&Report) -> String) as usize as u64 & !0xfff,
+                4096,
+            ),
+            (_, Some((addr, len))) => {
+                let off = self.rng.below(len);
+                let size = match self.rng.below(4) {
+                    0 => self.edge(),
+                    _ => 1 + self.rng.below(len - off),
+                };
+                (addr + off, size)
+            }
+        }
+    }
+
+    fn record(&mut self, op: usize, r: Result<(), i32>) -> Result<(), String> {
+        let s = &mut self.stats[op];
+        s.calls += 1;
+        match r {
+            Ok(()) => {
+                s.ok += 1;
+                Ok(())
+            }
+            Err(e) => {
+                *s.errnos.entry(e).or_default() += 1;
+                if allowed(op, e) {
+                    Ok(())
+                } else {
+                    Err(format!("{} answered errno {e}", OPS[op]))
+                }
+            }
+        }
+    }
+
+    /// One random call.
+    fn step(&mut self) -> Result<(), String> {
+        let op = self.rng.below(OPS.len() as u64) as usize;
+        let r: Result<(), i32> = match OPS[op] {
+            "INFO" => {
+                let info_op = if self.rng.below(10) == 0 {
+                    self.rng.next() as u32
+                } else {
+                    self.rng.below(42) as u32
+                };
+                let ptr = match self.rng.below(6) {
+                    0 => 0,
+                    1 => 0x10,
+                    _ => self.info_out.as_mut_ptr() as u64,
+                };
+                // Never more than our buffer when the pointer is ours.
+                let size = match (ptr, self.rng.below(4)) {
+                    (p, _) if p != self.info_out.as_ptr() as u64 => self.edge() as u32,
+                    (_, 0) => 0,
+                    _ => 1 + self.rng.below(self.info_out.len() as u64) as u32,
+                };
+                let mut a = HlInfoArgs {
+                    return_pointer: ptr,
+                    return_size: size,
+                    op: info_op,
+                    arg: self.rng.below(16) as u32,
+                    pad: if self.rng.below(20) == 0 { 1 } else { 0 },
+                };
+                self.dev.info_args(&mut a).map_err(|e| errno(&e))
+            }
+            "ALLOC" => {
+                let size = match self.rng.below(3) {
+                    0 => self.edge(),
+                    _ => 1 + self.rng.below(3 * self.dram_page),
+                };
+                let flags = self.flags();
+                self.dev
+                    .alloc(size, flags)
+                    .map(|h| self.pool.lock().unwrap().handles.push(h))
+                    .map_err(|e| errno(&e))
+            }
+            "FREE" => {
+                let h = self.handle();
+                let r = self.dev.free(h);
+                if r.is_ok() {
+                    self.pool.lock().unwrap().handles.retain(|&x| x != h);
+                }
+                r.map_err(|e| errno(&e))
+            }
+            "MAP" => {
+                let (h, hint, flags) = (self.handle(), self.va(), self.flags());
+                self.dev
+                    .map(h, hint, flags)
+                    .map(|va| self.pool.lock().unwrap().vas.push(va))
+                    .map_err(|e| errno(&e))
+            }
+            "MAP host" => {
+                let (addr, size) = self.host_addr();
+                let (hint, flags) = (self.va(), self.flags() & !HL_MEM_CONTIGUOUS);
+                self.dev
+                    .map_host(addr, size, hint, flags)
+                    .map(|va| self.pool.lock().unwrap().vas.push(va))
+                    .map_err(|e| errno(&e))
+            }
+            "UNMAP" => {
+                let va = self.va();
+                let r = self.dev.unmap(va);
+                if r.is_ok() {
+                    self.pool.lock().unwrap().vas.retain(|&x| x != va);
+                }
+                r.map_err(|e| errno(&e))
+            }
+            "MAP_BLOCK" => {
+                let id = self.rng.below(gaudi2::user_blocks().len() as u64 + 2) as usize;
+                let addr = gaudi2::block_addr(id).unwrap_or(0)
+                    + [0, 0, 0, 1, 4096][self.rng.below(5) as usize];
+                self.dev
+                    .map_block(addr)
+                    .map(|(h, s)| self.pool.lock().unwrap().mmap_handles.push((h, s as usize)))
+                    .map_err(|e| errno(&e))
+            }
+            "mmap" => {
+                let known = self.pool.lock().unwrap().mmap_handles.clone();
+                let (h, len) = self
+                    .pick(&known)
+                    .unwrap_or((mmap_handle(0, HL_MMAP_TYPE_BLOCK), 4096));
+                let (h, len) = match self.rng.below(6) {
+                    0 => (h, len + 4096),
+                    1 => (
+                        mmap_handle(
+                            self.rng.below(600),
+                            [HL_MMAP_TYPE_BLOCK, HL_MMAP_TYPE_TS_BUFF, HL_MMAP_TYPE_CB]
+                                [self.rng.below(3) as usize],
+                        ),
+                        4096,
+                    ),
+                    _ => (h, len),
+                };
+                self.dev
+                    .mmap_raw(h, len)
+                    .map(|a| {
+                        self.pool.lock().unwrap().mmaps.insert(a, len);
+                    })
+                    .map_err(|e| errno(&e))
+            }
+            "munmap" => {
+                let mut pool = self.pool.lock().unwrap();
+                let n = pool.mmaps.len() as u64;
+                let pick = pool
+                    .mmaps
+                    .iter()
+                    .nth(self.rng.below(n.max(1)) as usize)
+                    .map(|(&a, &l)| (a, l));
+                match pick {
+                    Some((a, l)) => {
+                        pool.mmaps.remove(&a);
+                        // Sometimes only its first page: the rest stays in the pool.
+                        let part = if self.rng.below(3) == 0 && l > 4096 {
+                            4096
+                        } else {
+                            l
+                        };
+                        if part < l {
+                            pool.mmaps.insert(a + part as u64, l - part);
+                        }
+                        // SAFETY: a mapping this fuzzer made with `mmap_raw`, which
+                        // nothing else refers to (it was just taken out of the pool).
+                        unsafe { self.dev.munmap(a, part) }.map_err(|e| errno(&e))
+                    }
+                    None => Ok(()),
+                }
+            }
+            "TS_ALLOC" => {
+                let n = [
+                    0u32,
+                    1,
+                    2,
+                    511,
+                    512,
+                    513,
+                    4096,
+                    1 << 20,
+                    (1 << 20) + 1,
+                    u32::MAX,
+                ][self.rng.below(10) as usize];
+                self.dev
+                    .ts_alloc(n)
+                    .map(|h| {
+                        let len = (n as usize * 8).div_ceil(4096) * 4096;
+                        self.pool.lock().unwrap().mmap_handles.push((h, len));
+                    })
+                    .map_err(|e| errno(&e))
+            }
+            "EXPORT" => {
+                let va = self.va();
+                let (size, offset) = match self.rng.below(3) {
+                    0 => (self.edge(), self.edge()),
+                    _ => (4096 * (1 + self.rng.below(64)), 4096 * self.rng.below(64)),
+                };
+                let flags = [0u32, hlrs::DMABUF_FLAGS, 1, 0x40][self.rng.below(4) as usize];
+                // The fd is closed at once (or kept until this thread ends).
+                self.dev
+                    .export_dmabuf(va, size, offset, flags)
+                    .map(drop)
+                    .map_err(|e| errno(&e))
+            }
+            "host munmap" => {
+                // Drop (munmap) a host buffer the device may still map: the
+                // pinned pages stay pinned until UNMAP or close.
+                if !self.buffers.is_empty() {
+                    let i = self.rng.below(self.buffers.len() as u64) as usize;
+                    self.buffers.swap_remove(i);
+                }
+                Ok(())
+            }
+            "fork" => {
+                if self.rng.below(20) == 0 {
+                    fork_child(self.dev)
+                } else {
+                    Ok(())
+                }
+            }
+            _ => Ok(()),
+        };
+        self.record(op, r)
+    }
+}
+
+/// Fork a child that uses the same fd (an ALLOC, a FREE, an INFO) and exits.
+fn fork_child(dev: &Device) -> Result<(), i32> {
+    // SAFETY: the child makes only system calls (no allocation: the ioctl
+    // arguments are on its stack) and leaves with `_exit`.
+    let pid = unsafe { libc::fork() };
+    if pid < 0 {
+        return Ok(());
+    }
+    if pid == 0 {
+        let ok = dev.alloc(1, 0).map(|h| dev.free(h)).is_ok();
+        let _ = dev.device_status();
+        // SAFETY: ends the child without running the parent's destructors.
+        unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for the child forked above.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    Ok(())
+}
+
+/// Run the fuzzer; `progress` gets the calls done so far now and then.
+pub fn run(s: &Settings, progress: &(dyn Fn(u64) + Sync)) -> std::io::Result<Report> {
+    let t0 = Instant::now();
+    let deadline = t0 + Duration::from_secs(s.seconds);
+    let done = AtomicU64::new(0);
+    let stop = AtomicBool::new(false);
+    let failure: Mutex<Option<String>> = Mutex::new(None);
+    let mut totals = vec![OpStats::default(); OPS.len()];
+    let devices: Vec<Device> = (0..s.devices)
+        .map(Device::open_compute)
+        .collect::<Result<_, _>>()?;
+    let pools: Vec<Mutex<Pool>> = (0..s.devices)
+        .map(|_| Mutex::new(Pool::default()))
+        .collect();
+    let threads = s.threads.max(1);
+    let workers = u64::from(threads) * u64::from(s.devices);
+    let per_thread = s.calls.div_ceil(workers.max(1));
+    std::thread::scope(|scope| {
+        let mut handles = Vec::new();
+        for (di, dev) in devices.iter().enumerate() {
+            for t in 0..threads {
+                let thread_no = di as u32 * threads + t;
+                let id = s.only_thread.unwrap_or(thread_no);
+                let (pool, done, stop, failure) = (&pools[di], &done, &stop, &failure);
+                handles.push(scope.spawn(move || {
+                    let hw = dev.hw_ip_info().ok();
+                    let mut w = Worker {
+                        dev,
+                        pool,
+                        rng: Rng::new(s.seed ^ u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+                        stats: vec![OpStats::default(); OPS.len()],
+                        buffers: Vec::new(),
+                        dram_page: hw.map_or(0x3000_0000, |h| h.dram_page_size),
+                        dram_va: hw.map_or(0, |h| h.dram_base_address),
+                        info_out: vec![0u8; 64 << 10],
+                    };
+                    for k in 0..per_thread {
+                        if stop.load(Ordering::Relaxed) || Instant::now() > deadline {
+                            break;
+                        }
+                        if let Err(what) = w.step() {
+                            stop.store(true, Ordering::Relaxed);
+                            failure.lock().unwrap().get_or_insert(format!(
+                                "{what} at call {k} of thread {id}; reproduce: hlrs --device {di} fuzz --seed {} --threads 1 --devices 1 --thread {id} --calls {}",
+                                s.seed,
+                                k + 1
+                            ));
+                            break;
+                        }
+                        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        if n % 4096 == 0 {
+                            progress(n);
+                        }
+                    }
+                    w.stats
+                }));
+            }
+        }
+        for h in handles {
+            if let Ok(stats) = h.join() {
+                for (t, s) in totals.iter_mut().zip(stats) {
+                    t.calls += s.calls;
+                    t.ok += s.ok;
+                    for (e, n) in s.errnos {
+                        *t.errnos.entry(e).or_default() += n;
+                    }
+                }
+            }
+        }
+    });
+    // Leftover mmaps go with the process; close every fd now and check that
+    // the devices are idle (mappings of the fd keep it open: unmap them).
+    for pool in &pools {
+        let maps = std::mem::take(&mut pool.lock().unwrap().mmaps);
+        for (a, l) in maps {
+            // SAFETY: mappings this fuzzer made and no longer uses.
+            let _ = unsafe { devices[0].munmap(a, l) };
+        }
+    }
+    drop(devices);
+    let mut failure = failure.into_inner().unwrap();
+    for i in 0..s.devices {
+        let ctl = Device::open_control(i)?;
+        let (u, hw) = (ctl.dram_usage()?, ctl.hw_ip_info()?);
+        if u.dram_free_mem != hw.dram_size && failure.is_none() {
+            failure = Some(format!(
+                "device {i} not idle after the run: {} of {} free",
+                u.dram_free_mem, hw.dram_size
+            ));
+        }
+    }
+    Ok(Report {
+        ops: OPS.iter().copied().zip(totals).collect(),
+        calls: done.load(Ordering::Relaxed),
+        failure,
+        elapsed: t0.elapsed(),
+    })
+}
+
+/// The summary table: calls, successes and errnos per op.
+pub fn summary(r: &Report) -> String {
+    let mut out = format!("{:<12} {:>10} {:>10}  errnos\n", "op", "calls", "ok");
+    for (name, s) in &r.ops {
+        let errnos: Vec<String> = s.errnos.iter().map(|(e, n)| format!("{e}:{n}")).collect();
+        out += &format!(
+            "{name:<12} {:>10} {:>10}  {}\n",
+            s.calls,
+            s.ok,
+            errnos.join(" ")
+        );
+    }
+    out += &format!(
+        "{} calls in {:.1} s ({:.0}/s){}\n",
+        r.calls,
+        r.elapsed.as_secs_f64(),
+        r.calls as f64 / r.elapsed.as_secs_f64().max(1e-9),
+        match &r.failure {
+            Some(f) => format!("\nFAILURE: {f}"),
+            None => String::new(),
+        }
+    );
+    out
+}

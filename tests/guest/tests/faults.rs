@@ -1,0 +1,253 @@
+//! The systematic fault-injection sweep: for every operation of a scripted
+//! scenario, fail the 1st, 2nd, ... allocation inside that one call
+//! (`/proc/thread-self/fail-nth`, with failslab and fail_page_alloc reaching
+//! GFP_KERNEL allocations of any order: the guest's init sets them up) until
+//! the call completes without reaching the injected fault. After each
+//! injected failure: the errno is ENOMEM, every view of the device and the
+//! process (DRAM_USAGE, debugfs memory/va/mmu/userptr/hw_blocks/ts_buffers/
+//! dmabuf, VmLck) is exactly as before the call, and the same call without
+//! injection succeeds. The number of failure points of each operation goes to
+//! the guest log (`hlrs-faults:`).
+
+use hlrs::{gaudi2, uapi::*, Device};
+use hlrs_guest_tests::{debugfs, guest_only};
+use std::fs::File;
+use std::os::unix::fs::FileExt;
+
+const ENOMEM: i32 = 12;
+const PAGE: u64 = 0x3000_0000;
+/// More failure points than any one call has: the sweep must end before.
+const MAX_POINTS: u32 = 400;
+
+/// The calling thread's `fail-nth` (see `teardown.rs`).
+struct FailNth(File);
+
+impl FailNth {
+    fn open() -> Self {
+        Self(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/proc/thread-self/fail-nth")
+                .unwrap(),
+        )
+    }
+    fn arm(&self, n: u32) {
+        self.0.write_at(n.to_string().as_bytes(), 0).unwrap();
+    }
+    fn left(&self) -> u32 {
+        let mut b = [0u8; 16];
+        let n = self.0.read_at(&mut b, 0).unwrap();
+        String::from_utf8_lossy(&b[..n]).trim().parse().unwrap()
+    }
+}
+
+/// Everything a failed call must leave as it was.
+#[derive(Debug, PartialEq, Eq)]
+struct Snapshot {
+    usage: (u64, u64),
+    views: Vec<(String, String)>,
+    vm_locked: String,
+}
+
+fn snapshot(d: &Device) -> Snapshot {
+    let u = d.dram_usage().unwrap();
+    let mut views = Vec::new();
+    for f in [
+        "memory",
+        "va",
+        "mmu",
+        "userptr",
+        "hw_blocks",
+        "ts_buffers",
+        "dmabuf",
+        "dram_pool",
+    ] {
+        // Counters of work done (PTE writes) legitimately move.
+        let text: String = debugfs(0, f)
+            .lines()
+            .filter(|l| !l.starts_with("PTE writes"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        views.push((f.to_owned(), text));
+    }
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let vm_locked = status
+        .lines()
+        .find(|l| l.starts_with("VmLck:"))
+        .unwrap()
+        .to_owned();
+    Snapshot {
+        usage: (u.dram_free_mem, u.ctx_dram_mem),
+        views,
+        vm_locked,
+    }
+}
+
+/// Sweep one operation: `setup` makes its preconditions on a fresh open,
+/// `call` is the operation, `undo` releases what a successful call made.
+fn sweep<S, T>(
+    name: &str,
+    setup: impl Fn(&Device) -> S,
+    call: impl Fn(&Device, &S) -> std::io::Result<T>,
+    undo: impl Fn(&Device, &S, T),
+) -> u32 {
+    let fail = FailNth::open();
+    for n in 1..=MAX_POINTS {
+        let d = Device::open_compute(0).unwrap();
+        let s = setup(&d);
+        let before = snapshot(&d);
+        fail.arm(n);
+        let r = call(&d, &s);
+        let left = fail.left();
+        fail.arm(0);
+        match r {
+            Err(e) => {
+                assert_eq!(left, 0, "{name}: failed without an injected fault: {e}");
+                assert_eq!(hlrs::errno(&e), ENOMEM, "{name}: injection point {n}: {e}");
+                let after = snapshot(&d);
+                assert_eq!(
+                    after, before,
+                    "{name}: injection point {n} changed the state"
+                );
+                // The same call without injection succeeds.
+                let v = call(&d, &s).unwrap_or_else(|e| panic!("{name} after point {n}: {e}"));
+                undo(&d, &s, v);
+            }
+            Ok(v) => {
+                undo(&d, &s, v);
+                if left != 0 {
+                    // Completed without reaching the n-th point: n - 1 in all.
+                    report(name, n - 1);
+                    return n - 1;
+                }
+                // The injected failure was absorbed (a fallback allocation).
+            }
+        }
+    }
+    panic!("{name}: more than {MAX_POINTS} injection points");
+}
+
+fn report(name: &str, points: u32) {
+    std::fs::write(
+        "/dev/kmsg",
+        format!("hlrs-faults: {name}: {points} allocation point(s)\n"),
+    )
+    .unwrap();
+}
+
+#[test]
+fn alloc_contiguous_and_not() {
+    guest_only!();
+    for (name, flags) in [
+        ("ALLOC contiguous", HL_MEM_CONTIGUOUS),
+        ("ALLOC scattered", 0),
+    ] {
+        let points = sweep(
+            name,
+            |_| (),
+            |d, _| d.alloc(3 * PAGE, flags),
+            |d, _, h| d.free(h).unwrap(),
+        );
+        assert!(points >= 1);
+    }
+}
+
+#[test]
+fn free() {
+    guest_only!();
+    sweep(
+        "FREE",
+        |d| d.alloc(2 * PAGE, 0).unwrap(),
+        |d, &h| d.free(h),
+        |_, _, ()| {},
+    );
+}
+
+#[test]
+fn map_and_unmap_device_memory() {
+    guest_only!();
+    let points = sweep(
+        "MAP device",
+        |d| d.alloc(3 * PAGE, 0).unwrap(),
+        |d, &h| d.map(h, 0, 0),
+        |d, _, va| d.unmap(va).unwrap(),
+    );
+    assert!(points >= 2);
+    sweep(
+        "UNMAP device",
+        |d| {
+            let h = d.alloc(PAGE, 0).unwrap();
+            d.map(h, 0, 0).unwrap()
+        },
+        |d, &va| d.unmap(va),
+        |_, _, ()| {},
+    );
+}
+
+#[test]
+fn map_and_unmap_host_memory() {
+    guest_only!();
+    // Touched, so pinning needs no page-fault allocation of its own.
+    let buf = vec![7u8; 256 << 10];
+    let addr = buf.as_ptr() as u64 + 100;
+    let points = sweep(
+        "MAP host",
+        |_| (),
+        |d, _| d.map_host(addr, 128 << 10, 0, 0),
+        |d, _, va| d.unmap(va).unwrap(),
+    );
+    assert!(points >= 3);
+    sweep(
+        "UNMAP host",
+        |d| d.map_host(addr, 128 << 10, 0, 0).unwrap(),
+        |d, &va| d.unmap(va),
+        |_, _, ()| {},
+    );
+}
+
+#[test]
+fn hw_block_map_and_mmap() {
+    guest_only!();
+    let addr = gaudi2::block_addr(9).unwrap();
+    // A block's registers are allocated at its first mmap and kept: map it
+    // once first, so the sweep sees only the mmap's own allocations.
+    drop(Device::open_compute(0).unwrap().map_hw_block(addr).unwrap());
+    sweep("MAP_BLOCK", |_| (), |d, _| d.map_block(addr), |_, _, _| {});
+    sweep(
+        "HW block mmap",
+        |d| d.map_block(addr).unwrap(),
+        |d, &(h, size)| d.mmap_raw(h, size as usize),
+        // SAFETY: the mapping the call made, used by nothing else.
+        |d, &(_, size), a| unsafe { d.munmap(a, size as usize) }.unwrap(),
+    );
+}
+
+#[test]
+fn timestamp_alloc_and_mmap() {
+    guest_only!();
+    let points = sweep("TS_ALLOC", |_| (), |d, _| d.ts_alloc(1000), |_, _, _| {});
+    assert!(points >= 2);
+    sweep(
+        "TS mmap",
+        |d| d.ts_alloc(1000).unwrap(),
+        |d, &h| d.mmap_raw(h, 8192),
+        // SAFETY: the mapping the call made, used by nothing else.
+        |d, _, a| unsafe { d.munmap(a, 8192) }.unwrap(),
+    );
+}
+
+#[test]
+fn dmabuf_export() {
+    guest_only!();
+    let points = sweep(
+        "EXPORT_DMABUF_FD",
+        |d| {
+            let h = d.alloc(PAGE, 0).unwrap();
+            d.map(h, 0, 0).unwrap()
+        },
+        |d, &va| d.export_dmabuf(va, 1 << 20, 0, hlrs::DMABUF_FLAGS),
+        |_, _, fd| drop(fd),
+    );
+    assert!(points >= 2);
+}
