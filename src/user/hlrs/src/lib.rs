@@ -472,6 +472,19 @@ impl Device {
     }
 }
 
+impl AsFd for Device {
+    fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.file.as_fd()
+    }
+}
+
+impl From<Device> for std::os::fd::OwnedFd {
+    /// The node's fd (closing it closes the device).
+    fn from(d: Device) -> Self {
+        d.file.into()
+    }
+}
+
 /// The flags [`Mapping::export_dmabuf`] exports with: `O_RDWR | O_CLOEXEC`.
 pub const DMABUF_FLAGS: u32 = 0o2 | 0o2000000;
 
