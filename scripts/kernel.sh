@@ -52,24 +52,17 @@ configure() {
 # total); the first build on a machine uses the figure measured here (1016).
 COUNT_FILE=$HLRS_CACHE/build/objects-$KEY.count
 objects() { find "$KOBJ" -name '*.o' 2>/dev/null | wc -l; }
+TOTAL=$(cat "$COUNT_FILE" 2>/dev/null || echo 1016)
+# What the progress line shows besides the elapsed time.
+built_of_total() { printf '%d/~%d objects' "$(objects)" "$TOTAL"; }
+# The default target: bzImage plus Module.symvers (modpost needs it).
+make_kernel() {
+	make -C "$KSRC" O="$KOBJ" "${KV[@]}" -s -j"$(($(nproc) + 1))" >"$KOBJ/build.log" 2>&1
+}
 build() {
-	local total t0 pid
-	total=$(cat "$COUNT_FILE" 2>/dev/null || echo 1016)
-	t0=$(date +%s)
-	# The default target: bzImage plus Module.symvers (modpost needs it).
-	make -C "$KSRC" O="$KOBJ" "${KV[@]}" -s -j"$(($(nproc) + 1))" >"$KOBJ/build.log" 2>&1 &
-	pid=$!
 	# A progress line every 20 s instead of ten minutes of silence.
-	while kill -0 "$pid" 2>/dev/null; do
-		for _ in $(seq 20); do
-			kill -0 "$pid" 2>/dev/null || break
-			sleep 1
-		done
-		kill -0 "$pid" 2>/dev/null || break
-		printf '    kernel build: %d/~%d objects, %d s elapsed\n' "$(objects)" "$total" \
-			"$(($(date +%s) - t0))"
-	done
-	wait "$pid" || { tail -n 40 "$KOBJ/build.log" >&2; die "kernel build failed (log: $KOBJ/build.log)"; }
+	PROGRESS_STATUS=built_of_total with_progress "kernel build" make_kernel ||
+		{ tail -n 40 "$KOBJ/build.log" >&2; die "kernel build failed (log: $KOBJ/build.log)"; }
 	objects >"$COUNT_FILE"
 	touch "$KOBJ/.hlrs-complete"
 }

@@ -36,8 +36,10 @@ step() {
 }
 
 # Run a long command and print a line every 20 s while it runs, instead of
-# silence (downloads, `cargo install`, unpacking). The progress goes to stderr
-# (the command's stdout may be captured). Returns its status.
+# silence (downloads, `cargo install`, unpacking, the kernel build). The
+# progress goes to stderr (the command's stdout may be captured); when
+# PROGRESS_STATUS names a function, its output is part of the line. Returns
+# the command's status.
 with_progress() {
 	local what=$1
 	shift
@@ -51,7 +53,9 @@ with_progress() {
 			sleep 1
 		done
 		kill -0 "$pid" 2>/dev/null || break
-		printf '    ... %s: still running, %d s\n' "$what" "$(($(date +%s) - t0))" >&2
+		printf '    ... %s: %s, %d s elapsed\n' "$what" \
+			"$(if [ -n "${PROGRESS_STATUS:-}" ]; then "$PROGRESS_STATUS"; else echo "still running"; fi)" \
+			"$(($(date +%s) - t0))" >&2
 	done
 	wait "$pid"
 }

@@ -89,3 +89,36 @@ pub fn phys_of(addr: u64) -> u64 {
     assert!(e & (1 << 63) != 0, "page not present");
     (e & ((1 << 55) - 1)) * 4096 + addr % 4096
 }
+
+/// The calling thread's `/proc/thread-self/fail-nth` (the kernel's systematic
+/// fault injection), kept open so that arming it and reading it back are
+/// single `pwrite`/`pread` calls, as syzkaller does: opening or closing it
+/// between arming and the call under test would use up the count.
+pub struct FailNth(std::fs::File);
+
+impl FailNth {
+    /// Open this thread's file (needs `CONFIG_FAULT_INJECTION`).
+    pub fn open() -> Self {
+        Self(
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/proc/thread-self/fail-nth")
+                .expect("CONFIG_FAULT_INJECTION: /proc/thread-self/fail-nth"),
+        )
+    }
+
+    /// Fail the `n`-th fault-injection point this thread reaches (0: off).
+    pub fn arm(&self, n: u32) {
+        use std::os::unix::fs::FileExt;
+        self.0.write_at(n.to_string().as_bytes(), 0).unwrap();
+    }
+
+    /// What is left of the count: 0 when the injected fault was reached.
+    pub fn left(&self) -> u32 {
+        use std::os::unix::fs::FileExt;
+        let mut b = [0u8; 16];
+        let n = self.0.read_at(&mut b, 0).unwrap();
+        String::from_utf8_lossy(&b[..n]).trim().parse().unwrap()
+    }
+}

@@ -10,37 +10,12 @@
 //! the guest log (`hlrs-faults:`).
 
 use hlrs::{gaudi2, uapi::*, Device};
-use hlrs_guest_tests::{debugfs, guest_only};
-use std::fs::File;
-use std::os::unix::fs::FileExt;
+use hlrs_guest_tests::{debugfs, guest_only, FailNth};
 
 const ENOMEM: i32 = 12;
 const PAGE: u64 = 0x3000_0000;
 /// More failure points than any one call has: the sweep must end before.
 const MAX_POINTS: u32 = 400;
-
-/// The calling thread's `fail-nth` (see `teardown.rs`).
-struct FailNth(File);
-
-impl FailNth {
-    fn open() -> Self {
-        Self(
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open("/proc/thread-self/fail-nth")
-                .unwrap(),
-        )
-    }
-    fn arm(&self, n: u32) {
-        self.0.write_at(n.to_string().as_bytes(), 0).unwrap();
-    }
-    fn left(&self) -> u32 {
-        let mut b = [0u8; 16];
-        let n = self.0.read_at(&mut b, 0).unwrap();
-        String::from_utf8_lossy(&b[..n]).trim().parse().unwrap()
-    }
-}
 
 /// Everything a failed call must leave as it was.
 #[derive(Debug, PartialEq, Eq)]

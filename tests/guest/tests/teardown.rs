@@ -12,44 +12,13 @@
 //!   and lockdep/KFENCE (checked on the guest log) stay quiet.
 
 use hlrs::{uapi::*, Device};
-use hlrs_guest_tests::{debugfs, expect_errno, guest_only};
-use std::fs::File;
-use std::os::unix::fs::FileExt;
+use hlrs_guest_tests::{debugfs, expect_errno, guest_only, FailNth};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 const EINVAL: i32 = 22;
 const ENOMEM: i32 = 12;
 const PAGE: u64 = 0x3000_0000;
-
-/// The calling thread's `fail-nth` file, kept open so that arming it and
-/// reading it back are single `pwrite`/`pread` calls (as syzkaller does):
-/// opening or closing it between arming and the call would use up the count.
-struct FailNth(File);
-
-impl FailNth {
-    fn open() -> Self {
-        Self(
-            std::fs::OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open("/proc/thread-self/fail-nth")
-                .expect("CONFIG_FAULT_INJECTION: /proc/thread-self/fail-nth"),
-        )
-    }
-
-    /// Fail the `n`-th fault-injection point this thread reaches (0: off).
-    fn arm(&self, n: u32) {
-        self.0.write_at(n.to_string().as_bytes(), 0).unwrap();
-    }
-
-    /// What is left of the count: 0 when the injected fault was reached.
-    fn left(&self) -> u32 {
-        let mut b = [0u8; 16];
-        let n = self.0.read_at(&mut b, 0).unwrap();
-        String::from_utf8_lossy(&b[..n]).trim().parse().unwrap()
-    }
-}
 
 /// Locked (pinned and charged) memory of this process, in kB.
 fn vm_locked_kb() -> u64 {
