@@ -816,11 +816,11 @@ impl ControlNode {
     /// `node` must come from a successful `add` and not be used afterwards.
     unsafe fn remove(node: NonNull<ControlNode>) {
         let node = node.as_ptr();
-        // SAFETY: per the contract the node is registered; after `cdev_device_del`
-        // no new open can start and none is running (the module is being
-        // unloaded, so no file of ours is open), and the attributes, the only
-        // other users of `hdev`, are gone; the node's reference is given back
-        // exactly once.
+        // After `cdev_device_del` no new open can start and none is running
+        // (the module is being unloaded, so no file of ours is open), and the
+        // attributes, the only other users of `hdev`, are gone.
+        // SAFETY: per the contract the node is registered; its reference to
+        // `hdev` is given back exactly once, here.
         unsafe {
             let dev = (*node).dev;
             remove_attrs(dev);
@@ -874,10 +874,10 @@ impl AccelDevice {
             )
         };
         let drm = kernel::error::from_err_ptr(raw)?.cast::<HlDrm>();
-        // SAFETY: `drm` is a fresh, zero-initialised (past the drm_device) `HlDrm`.
         // INVARIANT: the container owns this reference; `release_hdev` gives it
         // back when the DRM device is released (or at once, if the action
         // cannot be registered).
+        // SAFETY: `drm` is a fresh, zero-initialised (past the drm_device) `HlDrm`.
         let drm_dev = unsafe {
             (*drm).hdev = Arc::into_raw(hdev.clone());
             addr_of_mut!((*drm).drm)

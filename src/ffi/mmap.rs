@@ -238,14 +238,28 @@ unsafe fn map_hw_block(
     }
     // The record is published and the vma gets its reference last, when
     // nothing can fail any more.
-    let private = plan.publish();
-    // SAFETY: as above; `private` is one strong reference, owned by this vma
-    // from now on and given back by `vm_close`.
+    // SAFETY: the vma is being set up by us (contract of this function).
+    unsafe { install(vma, plan.publish(), &HW_BLOCK_VM_OPS) };
+    Ok(())
+}
+
+/// Give the vma its reference to the mapping's shared record and its ops.
+///
+/// # Safety
+///
+/// `vma` must be undergoing initial setup in our `mmap` hook, with `ops`
+/// the vm operations of `T`'s mappings.
+unsafe fn install<T: SharedByVmas>(
+    vma: *mut bindings::vm_area_struct,
+    private: Arc<T>,
+    ops: &'static VmOps,
+) {
+    // SAFETY: per the contract; the strong reference is owned by this vma
+    // from now on and given back by `vm_close::<T>`.
     unsafe {
         (*vma).vm_private_data = Arc::into_raw(private).cast_mut().cast();
-        (*vma).vm_ops = &HW_BLOCK_VM_OPS.0;
+        (*vma).vm_ops = &ops.0;
     }
-    Ok(())
 }
 
 /// `hl_ts_mmap`: map a timestamp buffer's user part.
@@ -280,12 +294,8 @@ unsafe fn map_ts_buffer(
         }
         off += PAGE_SIZE;
     }
-    let private = claim.into_vma_reference();
-    // SAFETY: as above; the vma owns this strong reference from now on.
-    unsafe {
-        (*vma).vm_private_data = Arc::into_raw(private).cast_mut().cast();
-        (*vma).vm_ops = &TS_VM_OPS.0;
-    }
+    // SAFETY: the vma is being set up by us (contract of this function).
+    unsafe { install(vma, claim.into_vma_reference(), &TS_VM_OPS) };
     Ok(())
 }
 

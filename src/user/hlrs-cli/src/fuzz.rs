@@ -147,29 +147,36 @@ struct Worker<'a> {
     info_out: Vec<u8>,
 }
 
+/// Lock a pool; a worker that panicked cannot leave it inconsistent (each
+/// update is one push or retain), so a poisoned lock is used as it is.
+fn lock(pool: &Mutex<Pool>) -> std::sync::MutexGuard<'_, Pool> {
+    pool.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 impl Worker<'_> {
+    /// A random element of one of the pool's lists, picked under the lock.
+    fn pick_known<T: Copy>(&mut self, list: impl Fn(&Pool) -> &Vec<T>) -> Option<T> {
+        let pool = lock(self.pool);
+        let v = list(&pool);
+        (!v.is_empty()).then(|| v[self.rng.below(v.len() as u64) as usize])
+    }
+
     fn edge(&mut self) -> u64 {
         EDGES[self.rng.below(EDGES.len() as u64) as usize]
     }
 
-    fn pick<T: Copy>(&mut self, v: &[T]) -> Option<T> {
-        (!v.is_empty()).then(|| v[self.rng.below(v.len() as u64) as usize])
-    }
-
     fn handle(&mut self) -> u64 {
-        let known = self.pool.lock().unwrap().handles.clone();
         match self.rng.below(4) {
             0 => self.edge(),
-            _ => self.pick(&known).unwrap_or(1),
+            _ => self.pick_known(|p| &p.handles).unwrap_or(1),
         }
     }
 
     fn va(&mut self) -> u64 {
-        let known = self.pool.lock().unwrap().vas.clone();
         match self.rng.below(5) {
             0 => self.edge(),
             1 => self.dram_va + self.rng.below(8) * self.dram_page,
-            _ => self.pick(&known).unwrap_or(0),
+            _ => self.pick_known(|p| &p.vas).unwrap_or(0),
         }
     }
 
@@ -241,7 +248,7 @@ impl Worker<'_> {
         // mappings, UNMAP instead. A long run without this bound pins host
         // buffers until the OOM killer ends the fuzzer (found by a 26-minute
         // `make fuzz`; the kernel side handled it correctly).
-        if self.pool.lock().unwrap().vas.len() > LIVE_VAS {
+        if lock(self.pool).vas.len() > LIVE_VAS {
             op = UNMAP_OP;
         }
         let r: Result<(), i32> = match OPS[op] {
@@ -279,14 +286,14 @@ impl Worker<'_> {
                 let flags = self.flags();
                 self.dev
                     .alloc(size, flags)
-                    .map(|h| self.pool.lock().unwrap().handles.push(h))
+                    .map(|h| lock(self.pool).handles.push(h))
                     .map_err(|e| errno(&e))
             }
             "FREE" => {
                 let h = self.handle();
                 let r = self.dev.free(h);
                 if r.is_ok() {
-                    self.pool.lock().unwrap().handles.retain(|&x| x != h);
+                    lock(self.pool).handles.retain(|&x| x != h);
                 }
                 r.map_err(|e| errno(&e))
             }
@@ -294,7 +301,7 @@ impl Worker<'_> {
                 let (h, hint, flags) = (self.handle(), self.va(), self.flags());
                 self.dev
                     .map(h, hint, flags)
-                    .map(|va| self.pool.lock().unwrap().vas.push(va))
+                    .map(|va| lock(self.pool).vas.push(va))
                     .map_err(|e| errno(&e))
             }
             "MAP host" => {
@@ -302,14 +309,14 @@ impl Worker<'_> {
                 let (hint, flags) = (self.va(), self.flags() & !HL_MEM_CONTIGUOUS);
                 self.dev
                     .map_host(addr, size, hint, flags)
-                    .map(|va| self.pool.lock().unwrap().vas.push(va))
+                    .map(|va| lock(self.pool).vas.push(va))
                     .map_err(|e| errno(&e))
             }
             "UNMAP" => {
                 let va = self.va();
                 let r = self.dev.unmap(va);
                 if r.is_ok() {
-                    self.pool.lock().unwrap().vas.retain(|&x| x != va);
+                    lock(self.pool).vas.retain(|&x| x != va);
                 }
                 r.map_err(|e| errno(&e))
             }
@@ -319,13 +326,12 @@ impl Worker<'_> {
                     + [0, 0, 0, 1, 4096][self.rng.below(5) as usize];
                 self.dev
                     .map_block(addr)
-                    .map(|(h, s)| self.pool.lock().unwrap().mmap_handles.push((h, s as usize)))
+                    .map(|(h, s)| lock(self.pool).mmap_handles.push((h, s as usize)))
                     .map_err(|e| errno(&e))
             }
             "mmap" => {
-                let known = self.pool.lock().unwrap().mmap_handles.clone();
                 let (h, len) = self
-                    .pick(&known)
+                    .pick_known(|p| &p.mmap_handles)
                     .unwrap_or((mmap_handle(0, HL_MMAP_TYPE_BLOCK), 4096));
                 let (h, len) = match self.rng.below(6) {
                     0 => (h, len + 4096),
@@ -342,12 +348,12 @@ impl Worker<'_> {
                 self.dev
                     .mmap_raw(h, len)
                     .map(|a| {
-                        self.pool.lock().unwrap().mmaps.insert(a, len);
+                        lock(self.pool).mmaps.insert(a, len);
                     })
                     .map_err(|e| errno(&e))
             }
             "munmap" => {
-                let mut pool = self.pool.lock().unwrap();
+                let mut pool = lock(self.pool);
                 let n = pool.mmaps.len() as u64;
                 let pick = pool
                     .mmaps
@@ -390,7 +396,7 @@ impl Worker<'_> {
                     .ts_alloc(n)
                     .map(|h| {
                         let len = (n as usize * 8).div_ceil(4096) * 4096;
-                        self.pool.lock().unwrap().mmap_handles.push((h, len));
+                        lock(self.pool).mmap_handles.push((h, len));
                     })
                     .map_err(|e| errno(&e))
             }
@@ -491,7 +497,7 @@ pub fn run(s: &Settings, progress: &(dyn Fn(u64) + Sync)) -> std::io::Result<Rep
                         }
                         if let Err(what) = w.step() {
                             stop.store(true, Ordering::Relaxed);
-                            failure.lock().unwrap().get_or_insert(format!(
+                            failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(format!(
                                 "{what} at call {k} of thread {id}; reproduce: hlrs --device {di} fuzz --seed {} --threads 1 --devices 1 --thread {id} --calls {}",
                                 s.seed,
                                 k + 1
@@ -522,14 +528,14 @@ pub fn run(s: &Settings, progress: &(dyn Fn(u64) + Sync)) -> std::io::Result<Rep
     // Leftover mmaps go with the process; close every fd now and check that
     // the devices are idle (mappings of the fd keep it open: unmap them).
     for pool in &pools {
-        let maps = std::mem::take(&mut pool.lock().unwrap().mmaps);
+        let maps = std::mem::take(&mut lock(pool).mmaps);
         for (a, l) in maps {
             // SAFETY: mappings this fuzzer made and no longer uses.
             let _ = unsafe { devices[0].munmap(a, l) };
         }
     }
     drop(devices);
-    let mut failure = failure.into_inner().unwrap();
+    let mut failure = failure.into_inner().unwrap_or_else(|e| e.into_inner());
     for i in 0..s.devices {
         let ctl = Device::open_control(i)?;
         let (u, hw) = (ctl.dram_usage()?, ctl.hw_ip_info()?);
