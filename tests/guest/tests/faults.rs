@@ -226,3 +226,25 @@ fn dmabuf_export() {
     );
     assert!(points >= 2);
 }
+
+#[test]
+fn map_host_memory_of_every_backing() {
+    guest_only!();
+    // hugetlbfs (2 MiB leaves), transparent huge pages and shmem file pages
+    // take other paths through pinning and the page-size choice than the
+    // anonymous buffer above; each is faulted in first (HostBuffer does).
+    for (name, backing) in [
+        ("MAP host hugetlb", hlrs::Backing::Hugetlb),
+        ("MAP host thp", hlrs::Backing::Thp),
+        ("MAP host memfd", hlrs::Backing::Memfd),
+    ] {
+        let buf = hlrs::HostBuffer::with_backing(2 << 20, backing).unwrap();
+        let points = sweep(
+            name,
+            |_| (),
+            |d, _| d.map_host(buf.addr(), buf.len() as u64, 0, 0),
+            |d, _, va| d.unmap(va).unwrap(),
+        );
+        assert!(points >= 3, "{name}: {points}");
+    }
+}

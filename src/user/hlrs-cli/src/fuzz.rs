@@ -6,9 +6,12 @@
 //! page - 1, page, 2^32 - 1, 2^32, 2^63, 2^64 - 1 and the device's own
 //! geometry) or taken from earlier successful calls (handles, VAs, mmap
 //! handles), so deep states are reached, not just the argument checks. Host
-//! buffers are valid, unmapped, read-only, or `munmap`ped while the device
-//! maps them; children are forked that use the same fd and exit. Several
-//! threads share each device's fd, on several devices at once.
+//! buffers are anonymous, hugetlbfs, transparent-huge-page, memfd (shmem file)
+//! or read-only memory, or unmapped addresses; they are shared by the threads
+//! of a device, so one thread `munmap`s a buffer while another is inside its
+//! MAP or after the device mapped it; children are forked that use the same fd
+//! and exit. Several threads share each device's fd, on several devices at once.
+//! Host MAPs are counted per backing in the summary.
 //!
 //! Each thread draws from its own fixed-seed generator (seed ^ thread), so a
 //! failure prints a reproducer: `--seed S --threads 1 --thread T --calls K`
@@ -17,14 +20,16 @@
 //! guest log. At the end every fd is closed and the devices must be idle.
 
 use crate::stress::Rng;
-use hlrs::{errno, gaudi2, uapi::*, Device, HostBuffer};
+use hlrs::{errno, gaudi2, uapi::*, Backing, Device, HostBuffer};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The operations, in summary order.
-const OPS: [&str; 13] = [
+/// The operations, in summary order. The first [`SELECTABLE`] are drawn; the
+/// rest are the host MAPs of buffers with other backings than anonymous
+/// memory, counted apart.
+const OPS: [&str; 17] = [
     "INFO",
     "ALLOC",
     "FREE",
@@ -38,7 +43,15 @@ const OPS: [&str; 13] = [
     "EXPORT",
     "host munmap",
     "fork",
+    "MAP hugetlb",
+    "MAP thp",
+    "MAP memfd",
+    "MAP read-only",
 ];
+/// How many of [`OPS`] the fuzzer draws from.
+const SELECTABLE: usize = 13;
+/// Index of "MAP host" in [`OPS`].
+const MAP_HOST_OP: usize = 4;
 
 /// The errnos each op may answer (besides success).
 fn allowed(op: usize, e: i32) -> bool {
@@ -56,7 +69,9 @@ fn allowed(op: usize, e: i32) -> bool {
         "ALLOC" => matches!(e, EINVAL | ENOMEM),
         "FREE" => matches!(e, EINVAL | EPERM),
         "MAP" => matches!(e, EINVAL | EPERM | ENOMEM | EADDRINUSE),
-        "MAP host" => matches!(e, EINVAL | ENOMEM | EADDRINUSE | EFAULT | EINTR),
+        "MAP host" | "MAP hugetlb" | "MAP thp" | "MAP memfd" | "MAP read-only" => {
+            matches!(e, EINVAL | ENOMEM | EADDRINUSE | EFAULT | EINTR)
+        }
         "UNMAP" | "MAP_BLOCK" => e == EINVAL,
         "mmap" => matches!(e, EINVAL | ENOMEM),
         "munmap" => e == EINVAL,
@@ -74,6 +89,9 @@ struct Pool {
     mmap_handles: Vec<(u64, usize)>,
     /// Live mmaps of the device fd: address -> length.
     mmaps: BTreeMap<u64, usize>,
+    /// Host buffers, shared by the device's threads (one may munmap a buffer
+    /// another is mapping).
+    buffers: Vec<HostBuffer>,
 }
 
 /// Counts of one op: calls, successes, and each errno seen.
@@ -117,6 +135,8 @@ pub struct Settings {
 
 /// Most live mappings per device before the fuzzer unmaps instead of mapping.
 const LIVE_VAS: usize = 128;
+/// Most live host buffers per device before a new one replaces an old one.
+const LIVE_BUFFERS: usize = 24;
 /// Index of UNMAP in [`OPS`].
 const UNMAP_OP: usize = 5;
 
@@ -141,7 +161,6 @@ struct Worker<'a> {
     pool: &'a Mutex<Pool>,
     rng: Rng,
     stats: Vec<OpStats>,
-    buffers: Vec<HostBuffer>,
     dram_page: u64,
     dram_va: u64,
     info_out: Vec<u8>,
@@ -192,32 +211,72 @@ impl Worker<'_> {
         ][self.rng.below(7) as usize]
     }
 
-    /// A host address: a live buffer (at an offset), unmapped, read-only or
-    /// kernel memory.
-    fn host_addr(&mut self) -> (u64, u64) {
-        if self.buffers.is_empty() || self.rng.below(8) == 0 {
-            let len = [4096usize, 64 << 10, 2 << 20][self.rng.below(3) as usize];
-            if let Ok(b) = HostBuffer::new(len) {
-                self.buffers.push(b);
+    /// A new host buffer of a random backing in the device's pool (replacing
+    /// a random one past [`LIVE_BUFFERS`]); hugetlbfs pages may run out.
+    fn new_buffer(&mut self) {
+        let (backing, len) = match self.rng.below(8) {
+            0 => (Backing::Hugetlb, 2 << 20),
+            1 => (Backing::Thp, 2 << 20),
+            2 => (Backing::Memfd, 64 << 10),
+            3 => (Backing::ReadOnly, 8192),
+            _ => (
+                Backing::Anonymous,
+                [4096usize, 64 << 10, 2 << 20][self.rng.below(3) as usize],
+            ),
+        };
+        if let Ok(b) = HostBuffer::with_backing(len, backing) {
+            let victim = self.rng.below(LIVE_BUFFERS as u64) as usize;
+            let mut pool = lock(self.pool);
+            let n = pool.buffers.len();
+            if n >= LIVE_BUFFERS {
+                pool.buffers.swap_remove(victim.min(n - 1));
             }
+            pool.buffers.push(b);
         }
-        let live = self.rng.below(self.buffers.len().max(1) as u64) as usize;
-        let buf = self.buffers.get(live).map(|b| (b.addr(), b.len() as u64));
+    }
+
+    /// A host address and size, and the op index to count the MAP under: a
+    /// range of a live buffer (its address read under the pool lock; another
+    /// thread may munmap it right after), an unmapped or kernel address, or
+    /// our own program text (mapped, read-only).
+    fn host_addr(&mut self) -> (u64, u64, usize) {
+        if self.rng.below(8) == 0 || lock(self.pool).buffers.is_empty() {
+            self.new_buffer();
+        }
+        let pick = self.rng.next();
+        let buf = {
+            let pool = lock(self.pool);
+            let n = pool.buffers.len() as u64;
+            pool.buffers
+                .get((pick % n.max(1)) as usize)
+                .map(|b| (b.addr(), b.len() as u64, b.backing()))
+        };
         match (self.rng.below(10), buf) {
-            (0, _) | (_, None) => (0x1000, 4096),
-            (1, _) => (0xffff_8880_0000_0000, 4096),
-            // Our own program text: mapped, but read-only.
+            (0, _) | (_, None) => (0x1000, 4096, MAP_HOST_OP),
+            (1, _) => (0xffff_8880_0000_0000, 4096, MAP_HOST_OP),
             (2, _) => (
                 (summary as fn(&Report) -> String) as usize as u64 & !0xfff,
                 4096,
+                MAP_HOST_OP,
             ),
-            (_, Some((addr, len))) => {
-                let off = self.rng.below(len);
+            (_, Some((addr, len, backing))) => {
+                let off = match self.rng.below(3) {
+                    0 => 0,
+                    _ => self.rng.below(len),
+                };
                 let size = match self.rng.below(4) {
                     0 => self.edge(),
+                    1 => len - off,
                     _ => 1 + self.rng.below(len - off),
                 };
-                (addr + off, size)
+                let op = match backing {
+                    Backing::Anonymous => MAP_HOST_OP,
+                    Backing::Hugetlb => SELECTABLE,
+                    Backing::Thp => SELECTABLE + 1,
+                    Backing::Memfd => SELECTABLE + 2,
+                    Backing::ReadOnly => SELECTABLE + 3,
+                };
+                (addr + off, size, op)
             }
         }
     }
@@ -243,7 +302,7 @@ impl Worker<'_> {
 
     /// One random call.
     fn step(&mut self) -> Result<(), String> {
-        let mut op = self.rng.below(OPS.len() as u64) as usize;
+        let mut op = self.rng.below(SELECTABLE as u64) as usize;
         // Bound what the run keeps mapped (and so pinned): past LIVE_VAS live
         // mappings, UNMAP instead. A long run without this bound pins host
         // buffers until the OOM killer ends the fuzzer (found by a 26-minute
@@ -305,7 +364,8 @@ impl Worker<'_> {
                     .map_err(|e| errno(&e))
             }
             "MAP host" => {
-                let (addr, size) = self.host_addr();
+                let (addr, size, count_as) = self.host_addr();
+                op = count_as;
                 let (hint, flags) = (self.va(), self.flags() & !HL_MEM_CONTIGUOUS);
                 self.dev
                     .map_host(addr, size, hint, flags)
@@ -414,11 +474,14 @@ impl Worker<'_> {
                     .map_err(|e| errno(&e))
             }
             "host munmap" => {
-                // Drop (munmap) a host buffer the device may still map: the
-                // pinned pages stay pinned until UNMAP or close.
-                if !self.buffers.is_empty() {
-                    let i = self.rng.below(self.buffers.len() as u64) as usize;
-                    self.buffers.swap_remove(i);
+                // Drop (munmap) a host buffer the device may still map, or
+                // that another thread is mapping right now: pinned pages stay
+                // pinned until UNMAP or close.
+                let pick = self.rng.next();
+                let mut pool = lock(self.pool);
+                let n = pool.buffers.len() as u64;
+                if n > 0 {
+                    pool.buffers.swap_remove((pick % n) as usize);
                 }
                 Ok(())
             }
@@ -486,7 +549,6 @@ pub fn run(s: &Settings, progress: &(dyn Fn(u64) + Sync)) -> std::io::Result<Rep
                         pool,
                         rng: Rng::new(s.seed ^ u64::from(id).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
                         stats: vec![OpStats::default(); OPS.len()],
-                        buffers: Vec::new(),
                         dram_page: hw.map_or(0x3000_0000, |h| h.dram_page_size),
                         dram_va: hw.map_or(0, |h| h.dram_base_address),
                         info_out: vec![0u8; 64 << 10],

@@ -143,8 +143,7 @@ pub fn run(index: u32, ops: u64, seed: u64, progress: &mut dyn FnMut(u64)) -> io
             7 | 8 => {
                 let victim = mem
                     .iter_mut()
-                    .filter(|(_, (_, m))| !m.is_empty())
-                    .nth(0)
+                    .find(|(_, (_, m))| !m.is_empty())
                     .and_then(|(_, (_, m))| m.pop());
                 t.unmap += 1;
                 match victim {

@@ -21,7 +21,7 @@ pub mod uapi;
 pub mod gaudi2;
 mod host_buffer;
 mod mmap;
-pub use host_buffer::{HostBuffer, HUGE_PAGE_SIZE};
+pub use host_buffer::{Backing, HostBuffer, HUGE_PAGE_SIZE};
 pub use mmap::{HwBlock, TimestampBuffer};
 
 use rustix::ioctl::{ioctl, Opcode, Updater};
