@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# `make bench`: the KUnit benchmarks (every `bench_*` test) in one guest booted
-# without kmemleak (it would measure kmemleak, not the driver): the VA
-# allocator at 100 and 100,000 live blocks (with the ratio) and a 64 GiB MAP.
+# `make bench`: every benchmark in one guest boot (kmemleak off: it would
+# measure kmemleak, not the driver), two devices:
+#   - KUnit `bench_*` tests at module load: the VA allocator next to drm_mm
+#     (best fit) and upstream's list algorithm at 100 .. 100,000 live blocks,
+#     fragmentation, a 64 GiB MAP;
+#   - `hlrs bench` in the guest: ioctl costs next to a null ioctl, scaling with
+#     live host mappings and teardown, the 1 GiB pinning floor, 1 vs 2 threads.
+# Prints one table and writes target/bench/results.json (scripts/bench_report.py).
+#
+#   HLRS_BENCH_ARGS="--live 100,10000"   arguments of `hlrs bench` (default: all)
 source "$(dirname "$0")/lib.sh"
 cd "$HLRS_ROOT"
 OUT=$HLRS_ROOT/target/bench
 mkdir -p "$OUT"
 {
 	prepare_module
-	HLRS_CMDLINE="kunit.filter_glob=hlrs_*.bench* kmemleak=off" step "guest: benchmarks" \
-		scripts/guest.sh bench "$OUT/console.log" "bench_va_blocks=${HLRS_BENCH_BLOCKS:-100000}" || true
+	step "in-guest binaries (static): tests, CLI" build_guest_bins
+	HLRS_CMDLINE="kunit.filter_glob=hlrs_*.bench* kmemleak=off hlrs.bench=$(echo "${HLRS_BENCH_ARGS:-}" | tr ' ' '+')" \
+		step "guest: benchmarks" \
+		scripts/guest.sh bench "$OUT/console.log" "bench_va_blocks=${HLRS_BENCH_BLOCKS:-100000},devices=2" || true
 } >&2
-grep -o 'habanalabs_rs: bench .*' "$OUT/console.log" | sed 's/^habanalabs_rs: //' | sort -u | grep . ||
-	{ echo "benchmarks did not report"; exit 1; }
+python3 scripts/bench_report.py "$OUT/console.log" "$OUT/results.json"

@@ -43,7 +43,7 @@ fi
 if [ -x "$TSC_BIN" ] && KHZ=$("$TSC_BIN") && [ "${KHZ:-0}" -gt 100000 ]; then
 	TSC_ARGS="$TSC_ARGS tsc_early_khz=$KHZ"
 fi
-ACCEL=(-accel tcg)
+ACCEL=(-accel tcg,thread=multi)
 if [ "${HLRS_KVM:-0}" = 1 ] && [ -w /dev/kvm ]; then ACCEL=(-enable-kvm -cpu host); fi
 rc=0
 timeout --foreground -k 5 "${HLRS_GUEST_TIMEOUT:-600}" \

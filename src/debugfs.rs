@@ -13,6 +13,7 @@
 //! | `hw_blocks` | the backed HW blocks' non-zero registers; the open context's block mappings |
 //! | `ts_buffers` | the open context's timestamp buffers and the bytes they hold |
 //! | `dmabuf` | the device's live dma-buf exports; the open context's, with their sg chunks |
+//! | `bench` | time per phase of host MAPs; write `pin ADDR SIZE` to time pin+unpin of the writer's buffer alone (`make bench`) |
 
 use crate::{
     backend::DeviceStatus,
@@ -53,6 +54,8 @@ pub(crate) struct DeviceDebugfs {
     ts_buffers: File<Arc<HlDevice>>,
     #[pin]
     dmabuf: File<Arc<HlDevice>>,
+    #[pin]
+    bench: File<BenchProbe>,
     _dir: Dir,
 }
 
@@ -74,6 +77,12 @@ impl DeviceDebugfs {
                 MmuProbe { dev: dev.clone(), va: Atomic::new(0) },
                 &show_mmu,
                 &write_mmu
+            ),
+            bench <- dir.read_write_callback_file(
+                c"bench",
+                BenchProbe { dev: dev.clone(), floor: [Atomic::new(0), Atomic::new(0), Atomic::new(0)] },
+                &show_bench,
+                &write_bench
             ),
             status <- dir.read_write_callback_file(c"status", dev, &show_status, &write_status),
             _dir: dir,
@@ -381,6 +390,50 @@ fn read_text<'a>(reader: &mut UserSliceReader, buf: &'a mut [u8; 40]) -> Result<
     Ok(core::str::from_utf8(buf.get(..n).ok_or(EINVAL)?)
         .map_err(|_| EINVAL)?
         .trim())
+}
+
+/// The `bench` file: the device and the last pinning-floor measurement
+/// (`[pages, pin ns, unpin ns]`).
+pub(crate) struct BenchProbe {
+    dev: Arc<HlDevice>,
+    floor: [Atomic<u64>; 3],
+}
+
+fn show_bench(p: &BenchProbe, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let ([pin, lookup, account, pte], maps) = p.dev.host_map_profile.snapshot();
+    writeln!(
+        f,
+        "host_map: maps {} pin_ns {} lookup_ns {} account_ns {} pte_ns {}",
+        maps, pin, lookup, account, pte
+    )?;
+    let [pages, pin, unpin] = &p.floor;
+    writeln!(
+        f,
+        "pin_floor: pages {} pin_ns {} unpin_ns {}",
+        pages.load(Relaxed),
+        pin.load(Relaxed),
+        unpin.load(Relaxed)
+    )
+}
+
+/// `pin ADDR SIZE` (hexadecimal address with or without `0x`, decimal size):
+/// pin and unpin that range of the writer's memory alone and keep the times.
+fn write_bench(p: &BenchProbe, reader: &mut UserSliceReader) -> Result {
+    let mut buf = [0u8; 40];
+    let text = read_text(reader, &mut buf)?;
+    let mut words = text.split_whitespace();
+    if words.next() != Some("pin") {
+        return Err(EINVAL);
+    }
+    let addr = words.next().ok_or(EINVAL)?;
+    let addr =
+        u64::from_str_radix(addr.strip_prefix("0x").unwrap_or(addr), 16).map_err(|_| EINVAL)?;
+    let size: u64 = words.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL)?;
+    let (pin, unpin, pages) = crate::ffi::pin::pin_floor(addr, size)?;
+    for (slot, v) in p.floor.iter().zip([pages as u64, pin, unpin]) {
+        slot.store(v, Relaxed);
+    }
+    Ok(())
 }
 
 fn write_mmu(p: &MmuProbe, reader: &mut UserSliceReader) -> Result {

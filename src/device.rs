@@ -109,6 +109,8 @@ pub(crate) struct HlDevice {
     pub(crate) scrambler: Scrambler,
     /// Live dma-buf exports of the device (`dmabuf_export_cnt`).
     dmabuf_exports: Atomic<u64>,
+    /// Time spent in each phase of host MAPs (debugfs `bench`).
+    pub(crate) host_map_profile: crate::vm::map_profile::HostMapProfile,
 }
 
 impl HlDevice {
@@ -146,6 +148,7 @@ impl HlDevice {
             }),
             dram_used: Atomic::new(0),
             dmabuf_exports: Atomic::new(0),
+            host_map_profile: crate::vm::map_profile::HostMapProfile::new(),
         })
     }
 

@@ -12,6 +12,7 @@ pub(crate) mod dmabuf;
 pub(crate) mod dram_pool;
 pub(crate) mod handles;
 pub(crate) mod hw_block;
+pub(crate) mod map_profile;
 pub(crate) mod mapping;
 pub(crate) mod page_pack;
 pub(crate) mod ts_buffer;

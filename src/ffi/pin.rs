@@ -14,7 +14,14 @@
 //! pin is undone and reported as `ENOMEM`, as upstream does; unpinning marks
 //! the pages dirty.
 
-use kernel::{bindings, mm::Mm, page::PAGE_SIZE, prelude::*, sync::aref::ARef};
+use kernel::{
+    bindings,
+    mm::Mm,
+    page::PAGE_SIZE,
+    prelude::*,
+    sync::aref::ARef,
+    time::{Instant, Monotonic},
+};
 
 #[allow(improper_ctypes)]
 extern "C" {
@@ -30,6 +37,25 @@ extern "C" {
 /// Pages pinned by one `pin_user_pages_fast` call: between chunks a fatal
 /// signal ends the pin (so a killed process inside a 1 GiB MAP exits soon).
 const PIN_CHUNK: usize = 4096;
+
+/// The first page and the page count of `[addr, addr + size)`: `EINVAL` for
+/// a zero size or a range that wraps (also after rounding to pages), `ENOMEM`
+/// for more pages than the machine has RAM. O(1).
+fn page_span(addr: u64, size: u64) -> Result<(u64, usize)> {
+    let page = PAGE_SIZE as u64;
+    if size == 0 {
+        return Err(EINVAL);
+    }
+    let end = addr.checked_add(size).ok_or(EINVAL)?;
+    let end = end.checked_add(page - 1).ok_or(EINVAL)? / page * page;
+    let start = addr / page * page;
+    let npages = (end - start) / page;
+    // SAFETY: `totalram_pages` only reads a counter.
+    if npages > unsafe { hlrs_totalram_pages() } as u64 {
+        return Err(ENOMEM);
+    }
+    Ok((start, usize::try_from(npages).map_err(|_| ENOMEM)?))
+}
 
 /// Pinned pages of one user buffer.
 ///
@@ -73,19 +99,8 @@ impl PinnedUserPages {
     /// bytes per page of RAM. O(npages).
     pub(crate) fn pin(addr: u64, size: u64) -> Result<Self> {
         let page = PAGE_SIZE as u64;
-        if size == 0 {
-            return Err(EINVAL);
-        }
-        let end = addr.checked_add(size).ok_or(EINVAL)?;
-        let end = end.checked_add(page - 1).ok_or(EINVAL)? / page * page;
-        let start = addr / page * page;
-        let npages = (end - start) / page;
-        // SAFETY: `totalram_pages` only reads a counter.
-        let ram = unsafe { hlrs_totalram_pages() } as u64;
-        if npages > ram {
-            return Err(ENOMEM);
-        }
-        let nr = usize::try_from(npages).map_err(|_| ENOMEM)?;
+        let (start, nr) = page_span(addr, size)?;
+        let npages = nr as u64;
 
         let task = kernel::current!();
         let mm: ARef<Mm> = ARef::from(&**task.mm().ok_or(EFAULT)?);
@@ -195,4 +210,48 @@ impl Drop for PinnedUserPages {
         // mm; the charge is undone exactly once, here.
         unsafe { bindings::account_locked_vm(self.mm.as_raw(), self.accounted as c_ulong, false) };
     }
+}
+
+/// The floor a host MAP+UNMAP is measured against (debugfs `bench`, `make
+/// bench`): `pin_user_pages_fast` of `[addr, addr + size)` of the current
+/// process with the driver's flags, then `unpin_user_pages_dirty_lock`, and
+/// nothing else (no `locked_vm` charge, no page-table work). The page array is
+/// allocated before the clock starts. Returns the nanoseconds of the pin and
+/// of the unpin, and the page count. Same bounds and errnos as
+/// [`PinnedUserPages::pin`] (without `RLIMIT_MEMLOCK`: debugfs is root's).
+/// O(npages).
+pub(crate) fn pin_floor(addr: u64, size: u64) -> Result<(u64, u64, usize)> {
+    let (start, nr) = page_span(addr, size)?;
+    let nr_int = c_int::try_from(nr).map_err(|_| ENOMEM)?;
+    let mut pages: KVVec<*mut bindings::page> =
+        KVVec::with_capacity(nr, GFP_KERNEL | __GFP_NOWARN)?;
+    let flags = bindings::FOLL_WRITE | bindings::FOLL_LONGTERM;
+    let t0 = Instant::<Monotonic>::now();
+    // SAFETY: `pages` has room for `nr` pointers; the kernel checks the range.
+    let got = unsafe {
+        bindings::pin_user_pages_fast(
+            start as c_ulong,
+            nr_int,
+            flags,
+            pages.spare_capacity_mut().as_mut_ptr().cast(),
+        )
+    };
+    let t1 = Instant::<Monotonic>::now();
+    if got < 0 {
+        return Err(Error::from_errno(got));
+    }
+    let got = usize::try_from(got).unwrap_or(0).min(nr);
+    // SAFETY: the first `got` entries were initialised with pinned pages.
+    unsafe { pages.inc_len(got) };
+    if got > 0 {
+        // SAFETY: these `got` pages were pinned just above, and are unpinned
+        // exactly once, here.
+        unsafe { bindings::unpin_user_pages_dirty_lock(pages.as_mut_ptr(), got as c_ulong, true) };
+    }
+    let t2 = Instant::<Monotonic>::now();
+    if got < nr {
+        return Err(ENOMEM);
+    }
+    let ns = |d: kernel::time::Delta| u64::try_from(d.as_nanos()).unwrap_or(0);
+    Ok((ns(t1 - t0), ns(t2 - t1), nr))
 }

@@ -29,6 +29,7 @@ use crate::{
     uapi::{HL_MEM_FORCE_HINT, HL_MEM_SHARED},
     vm::{
         check_flags,
+        map_profile::{Phase, PhaseTimer},
         page_pack::PhysPgPack,
         userptr::{UserptrIndex, UserptrReservation},
         va_range::{ContextVm, VaRangeType},
@@ -422,7 +423,19 @@ fn map_pack_at(
         handle,
         pack: pack.clone(),
     };
-    insert_mapping(ctx, VaRangeType::Dram, va, size, va, backing, res)
+    let at = VaPlace {
+        kind: VaRangeType::Dram,
+        va,
+        size,
+    };
+    insert_mapping(ctx, at, va, backing, res, PhaseTimer::start(None))
+}
+
+/// Where a new mapping goes: `size` bytes at `va`, allocated in range `kind`.
+struct VaPlace {
+    kind: VaRangeType,
+    va: u64,
+    size: u64,
 }
 
 /// Map `backing` at `va` (already allocated in range `kind`), invalidate the
@@ -432,13 +445,13 @@ fn map_pack_at(
 /// failure nothing stays mapped and the VA is given back.
 fn insert_mapping(
     ctx: &Context,
-    kind: VaRangeType,
-    va: u64,
-    size: u64,
+    at: VaPlace,
     user_va: u64,
     backing: Backing,
     res: MappingReservation,
+    mut timer: PhaseTimer<'_>,
 ) -> Result<u64> {
+    let VaPlace { kind, va, size } = at;
     let dev = ctx.device();
     let vm = ctx.vm();
     // `va` is exactly the allocation made by the caller: giving it back cannot
@@ -461,6 +474,7 @@ fn insert_mapping(
         undo_va("an invalidation failure");
         return Err(e);
     }
+    timer.lap(Phase::Pte);
     let mapping = Mapping {
         backing,
         kind,
@@ -469,6 +483,8 @@ fn insert_mapping(
         export_cnt: 0,
     };
     vm.mappings.lock().insert(user_va, mapping, res)?;
+    timer.lap(Phase::Account);
+    timer.done();
     Ok(user_va)
 }
 
@@ -532,7 +548,9 @@ pub(crate) fn map_host_va(
     if flags & HL_MEM_FORCE_HINT != 0 && addr % PAGE_SIZE as u64 != 0 {
         return Err(EINVAL);
     }
+    let mut timer = PhaseTimer::start(Some(&dev.host_map_profile));
     let pinned = PinnedUserPages::pin(addr, size)?;
+    timer.lap(Phase::Pin);
     let huge = dev.asic.host_huge_page_size;
     let (kind, page_size, align) = if pinned.fits_huge_pages(huge) {
         (VaRangeType::HostHuge, huge, huge)
@@ -546,17 +564,24 @@ pub(crate) fn map_host_va(
         )
     };
     let bytes = pinned.npages() as u64 * PAGE_SIZE as u64;
+    let dma = host_dma_addrs(dev, &pinned, page_size)?;
+    timer.lap(Phase::Lookup);
     let res = MappingReservation::new(true)?;
     let req = va_request(bytes, align, hint, flags);
-    let dma = host_dma_addrs(dev, &pinned, page_size)?;
     let va = ctx.vm().alloc(kind, req).map_err(Error::from)?;
+    timer.lap(Phase::Account);
     let offset = pinned.offset;
     let backing = Backing::Host {
         pinned,
         dma,
         page_size,
     };
-    insert_mapping(ctx, kind, va, bytes, va + offset, backing, res)
+    let at = VaPlace {
+        kind,
+        va,
+        size: bytes,
+    };
+    insert_mapping(ctx, at, va + offset, backing, res, timer)
 }
 
 /// The device address of every `page_size` page of a pinned buffer, through

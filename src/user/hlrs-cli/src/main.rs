@@ -4,6 +4,7 @@ use clap::{Parser, Subcommand};
 use hlrs::{uapi::HlInfoHwIpInfo, Device};
 use std::process::ExitCode;
 
+mod bench;
 mod format;
 mod fuzz;
 mod shell;
@@ -70,6 +71,18 @@ enum Command {
         /// Replay: run only this thread's sequence (with --threads 1).
         #[arg(long)]
         thread: Option<u32>,
+    },
+    /// Benchmarks (`make bench` runs this in the guest): ioctl costs next to a
+    /// null ioctl, MAP+UNMAP with many host mappings live and teardown, a 1 GiB
+    /// MAP next to the pinning floor, 1 vs 2 threads on 2 devices. Prints
+    /// `@@BENCH <id> <value> <unit>` lines. Needs debugfs and root.
+    Bench {
+        /// Live host mappings for the scaling figures (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "100,10000,100000")]
+        live: Vec<usize>,
+        /// Skip the 1 GiB pinning-floor section.
+        #[arg(long)]
+        skip_pin: bool,
     },
     /// Memory experiments in one process: alloc, map, maphost, unmap, free,
     /// usage, mappings, read from standard input (type `help`).
@@ -174,6 +187,15 @@ fn run(cli: &Cli) -> std::io::Result<String> {
                 return Err(std::io::Error::other("the fuzzer found a failure"));
             }
             Ok(out)
+        }
+        Command::Bench { ref live, skip_pin } => {
+            let settings = bench::Settings {
+                live: live.clone(),
+                devices: hlrs::device_indices()?.len() as u32,
+                skip_pin,
+            };
+            bench::run(&settings)?;
+            Ok(String::new())
         }
         Command::Stress { ops, seed, devices } => {
             let total = ops * u64::from(devices);

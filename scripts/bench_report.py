@@ -1,0 +1,191 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""The `make bench` report: read the `@@BENCH <id> <value> <unit>` lines of one
+guest run (KUnit benchmarks in the kernel log, `hlrs bench` on the console),
+print one table (metric, value, baseline, ratio, goal) and the VA-allocator
+matrix, and write results.json.
+
+    bench_report.py CONSOLE_LOG RESULTS_JSON
+
+Exit status 1 when a section reported nothing (a benchmark did not run);
+never because of a time: benchmarks do not fail on speed.
+"""
+import datetime
+import json
+import re
+import sys
+
+LIVE_VA = [100, 1000, 10000, 100000]
+
+# The goals the README states (ratio bounds); shown next to the measured ratio.
+GOALS = {
+    "va.ours.scaling": ("<= 1.5", lambda r: r <= 1.5),
+    "scale.map_unmap_4k.scaling": ("<= 1.5", lambda r: r <= 1.5),
+    "scale.teardown": ("<= 1.0", lambda r: r <= 1.0),
+    "par.device_page.speedup": (">= 1.5", lambda r: r >= 1.5),
+    "par.host_4k.speedup": (">= 1.5", lambda r: r >= 1.5),
+}
+
+
+def parse(path):
+    figs = {}
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = re.search(r"@@BENCH (\S+) (\S+) (\S+)", line)
+            if m:
+                try:
+                    figs[m.group(1)] = (float(m.group(2)), m.group(3))
+                except ValueError:
+                    pass
+    return figs
+
+
+def fmt_ns(ns):
+    if ns >= 1e9:
+        return f"{ns / 1e9:.2f} s"
+    if ns >= 1e6:
+        return f"{ns / 1e6:.2f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.1f} us"
+    return f"{ns:.0f} ns"
+
+
+def fmt(value, unit):
+    if unit == "ns":
+        return fmt_ns(value)
+    if unit == "permille":
+        return f"{value / 1000:.3f}"
+    if unit == "pairs/s":
+        return f"{value:,.0f}/s"
+    return f"{value:g} {unit}"
+
+
+def main():
+    log, out = sys.argv[1], sys.argv[2]
+    figs = parse(log)
+    rows = []  # (section, metric, value, baseline, ratio, goal key)
+
+    def get(k):
+        return figs.get(k, (None, None))[0]
+
+    def row(section, metric, value, unit, base=None, base_unit=None, ratio=None, goal=None):
+        if value is None:
+            return
+        if ratio is None and base:
+            ratio = value / base
+        rows.append({
+            "section": section,
+            "metric": metric,
+            "value": value,
+            "unit": unit,
+            "value_text": fmt(value, unit),
+            "baseline": base,
+            "baseline_text": fmt(base, base_unit or unit) if base is not None else "",
+            "ratio": ratio,
+            "goal": GOALS[goal][0] if goal else "",
+            "goal_met": GOALS[goal][1](ratio) if goal and ratio is not None else None,
+        })
+
+    # 1. ioctls against the null ioctl (median batch; best in the JSON).
+    names = {
+        "ioctl.null": "null INFO (DEVICE_STATUS) vs itself",
+        "ioctl.info_dram_usage": "INFO DRAM_USAGE",
+        "ioctl.alloc_free.contiguous": "ALLOC+FREE 1 page, contiguous",
+        "ioctl.alloc_free.scattered": "ALLOC+FREE 1 page, not contiguous",
+        "ioctl.map_unmap.device_page": "MAP+UNMAP of a 1-page handle",
+        "ioctl.map_unmap.host_4k": "MAP+UNMAP host 4 KiB",
+        "ioctl.map_unmap.host_2m": "MAP+UNMAP host 2 MiB (4 KiB pages)",
+        "ioctl.map_block": "MAP_BLOCK",
+        "ioctl.map_block_mmap_munmap": "MAP_BLOCK + mmap + munmap",
+        "ioctl.ts_alloc": "TS_ALLOC (1 element)",
+        "ioctl.export_dmabuf_close": "EXPORT_DMABUF_FD + close",
+    }
+    for k, name in names.items():
+        row("ioctl cost (median batch) / null ioctl", name, get(k + ".median"), "ns",
+            get(k + ".baseline"))
+
+    # 2. VA allocators.
+    for n in LIVE_VA:
+        ours = get(f"va.ours.live{n}.best")
+        for alg, label in [("ours", "this driver"), ("drm_mm", "drm_mm best-fit"),
+                           ("upstream", "upstream list")]:
+            row("VA alloc+free pair (best batch) / this driver", f"{label}, {n:,} live blocks",
+                get(f"va.{alg}.live{n}.best"), "ns", ours)
+    lo, hi = get("va.ours.live100.best"), get("va.ours.live100000.best")
+    if lo and hi:
+        row("VA alloc+free pair (best batch) / this driver",
+            "this driver: 100,000 vs 100 live blocks", hi, "ns", lo, goal="va.ours.scaling")
+    for alg in ["ours", "drm_mm", "upstream"]:
+        row("VA fragmentation: largest free / total free", alg, get(f"va.frag.{alg}"), "permille")
+
+    # 3. Scaling with live host mappings.
+    base = get("scale.map_unmap_4k.live100.median")
+    for n in [100, 10000, 100000]:
+        v = get(f"scale.map_unmap_4k.live{n}.median")
+        row("MAP+UNMAP host 4 KiB with N host mappings live / null ioctl",
+            f"{n:,} live", v, "ns", get(f"scale.map_unmap_4k.live{n}.baseline"))
+    big = get("scale.map_unmap_4k.live100000.median")
+    if base and big:
+        row("MAP+UNMAP host 4 KiB with N host mappings live / null ioctl",
+            "100,000 live vs 100 live", big, "ns", base, goal="scale.map_unmap_4k.scaling")
+    row("teardown of 100,000 host mappings / 100,000 UNMAPs", "close of the fd",
+        get("scale.close.live100000"), "ns", get("scale.unmaps.live100000"), goal="scale.teardown")
+
+    # 4. Pinning floor.
+    m, u = get("pin.map_1g.best"), get("pin.unmap_1g.best")
+    p, up = get("pin.floor_pin_1g.best"), get("pin.floor_unpin_1g.best")
+    pages = get("pin.pages") or 262144
+    sec = "1 GiB host MAP (4 KiB pages) / pin_user_pages_fast + unpin alone"
+    row(sec, "MAP / pin alone", m, "ns", p)
+    row(sec, "UNMAP / unpin alone", u, "ns", up)
+    if None not in (m, u, p, up):
+        row(sec, "MAP+UNMAP / pin+unpin", m + u, "ns", p + up)
+        row(sec, "driver overhead per page (MAP+UNMAP - pin+unpin)", (m + u - p - up) / pages, "ns")
+    for ph in ["pin", "lookup", "account", "pte"]:
+        v = get(f"pin.map_1g.phase.{ph}")
+        row(sec, f"MAP phase: {ph} (share of MAP)", v, "ns", m)
+
+    # 5. Parallelism.
+    for name, label in [("device_page", "1-page handle"), ("host_4k", "host 4 KiB")]:
+        one, two = get(f"par.{name}.threads1"), get(f"par.{name}.threads2")
+        row("MAP+UNMAP throughput, 2 threads on 2 devices / 1 thread", label, two, "pairs/s",
+            one, goal=f"par.{name}.speedup")
+
+    # Print.
+    print(f"{'metric':<58} {'value':>12} {'baseline':>12} {'ratio':>8}  goal")
+    section = None
+    for r in rows:
+        if r["section"] != section:
+            section = r["section"]
+            print(f"-- {section}")
+        ratio = f"x{r['ratio']:.2f}" if r["ratio"] is not None else ""
+        goal = r["goal"] + ("" if r["goal_met"] is None else (" met" if r["goal_met"] else " MISSED"))
+        print(f"  {r['metric']:<56} {r['value_text']:>12} {r['baseline_text']:>12} {ratio:>8}  {goal}")
+    # The VA matrix: rows = live blocks, columns = the three costs and ratios to ours.
+    print()
+    print(f"{'live blocks':>11} {'this driver':>12} {'drm_mm':>12} {'upstream':>12} {'drm_mm/ours':>12} {'upstream/ours':>14}")
+    for n in LIVE_VA:
+        o, d, u = (get(f"va.{a}.live{n}.best") for a in ["ours", "drm_mm", "upstream"])
+        if o is None:
+            continue
+        print(f"{n:>11,} {fmt_ns(o):>12} {fmt_ns(d) if d else '-':>12} {fmt_ns(u) if u else '-':>12}"
+              f" {('x%.2f' % (d / o)) if d else '-':>12} {('x%.2f' % (u / o)) if u else '-':>14}")
+    secs = get("bench.userspace_seconds")
+    with open(out, "w") as f:
+        json.dump({
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "command": "make bench",
+            "figures": {k: {"value": v, "unit": u} for k, (v, u) in sorted(figs.items())},
+            "table": rows,
+        }, f, indent=1)
+    missing = [s for s, k in [("ioctl", "ioctl.null.median"), ("VA allocators", "va.ours.live100.best"),
+                              ("scaling", "scale.map_unmap_4k.live100.median")] if get(k) is None]
+    if missing:
+        print(f"benchmarks did not report: {', '.join(missing)}")
+        return 1
+    print(f"\n{len(figs)} figures; userspace part {secs:.0f} s; written to {out}" if secs else "")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,291 @@
+//! `hlrs bench`: the userspace half of `make bench` (the VA allocators are
+//! compared by a KUnit benchmark in the same guest boot).
+//!
+//! Every figure is printed as one line `@@BENCH <id> <value> <unit>`, which
+//! `scripts/bench_report.py` turns into the table and `results.json`:
+//!
+//! 1. ioctl costs, each timed in batches interleaved with batches of a null
+//!    INFO ioctl (DEVICE_STATUS) in the same loop structure; median and best
+//!    batch of each, so the ratio compares like with like;
+//! 2. MAP+UNMAP of a 4 KiB host buffer with 100, 10,000 and 100,000 host
+//!    mappings live in the context, and the teardown (close) of a context
+//!    holding 100,000 host mappings next to 100,000 single UNMAPs;
+//! 3. the pinning floor: MAP and UNMAP of 1 GiB of 4 KiB pages against
+//!    `pin_user_pages_fast` + unpin of the same buffer alone (debugfs
+//!    `bench`), with the MAP split into pin, lookup, accounting and PTE phases;
+//! 4. parallelism: MAP+UNMAP throughput of 1 thread on one device and of 2
+//!    threads on 2 devices (one context each).
+//!
+//! Benchmarks never fail on a time; they fail only when an operation fails.
+
+use hlrs::{errno, gaudi2, uapi::*, Device, HostBuffer};
+use std::io;
+use std::time::Instant;
+
+/// Batches per measurement (odd: the median is one batch).
+const BATCHES: usize = 7;
+
+/// Print one figure.
+fn emit(id: &str, value: f64, unit: &str) {
+    println!("@@BENCH {id} {value:.1} {unit}");
+}
+
+/// Nanoseconds per call of each batch of `per` calls of `f`.
+fn batch(per: u32, f: &mut dyn FnMut() -> io::Result<()>) -> io::Result<f64> {
+    let t = Instant::now();
+    for _ in 0..per {
+        f()?;
+    }
+    Ok(t.elapsed().as_nanos() as f64 / f64::from(per))
+}
+
+/// Median and best of a set of batch times.
+fn median_best(mut v: Vec<f64>) -> (f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0])
+}
+
+/// Time `f` against the null ioctl on `dev`: [`BATCHES`] batches of each,
+/// interleaved. Emits `<id>.median`, `<id>.best` and the baseline's median as
+/// `<id>.baseline`.
+fn against_null(
+    dev: &Device,
+    id: &str,
+    per: u32,
+    mut f: impl FnMut() -> io::Result<()>,
+) -> io::Result<()> {
+    let (mut base, mut op) = (Vec::new(), Vec::new());
+    // One warm-up call of each (first-use allocations, page faults).
+    f()?;
+    dev.device_status()?;
+    for _ in 0..BATCHES {
+        base.push(batch(per, &mut || dev.device_status().map(drop))?);
+        op.push(batch(per, &mut f)?);
+    }
+    let ((bm, _), (om, ob)) = (median_best(base), median_best(op));
+    emit(&format!("{id}.median"), om, "ns");
+    emit(&format!("{id}.best"), ob, "ns");
+    emit(&format!("{id}.baseline"), bm, "ns");
+    Ok(())
+}
+
+/// Section 1: the cost of each ioctl next to the null ioctl.
+fn ioctl_costs(index: u32) -> io::Result<()> {
+    let dev = Device::open_compute(index)?;
+    let page = dev.hw_ip_info()?.dram_page_size;
+    against_null(&dev, "ioctl.null", 400, || dev.device_status().map(drop))?;
+    against_null(&dev, "ioctl.info_dram_usage", 400, || {
+        dev.dram_usage().map(drop)
+    })?;
+    for (name, flags) in [("contiguous", HL_MEM_CONTIGUOUS), ("scattered", 0)] {
+        against_null(&dev, &format!("ioctl.alloc_free.{name}"), 200, || {
+            dev.free(dev.alloc(page, flags)?)
+        })?;
+    }
+    let h = dev.alloc(page, 0)?;
+    against_null(&dev, "ioctl.map_unmap.device_page", 200, || {
+        dev.unmap(dev.map(h, 0, 0)?)
+    })?;
+    for (name, len) in [("host_4k", 4096usize), ("host_2m", 2 << 20)] {
+        let b = small_pages(len)?;
+        let per = if len > 4096 { 20 } else { 200 };
+        against_null(&dev, &format!("ioctl.map_unmap.{name}"), per, || {
+            dev.unmap(dev.map_host(b.addr(), len as u64, 0, 0)?)
+        })?;
+    }
+    let block = gaudi2::block_addr(9).ok_or_else(|| io::Error::from_raw_os_error(22))?;
+    against_null(&dev, "ioctl.map_block", 400, || {
+        dev.map_block(block).map(drop)
+    })?;
+    against_null(&dev, "ioctl.map_block_mmap_munmap", 100, || {
+        dev.map_hw_block(block).map(drop)
+    })?;
+    let va = dev.map(h, 0, 0)?;
+    against_null(&dev, "ioctl.export_dmabuf_close", 100, || {
+        dev.export_dmabuf(va, 4096, 0, hlrs::DMABUF_FLAGS).map(drop)
+    })?;
+    dev.unmap(va)?;
+    dev.free(h)?;
+    // TS buffers live until the file is closed: at most 7 x 100 + 1 pages.
+    against_null(&dev, "ioctl.ts_alloc", 100, || dev.ts_alloc(1).map(drop))?;
+    Ok(())
+}
+
+/// An anonymous buffer of 4 KiB pages (no THP), every page touched.
+fn small_pages(len: usize) -> io::Result<HostBuffer> {
+    let mut b = HostBuffer::new(len)?;
+    b.no_huge_pages()?;
+    b.as_mut_slice()
+        .iter_mut()
+        .step_by(4096)
+        .for_each(|x| *x = 1);
+    Ok(b)
+}
+
+/// Map every page of `buf` on its own: `n` live host mappings. Returns the VAs.
+fn map_pages(dev: &Device, buf: &HostBuffer, n: usize) -> io::Result<Vec<u64>> {
+    (0..n)
+        .map(|i| dev.map_host(buf.addr() + i as u64 * 4096, 4096, 0, 0))
+        .collect()
+}
+
+/// Section 2: MAP+UNMAP of 4 KiB with many host mappings live, and teardown.
+fn scaling(index: u32, sizes: &[usize]) -> io::Result<()> {
+    let most = sizes.iter().copied().max().unwrap_or(0);
+    let big = small_pages(most.max(1) * 4096)?;
+    let one = small_pages(4096)?;
+    for &n in sizes {
+        let dev = Device::open_compute(index)?;
+        map_pages(&dev, &big, n)?;
+        against_null(&dev, &format!("scale.map_unmap_4k.live{n}"), 200, || {
+            dev.unmap(dev.map_host(one.addr(), 4096, 0, 0)?)
+        })?;
+        if n == most {
+            // Teardown of the whole context against n single UNMAPs.
+            let t = Instant::now();
+            drop(dev);
+            emit(
+                &format!("scale.close.live{n}"),
+                t.elapsed().as_nanos() as f64,
+                "ns",
+            );
+            let dev = Device::open_compute(index)?;
+            let vas = map_pages(&dev, &big, n)?;
+            let t = Instant::now();
+            for va in vas {
+                dev.unmap(va)?;
+            }
+            emit(
+                &format!("scale.unmaps.live{n}"),
+                t.elapsed().as_nanos() as f64,
+                "ns",
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Read the device's debugfs `bench` file: the host MAP phase totals and the
+/// last pinning floor.
+fn read_bench_file(index: u32) -> io::Result<Vec<u64>> {
+    let text = std::fs::read_to_string(format!("/sys/kernel/debug/habanalabs_rs/{index}/bench"))?;
+    Ok(text
+        .split_whitespace()
+        .filter_map(|w| w.parse().ok())
+        .collect())
+}
+
+/// Section 3: a 1 GiB MAP/UNMAP of 4 KiB pages next to pin+unpin alone.
+fn pin_floor(index: u32) -> io::Result<()> {
+    const SIZE: usize = 1 << 30;
+    let dev = Device::open_compute(index)?;
+    let buf = small_pages(SIZE)?;
+    let path = format!("/sys/kernel/debug/habanalabs_rs/{index}/bench");
+    let (mut map, mut unmap, mut pin, mut unpin) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut phases = [f64::MAX; 4];
+    for _ in 0..3 {
+        let before = read_bench_file(index)?;
+        let t = Instant::now();
+        let va = dev.map_host(buf.addr(), SIZE as u64, 0, 0)?;
+        map.push(t.elapsed().as_nanos() as f64);
+        let after = read_bench_file(index)?;
+        let t = Instant::now();
+        dev.unmap(va)?;
+        unmap.push(t.elapsed().as_nanos() as f64);
+        // host_map: maps, pin, lookup, account, pte (then the floor's 3).
+        for (k, p) in phases.iter_mut().enumerate() {
+            let d = after
+                .get(k + 1)
+                .zip(before.get(k + 1))
+                .map(|(a, b)| a.saturating_sub(*b));
+            *p = p.min(d.unwrap_or(0) as f64);
+        }
+        std::fs::write(&path, format!("pin {:#x} {}", buf.addr(), SIZE))?;
+        let floor = read_bench_file(index)?;
+        pin.push(*floor.get(6).unwrap_or(&0) as f64);
+        unpin.push(*floor.get(7).unwrap_or(&0) as f64);
+    }
+    for (id, v) in [
+        ("pin.map_1g", map),
+        ("pin.unmap_1g", unmap),
+        ("pin.floor_pin_1g", pin),
+        ("pin.floor_unpin_1g", unpin),
+    ] {
+        emit(&format!("{id}.best"), median_best(v).1, "ns");
+    }
+    for (name, v) in ["pin", "lookup", "account", "pte"].iter().zip(phases) {
+        emit(&format!("pin.map_1g.phase.{name}"), v, "ns");
+    }
+    emit("pin.pages", (SIZE / 4096) as f64, "pages");
+    Ok(())
+}
+
+/// One thread's MAP+UNMAP loop on its own device: `n` pairs of a one-page
+/// DRAM handle, or of a 4 KiB host buffer.
+fn map_loop(index: u32, n: u32, host: bool) -> io::Result<()> {
+    let dev = Device::open_compute(index)?;
+    let page = dev.hw_ip_info()?.dram_page_size;
+    let h = dev.alloc(page, 0)?;
+    let b = small_pages(4096)?;
+    for _ in 0..n {
+        let va = if host {
+            dev.map_host(b.addr(), 4096, 0, 0)?
+        } else {
+            dev.map(h, 0, 0)?
+        };
+        dev.unmap(va)?;
+    }
+    dev.free(h)
+}
+
+/// Section 4: aggregate throughput with 1 thread and with 2 threads on 2 devices.
+fn parallelism(devices: u32) -> io::Result<()> {
+    if devices < 2 {
+        return Ok(());
+    }
+    const N: u32 = 3000;
+    for (name, host) in [("device_page", false), ("host_4k", true)] {
+        map_loop(0, 200, host)?;
+        for threads in [1u32, 2] {
+            let t = Instant::now();
+            std::thread::scope(|s| {
+                let hs: Vec<_> = (0..threads)
+                    .map(|i| s.spawn(move || map_loop(i, N, host)))
+                    .collect();
+                hs.into_iter().try_for_each(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(io::Error::other("thread panicked")))
+                })
+            })?;
+            let ops = f64::from(N * threads) / t.elapsed().as_secs_f64();
+            emit(&format!("par.{name}.threads{threads}"), ops, "pairs/s");
+        }
+    }
+    Ok(())
+}
+
+/// Which sections to run and how large.
+pub struct Settings {
+    /// Live host mappings for the scaling section.
+    pub live: Vec<usize>,
+    /// Devices present (parallelism needs 2).
+    pub devices: u32,
+    /// Skip the 1 GiB pinning floor (machines with little RAM).
+    pub skip_pin: bool,
+}
+
+/// Run every section on device 0 (and 1); a failing operation ends the run.
+pub fn run(s: &Settings) -> io::Result<()> {
+    let step = |name: &str, r: io::Result<()>| {
+        r.map_err(|e| io::Error::new(e.kind(), format!("bench {name}: {e} (errno {})", errno(&e))))
+    };
+    let t = Instant::now();
+    step("ioctl costs", ioctl_costs(0))?;
+    step("scaling", scaling(0, &s.live))?;
+    if !s.skip_pin {
+        step("pinning floor", pin_floor(0))?;
+    }
+    step("parallelism", parallelism(s.devices))?;
+    emit("bench.userspace_seconds", t.elapsed().as_secs_f64(), "s");
+    Ok(())
+}
