@@ -7,6 +7,8 @@
 //!   uAPI structs.
 //! - [`dmabuf`]: dma-buf export of device memory (EXPORT_DMABUF_FD) and its
 //!   callbacks, plus a test importer for KUnit.
+//! - [`drm_mm`]: the kernel's `drm_mm` range allocator behind a safe type, for
+//!   the VA allocator benchmark.
 //! - [`mmap`]: `mmap` of the compute node (HW blocks, timestamp buffers),
 //!   its vm operations, and the register memory user mappings reach.
 //! - [`pin`]: pinning of user pages for host mappings.
@@ -17,5 +19,6 @@
 
 pub(crate) mod accel;
 pub(crate) mod dmabuf;
+pub(crate) mod drm_mm;
 pub(crate) mod mmap;
 pub(crate) mod pin;

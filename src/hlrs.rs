@@ -13,6 +13,7 @@ pub mod uapi;
 
 mod asic;
 mod backend;
+mod bench;
 mod context;
 mod debugfs;
 mod device;
