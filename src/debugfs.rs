@@ -343,12 +343,13 @@ fn show_mmu(p: &MmuProbe, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let Some(vm) = dev.state.lock().active_vm.clone() else {
         return writeln!(f, "no open compute context");
     };
-    let (hop0, hops) = {
+    let (hop0, hops, pmmu_hops) = {
         let mmu = vm.mmu.lock();
-        (mmu.dmmu.hop0(), mmu.dmmu.hop_count())
+        (mmu.dmmu.hop0(), mmu.dmmu.hop_count(), mmu.pmmu.hop_count())
     };
     writeln!(f, "asid:            {}", vm.asid)?;
     writeln!(f, "dmmu hop0:       {:#x}, {} more hop(s)", hop0, hops)?;
+    writeln!(f, "pmmu hops:       {}", pmmu_hops)?;
     {
         // Kept in step by MAP/UNMAP under one lock: the last two are equal.
         let maps = vm.mappings.lock();

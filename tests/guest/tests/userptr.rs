@@ -219,3 +219,65 @@ fn huge_pages_land_in_host_huge() {
     unsafe { munmap(p, len) }.unwrap();
     assert!(thp, "transparent huge pages were not used");
 }
+
+#[test]
+fn a_buffer_across_leaf_hops_translates_page_by_page() {
+    guest_only!();
+    // 1,500 pages of 4 KiB starting 100 bytes into a page: the MAP writes each
+    // leaf hop's run of PTEs in one batch, the runs cross three hop boundaries.
+    let d = Device::open_compute(0).unwrap();
+    let buf = hlrs::HostBuffer::new(1501 * 4096).unwrap();
+    buf.no_huge_pages().unwrap();
+    let mut buf = buf;
+    buf.as_mut_slice().iter_mut().step_by(4096).for_each(|x| *x = 1);
+    let addr = buf.addr() + 100;
+    let size = 1500 * 4096;
+    let va = d.map_host(addr, size, 0, 0).unwrap();
+    for p in 0..1501u64 {
+        let off = if p == 0 { 0 } else { p * 4096 - 100 };
+        assert_eq!(translate(va + off), Some(phys_of(addr + off)), "page {p}");
+    }
+    assert_eq!(translate(va + size + 4096), None);
+    d.unmap(va).unwrap();
+    for p in [0u64, 1, 411, 412, 923, 924, 1500] {
+        assert_eq!(translate(va - 100 + p * 4096), None, "page {p}");
+    }
+    // Every host-resident hop went back with the mapping.
+    assert!(debugfs("mmu").contains("pmmu hops:       0"), "{}", debugfs("mmu"));
+}
+
+#[test]
+fn debugfs_bench_pins_and_unpins_the_writers_buffer() {
+    guest_only!();
+    let path = "/sys/kernel/debug/habanalabs_rs/0/bench";
+    let vm_locked = || {
+        std::fs::read_to_string("/proc/self/status")
+            .unwrap()
+            .lines()
+            .find(|l| l.starts_with("VmLck:"))
+            .unwrap()
+            .to_owned()
+    };
+    let before = vm_locked();
+    let mut buf = hlrs::HostBuffer::new(64 * 4096).unwrap();
+    buf.as_mut_slice().fill(3);
+    std::fs::write(path, format!("pin {:#x} {}", buf.addr(), buf.len())).unwrap();
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(text.contains("pin_floor: pages 64 "), "{text}");
+    assert!(text.starts_with("host_map: maps "), "{text}");
+    // Nothing stays pinned or charged.
+    assert_eq!(vm_locked(), before);
+    assert!(debugfs("userptr").lines().count() <= 1);
+    for (bad, errno) in [
+        ("pin".to_owned(), EINVAL),
+        ("pin zz 4096".to_owned(), EINVAL),
+        ("pin 0x1000 0".to_owned(), EINVAL),
+        ("unpin 0x1000 4096".to_owned(), EINVAL),
+        ("pin 0x1000 4096".to_owned(), EFAULT),
+        (format!("pin {:#x} {}", u64::MAX - 4095, 8192), EINVAL),
+        ("pin 0x1000 8796093022208".to_owned(), ENOMEM),
+    ] {
+        let e = std::fs::write(path, &bad).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(errno), "{bad}");
+    }
+}
