@@ -39,3 +39,5 @@ for f in dram_pool memory; do
 	echo "  -- /sys/kernel/debug/habanalabs_rs/0/$f"
 	sed 's/^/     /' /sys/kernel/debug/habanalabs_rs/0/$f
 done
+echo "  -- /sys/kernel/debug/habanalabs_rs/0/bench (where the walk's host MAP spent its time)"
+sed 's/^/     /' /sys/kernel/debug/habanalabs_rs/0/bench
