@@ -164,7 +164,9 @@ impl UpstreamVaList {
     /// Give a slot back (upstream: `kfree`). O(1), never allocates: the spare
     /// stack has room for every slot (type invariant).
     fn put_slot(&mut self, i: usize) {
-        let _ = self.spare.push_within_capacity(i);
+        if self.spare.push_within_capacity(i).is_err() {
+            pr_err!("upstream VA list: spare stack full\n");
+        }
     }
 
     /// Link slot `new` after `at` (`list_add(new, at)`). O(1).
@@ -341,17 +343,18 @@ mod tests {
     /// shows them (`for_each_block` joins free space across the edges of the
     /// hint-only span, exclusive ends).
     fn same_free_lists(up: &UpstreamVaList, ours: &VaAllocator) -> Result<bool> {
+        let mut ok = true;
         let mut a = KVec::new();
         up.for_each_free(|s, e| {
-            let _ = a.push((s, e + 1), GFP_KERNEL);
+            ok &= a.push((s, e + 1), GFP_KERNEL).is_ok();
         });
         let mut b = KVec::new();
         ours.for_each_block(|s, e, free| {
             if free {
-                let _ = b.push((s, e), GFP_KERNEL);
+                ok &= b.push((s, e), GFP_KERNEL).is_ok();
             }
         });
-        Ok(a.len() == up.free_blocks() && a == b)
+        Ok(ok && a.len() == up.free_blocks() && a == b)
     }
 
     /// Upstream's list and this driver's allocator make the same choices.
@@ -424,15 +427,16 @@ mod tests {
         let mut by_calls = UpstreamVaList::new(0x8000, 0xffff)?;
         by_calls.add_va_block(0x1000, 0x1fff)?;
         by_calls.add_va_block(0x3000, 0x5fff)?;
+        let mut ok = true;
         let mut a = KVec::new();
         let mut b = KVec::new();
         bulk.for_each_free(|s, e| {
-            let _ = a.push((s, e), GFP_KERNEL);
+            ok &= a.push((s, e), GFP_KERNEL).is_ok();
         });
         by_calls.for_each_free(|s, e| {
-            let _ = b.push((s, e), GFP_KERNEL);
+            ok &= b.push((s, e), GFP_KERNEL).is_ok();
         });
-        assert!(a == b && a.len() == 3);
+        assert!(ok && a == b && a.len() == 3);
         // Freeing the gap between the first two merges all three into one.
         by_calls.add_va_block(0x2000, 0x2fff)?;
         assert_eq!(by_calls.free_blocks(), 2);
@@ -454,9 +458,9 @@ mod tests {
         assert_eq!(front.get_va_block(0x1000, 0x2000), Ok(0x6000));
         let mut left = KVec::new();
         front.for_each_free(|s, e| {
-            let _ = left.push((s, e), GFP_KERNEL);
+            ok &= left.push((s, e), GFP_KERNEL).is_ok();
         });
-        assert!(left.len() == 1 && left.first() == Some(&(0x5000, 0x5fff)));
+        assert!(ok && left.len() == 1 && left.first() == Some(&(0x5000, 0x5fff)));
         let mut bulk = bulk;
         assert_eq!(bulk.get_va_block(0x1000, 0x1000), Ok(0x1000));
         assert_eq!(bulk.get_va_block(0x2000, 0x1000), Ok(0x3000));

@@ -96,7 +96,7 @@ impl DrmMm {
         let slot = self.free.pop().ok_or(ENOMEM)?;
         let (Some(node), Some(flag)) = (self.nodes.get(slot), self.inserted.get_mut(slot)) else {
             // Cannot happen (every free slot indexes both arrays); keep the slot.
-            let _ = self.free.push_within_capacity(slot);
+            self.put_slot(slot);
             return Err(EINVAL);
         };
         let node = node.get();
@@ -119,7 +119,7 @@ impl DrmMm {
         };
         if rc != 0 {
             // A failed insert leaves the node untouched.
-            let _ = self.free.push_within_capacity(slot);
+            self.put_slot(slot);
             return Err(Error::from_errno(rc));
         }
         *flag = true;
@@ -145,9 +145,16 @@ impl DrmMm {
         unsafe { bindings::drm_mm_remove_node(node.get()) };
         *flag = false;
         self.live -= 1;
-        // Within capacity: `free` has room for every slot (type invariant).
-        let _ = self.free.push_within_capacity(slot);
+        self.put_slot(slot);
         Ok(())
+    }
+
+    /// Put a slot back on the free stack. O(1), never allocates: `free` has
+    /// room for every slot (type invariant).
+    fn put_slot(&mut self, slot: usize) {
+        if self.free.push_within_capacity(slot).is_err() {
+            pr_err!("drm_mm bench: slot stack full\n");
+        }
     }
 
     /// Number of inserted nodes. O(1).

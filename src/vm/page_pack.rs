@@ -86,7 +86,9 @@ impl PhysPgPack {
                 },
                 other => {
                     // Cannot happen; give the pages back rather than leak them.
-                    let _ = pool.free(&other);
+                    if pool.free(&other).is_err() {
+                        pr_err!("page pack: could not give back pages of an unknown kind\n");
+                    }
                     return Err(EINVAL);
                 }
             },

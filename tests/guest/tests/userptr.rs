@@ -229,7 +229,10 @@ fn a_buffer_across_leaf_hops_translates_page_by_page() {
     let buf = hlrs::HostBuffer::new(1501 * 4096).unwrap();
     buf.no_huge_pages().unwrap();
     let mut buf = buf;
-    buf.as_mut_slice().iter_mut().step_by(4096).for_each(|x| *x = 1);
+    buf.as_mut_slice()
+        .iter_mut()
+        .step_by(4096)
+        .for_each(|x| *x = 1);
     let addr = buf.addr() + 100;
     let size = 1500 * 4096;
     let va = d.map_host(addr, size, 0, 0).unwrap();
@@ -243,7 +246,11 @@ fn a_buffer_across_leaf_hops_translates_page_by_page() {
         assert_eq!(translate(va - 100 + p * 4096), None, "page {p}");
     }
     // Every host-resident hop went back with the mapping.
-    assert!(debugfs("mmu").contains("pmmu hops:       0"), "{}", debugfs("mmu"));
+    assert!(
+        debugfs("mmu").contains("pmmu hops:       0"),
+        "{}",
+        debugfs("mmu")
+    );
 }
 
 #[test]
