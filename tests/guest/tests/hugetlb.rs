@@ -233,3 +233,114 @@ fn bench_map_1_gib_hugetlbfs_buffer() {
     )
     .unwrap();
 }
+
+/// Threads sharing a pool of hugetlbfs buffers that the device maps (and so
+/// pins), unmaps, and that are `munmap`ped while the device still maps them.
+/// Found by the fuzzer: a MAP_PRIVATE hugetlbfs mmap whose reservation was
+/// granted can find no free page at its first touch (SIGBUS), because the
+/// kernel gives back the reservation of a pinned page when its vma closes
+/// (`__unmap_hugepage_range` sets restore-reserve, `hugetlb_vm_op_close`
+/// then returns the reservation, mm/hugetlb.c:5333-5350, 4755-4763) but only
+/// restores it when the pin goes and the page is freed. Here `populate` turns
+/// the SIGBUS into EFAULT; the count goes to the log. What must hold: no other
+/// error, and once the device has unmapped everything, every huge page is
+/// free and no reservation is left (the driver leaks no pin).
+#[test]
+fn pinned_hugetlb_buffers_munmapped_under_other_threads_keep_the_pool_exact() {
+    guest_only!();
+    use rustix::mm::{madvise, mmap_anonymous, munmap, Advice, MapFlags, ProtFlags};
+    use std::sync::{atomic::AtomicU64, atomic::Ordering::Relaxed, Mutex};
+    let (free0, rsvd0) = (meminfo("HugePages_Free:"), meminfo("HugePages_Rsvd:"));
+    let d = Device::open_compute(0).unwrap();
+    // (user address, device VA while mapped)
+    let pool: Mutex<Vec<(usize, Option<u64>)>> = Mutex::new(Vec::new());
+    let (granted, no_page) = (AtomicU64::new(0), AtomicU64::new(0));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let (d, pool, granted, no_page) = (&d, &pool, &granted, &no_page);
+            s.spawn(move || {
+                let mut x = t * 0x9E37_79B9 + 1;
+                let mut next = || {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    x
+                };
+                while std::time::Instant::now() < deadline {
+                    match next() % 4 {
+                        0 => {
+                            // SAFETY: a new mapping at an address the kernel picks.
+                            let p = unsafe {
+                                mmap_anonymous(
+                                    std::ptr::null_mut(),
+                                    HUGE as usize,
+                                    ProtFlags::READ | ProtFlags::WRITE,
+                                    MapFlags::PRIVATE | MapFlags::HUGETLB | MapFlags::HUGE_2MB,
+                                )
+                            };
+                            let Ok(p) = p else { continue };
+                            granted.fetch_add(1, Relaxed);
+                            // SAFETY: advice on the mapping just made.
+                            match unsafe { madvise(p, HUGE as usize, Advice::LinuxPopulateWrite) } {
+                                Ok(()) => pool.lock().unwrap().push((p as usize, None)),
+                                Err(e) => {
+                                    assert_eq!(e.raw_os_error(), 14, "populate: {e}");
+                                    no_page.fetch_add(1, Relaxed);
+                                    // SAFETY: our mapping, used by nothing else.
+                                    unsafe { munmap(p, HUGE as usize) }.unwrap();
+                                }
+                            }
+                        }
+                        1 => {
+                            let mut p = pool.lock().unwrap();
+                            let n = p.len() as u64;
+                            if let Some(e) = p.get_mut((next() % n.max(1)) as usize) {
+                                if e.1.is_none() {
+                                    e.1 = Some(d.map_host(e.0 as u64, HUGE, 0, 0).unwrap());
+                                }
+                            }
+                        }
+                        2 => {
+                            let mut p = pool.lock().unwrap();
+                            let n = p.len() as u64;
+                            if n > 0 {
+                                let (addr, va) = p.swap_remove((next() % n) as usize);
+                                // SAFETY: a buffer of the pool, now ours alone;
+                                // the device may still map (and pin) it.
+                                unsafe { munmap(addr as *mut _, HUGE as usize) }.unwrap();
+                                if let Some(va) = va.filter(|_| next() % 2 == 0) {
+                                    d.unmap(va).unwrap();
+                                }
+                            }
+                        }
+                        _ => {
+                            let mut p = pool.lock().unwrap();
+                            if let Some(e) = p.iter_mut().find(|e| e.1.is_some()) {
+                                d.unmap(e.1.take().unwrap()).unwrap();
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    for (addr, _) in pool.into_inner().unwrap() {
+        // SAFETY: the buffers left in the pool, used by nothing else now.
+        unsafe { munmap(addr as *mut _, HUGE as usize) }.unwrap();
+    }
+    // Closing the fd unmaps what is still mapped and unpins it.
+    drop(d);
+    std::fs::write(
+        "/dev/kmsg",
+        format!(
+            "hlrs-hugetlb: {} of {} granted hugetlbfs reservations found no free page (kernel restore-reserve window)\n",
+            no_page.load(Relaxed),
+            granted.load(Relaxed)
+        ),
+    )
+    .unwrap();
+    assert!(granted.into_inner() > 10);
+    assert_eq!(meminfo("HugePages_Free:"), free0);
+    assert_eq!(meminfo("HugePages_Rsvd:"), rsvd0);
+}

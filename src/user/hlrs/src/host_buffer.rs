@@ -129,7 +129,7 @@ impl HostBuffer {
 
     /// `len` bytes (rounded up to 2 MiB) of hugetlbfs memory, every page
     /// faulted in. `ENOMEM` when the system has too few free huge pages
-    /// (`/proc/sys/vm/nr_hugepages` reserves them).
+    /// (`/proc/sys/vm/nr_hugepages` reserves them), never `SIGBUS`.
     pub fn hugetlb(len: usize) -> io::Result<Self> {
         let len = len.div_ceil(HUGE_PAGE_SIZE) * HUGE_PAGE_SIZE;
         let mut b = Self::map(
@@ -140,10 +140,12 @@ impl HostBuffer {
         )?;
         // Fault every huge page in now, with MADV_POPULATE_WRITE: a hugetlb
         // fault that finds no free page kills the process with SIGBUS, the
-        // madvise answers an error instead. (The fuzzer met exactly that: a
-        // MAP_PRIVATE hugetlb mmap whose reservation was granted, then SIGBUS
-        // at its first touch; see README, "Hostile input".) Kernels before
-        // 5.14 do not know the advice (EINVAL): touch the pages there.
+        // madvise answers EFAULT instead, reported here as ENOMEM. That happens
+        // even though mmap granted a reservation: while a pinned page outlives
+        // its vma (a device still maps a buffer that was munmapped) the kernel
+        // has already given its reservation back (mm/hugetlb.c; the fuzzer
+        // found it, see README "Hostile input"). Kernels before 5.14 do not
+        // know the advice (EINVAL): touch the pages there.
         // SAFETY: advice on our own mapping; populating changes no contents.
         match unsafe { madvise(b.ptr.as_ptr(), len, Advice::LinuxPopulateWrite) } {
             Ok(()) => {}
@@ -152,6 +154,7 @@ impl HostBuffer {
                     b.as_mut_slice()[i] = 0;
                 }
             }
+            Err(rustix::io::Errno::FAULT) => return Err(io::Error::from_raw_os_error(12)),
             Err(e) => return Err(e.into()),
         }
         Ok(b)
