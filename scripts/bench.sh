@@ -20,4 +20,4 @@ mkdir -p "$OUT"
 		step "guest: benchmarks" \
 		scripts/guest.sh bench "$OUT/console.log" "bench_va_blocks=${HLRS_BENCH_BLOCKS:-100000},devices=2" || true
 } >&2
-python3 scripts/bench_report.py "$OUT/console.log" "$OUT/results.json"
+python3 scripts/bench_report.py "$OUT/console.log" "$OUT/results.json" "$OUT/table.md"

@@ -5,7 +5,7 @@ guest run (KUnit benchmarks in the kernel log, `hlrs bench` on the console),
 print one table (metric, value, baseline, ratio, goal) and the VA-allocator
 matrix, and write results.json.
 
-    bench_report.py CONSOLE_LOG RESULTS_JSON
+    bench_report.py CONSOLE_LOG RESULTS_JSON [MARKDOWN]
 
 Exit status 1 when a section reported nothing (a benchmark did not run);
 never because of a time: benchmarks do not fail on speed.
@@ -197,6 +197,24 @@ def main():
             continue
         print(f"{n:>11,} {fmt_ns(o):>12} {fmt_ns(d) if d else '-':>12} {fmt_ns(u) if u else '-':>12}"
               f" {('x%.2f' % (d / o)) if d else '-':>12} {('x%.2f' % (u / o)) if u else '-':>14}")
+    if len(sys.argv) > 3:
+        # The same table in Markdown, for the README's performance section.
+        with open(sys.argv[3], "w") as f:
+            f.write("| metric | value | baseline | ratio | goal |\n|---|---|---|---|---|\n")
+            section = None
+            for r in rows:
+                if r["section"] != section:
+                    section = r["section"]
+                    f.write(f"| **{section}** | | | | |\n")
+                ratio = f"x{r['ratio']:.2f}" if r["ratio"] is not None else ""
+                goal = r["goal"] + ("" if r["goal_met"] is None else (" met" if r["goal_met"] else " **missed**"))
+                f.write(f"| {r['metric']} | {r['value_text']} | {r['baseline_text']} | {ratio} | {goal} |\n")
+            f.write("\n| live blocks | this driver | drm_mm (best fit) | upstream list | drm_mm / ours | upstream / ours |\n")
+            f.write("|---|---|---|---|---|---|\n")
+            for n in LIVE_VA:
+                o, d, u = (get(f"va.{a}.live{n}.best") for a in ["ours", "drm_mm", "upstream"])
+                if o and d and u:
+                    f.write(f"| {n:,} | {fmt_ns(o)} | {fmt_ns(d)} | {fmt_ns(u)} | x{d / o:.2f} | x{u / o:.2f} |\n")
     secs = get("bench.userspace_seconds")
     with open(out, "w") as f:
         json.dump({
