@@ -175,8 +175,10 @@ def main():
     # 5. Parallelism.
     for name, label in [("device_page", "1-page handle"), ("host_4k", "host 4 KiB")]:
         one, two = get(f"par.{name}.threads1"), get(f"par.{name}.threads2")
-        row("MAP+UNMAP throughput, 2 threads on 2 devices / 1 thread", label, two, "pairs/s",
-            one, goal=f"par.{name}.speedup")
+        row("MAP+UNMAP throughput on 2 devices / 1 thread on 1", f"{label}: 2 threads", two,
+            "pairs/s", one, goal=f"par.{name}.speedup")
+        row("MAP+UNMAP throughput on 2 devices / 1 thread on 1", f"{label}: 2 processes",
+            get(f"par.{name}.processes2"), "pairs/s", one)
 
     # Print.
     print(f"{'metric':<58} {'value':>12} {'baseline':>12} {'ratio':>8}  goal")
