@@ -100,11 +100,11 @@ impl DrmMm {
             return Err(EINVAL);
         };
         let node = node.get();
-        // SAFETY: `mm` is initialised and pinned (type invariant). `node` is a
-        // slot that is not inserted (it was on the free stack): zeroed at
-        // construction or removed since, which `drm_mm_remove_node` documents as
-        // enough for a new insert; it stays at this address until removed, as
-        // `nodes` is never resized. `&mut self` serialises every call on `mm`.
+        // `node` is not inserted (it was on the free stack): zeroed at
+        // construction or removed since, which `drm_mm_remove_node` documents
+        // as enough for a new insert; `nodes` is never resized, so it stays put.
+        // SAFETY: `mm` is initialised and pinned (type invariant); `node` is a
+        // free, unmoving slot (above); `&mut self` serialises calls on `mm`.
         let rc = unsafe {
             bindings::drm_mm_insert_node_in_range(
                 self.mm.get(),

@@ -267,9 +267,9 @@ impl ContextVm {
                 .and_then(|pa| tree.map(mem, s(page_va), s(pa), leaf))
                 .map(|()| 1);
             if batch && r.is_ok() {
-                let next = |j: u64| backing.page_addr(i + 1 + j);
+                let mut next = |j: u64| backing.page_addr(i + 1 + j);
                 r = tree
-                    .map_following(mem, page_va, leaf, npages - i - 1, &mut { next })
+                    .map_following(mem, page_va, leaf, npages - i - 1, &mut next)
                     .map(|k| k + 1);
                 if r.is_err() {
                     // Page i itself is mapped: roll it back with the rest.

@@ -4,7 +4,8 @@
 //!
 //! ```no_run
 //! let dev = hlrs::Device::open_compute(0)?;
-//! let block = dev.map_hw_block(hlrs::gaudi2::block_addr(4).unwrap())?;
+//! let addr = hlrs::gaudi2::block_addr(4).ok_or(std::io::ErrorKind::NotFound)?;
+//! let block = dev.map_hw_block(addr)?;
 //! block.write(0x10, 1)?;
 //! # Ok::<(), std::io::Error>(())
 //! ```
