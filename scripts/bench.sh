@@ -18,6 +18,6 @@ mkdir -p "$OUT"
 	step "in-guest binaries (static): tests, CLI" build_guest_bins
 	HLRS_CMDLINE="kunit.filter_glob=hlrs_*.bench* kmemleak=off hlrs.bench=$(echo "${HLRS_BENCH_ARGS:-}" | tr ' ' '+')" \
 		step "guest: benchmarks" \
-		scripts/guest.sh bench "$OUT/console.log" "bench_va_blocks=${HLRS_BENCH_BLOCKS:-100000},devices=2" || true
+		scripts/guest.sh bench "$OUT/console.log" "bench_va_blocks=${HLRS_BENCH_BLOCKS:-100000},devices=2,kunit_mappings=1000" || true
 } >&2
 python3 scripts/bench_report.py "$OUT/console.log" "$OUT/results.json" "$OUT/table.md"

@@ -17,7 +17,7 @@ ARGS=${FUZZ_ARGS:---calls 5000000 --seconds 3000}
 		# A progress line every 20 s from the fuzzer's bar in the console log.
 		HLRS_GUEST_TIMEOUT=${HLRS_GUEST_TIMEOUT:-3600} \
 			HLRS_CMDLINE="hlrs.fuzz=$(echo "--devices 2 --threads 2 $ARGS" | tr ' ' ',')" \
-			scripts/guest.sh fuzz "$OUT/console.log" "devices=2" &
+			scripts/guest.sh fuzz "$OUT/console.log" "devices=2,kunit_mappings=1000" &
 		local pid=$! t0
 		t0=$(date +%s)
 		while kill -0 "$pid" 2>/dev/null; do

@@ -52,13 +52,18 @@ fi
 if [ -x "$TSC_BIN" ] && KHZ=$("$TSC_BIN") && [ "${KHZ:-0}" -gt 100000 ]; then
 	TSC_ARGS="$TSC_ARGS tsc_early_khz=$KHZ"
 fi
+# The soft-lockup and hung-task detectors with lowered thresholds (soft
+# lockup after 2 x 3 s on a CPU without a schedule, a task blocked 60 s in D
+# state; defaults 20 s and 120 s), so a long page-table loop that never
+# yields shows up as a report, which fails the run.
+LOCKUP_ARGS="watchdog_thresh=3 sysctl.kernel.hung_task_timeout_secs=60"
 ACCEL=(-accel tcg,thread=multi)
 if [ "${HLRS_KVM:-0}" = 1 ] && [ -w /dev/kvm ]; then ACCEL=(-enable-kvm -cpu host); fi
 rc=0
 timeout --foreground -k 5 "${HLRS_GUEST_TIMEOUT:-600}" \
 	qemu-system-x86_64 "${ACCEL[@]}" -m 3072 -smp 2 -nographic -no-reboot \
 	-kernel "$KOBJ/arch/x86/boot/bzImage" -initrd "$OUT/initrd.gz" \
-	-append "console=ttyS0 panic=-1 $TSC_ARGS kfence.sample_interval=10 hlrs.mode=$MODE hlrs.params=$PARAMS ${HLRS_CMDLINE:-}" \
+	-append "console=ttyS0 panic=-1 $TSC_ARGS kfence.sample_interval=10 $LOCKUP_ARGS hlrs.mode=$MODE hlrs.params=$PARAMS ${HLRS_CMDLINE:-}" \
 	</dev/null >"$LOG" 2>&1 || rc=$?
 [ $rc -eq 124 ] && echo "@@HLRS-HOST guest timed out after ${HLRS_GUEST_TIMEOUT:-600} s" >>"$LOG"
 exit $rc

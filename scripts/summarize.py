@@ -31,7 +31,10 @@ BUG_PATTERNS = [
     r"inconsistent lock state", r"suspicious RCU usage",
     r"turning off the locking correctness validator",
     r"unreferenced object 0x", r"Call Trace:", r"page allocation failure",
-    r"vmalloc error", r"hung_task", r"soft lockup",
+    r"vmalloc error", r"disables this message", r"soft lockup",
+    # issue 19: the lowered lockup thresholds and object debugging
+    r"blocked for more than \d+ seconds", r"rcu_sched self-detected stall",
+    r"rcu: INFO: .* detected stalls", r"ODEBUG:",
 ]
 BUG_RE = re.compile("|".join(BUG_PATTERNS))
 

@@ -76,9 +76,17 @@ impl Context {
 }
 
 impl Drop for Context {
-    /// Tear the context down (`hl_ctx_fini` -> `hl_vm_ctx_fini`): free every
-    /// allocation left behind, then release the ASID.
+    /// Tear the context down (`hl_ctx_fini` -> `hl_vm_ctx_fini`): unmap and
+    /// free everything left behind, then release the ASID.
+    ///
+    /// Nothing the MMU could still reach goes back before the teardown's own
+    /// invalidation of both MMUs succeeded (always issued, as upstream). If it
+    /// fails, the device keeps this context's VM, with its pins, DRAM pages,
+    /// hops and ASID, and opens answer `EAGAIN` until a later invalidation
+    /// succeeds (`HlDevice::open_compute`). Allocates nothing.
     fn drop(&mut self) {
+        // Opens answer `EAGAIN` from here on (upstream `compute_ctx_in_release`).
+        self.dev.begin_release();
         // `hl_hw_block_mem_fini`: every block mapping holds a reference to
         // the context, so none can be left here.
         let blocks_left = self.vm.hw_blocks.lock().fini();
@@ -93,9 +101,9 @@ impl Drop for Context {
         // its buffer, but it also keeps the file, so there is none).
         self.vm.ts_buffers.lock().clear();
         let maps_left = self.vm.unmap_all(&self.dev);
-        let left = crate::vm::device_memory::free_all_of(self);
-        let va_left = self.vm.clear();
         let hops_left = self.vm.teardown_mmu(&self.dev);
+        let settled = self.vm.settle_quarantine(&self.dev, true);
+        let left = crate::vm::device_memory::free_all_of(self);
         if maps_left > 0 || hops_left > 0 {
             pr_debug!(
                 "context {}: unmapped {} mapping(s) left behind; {} hop(s) were left\n",
@@ -104,6 +112,15 @@ impl Drop for Context {
                 hops_left
             );
         }
+        if !settled {
+            pr_err!(
+                "context {}: MMU invalidation failed at teardown; the device keeps its memory until one succeeds\n",
+                self.asid
+            );
+            self.dev.park_release(self.asid, self.vm.clone());
+            return;
+        }
+        let va_left = self.vm.clear();
         if left > 0 || va_left > 0 {
             pr_debug!(
                 "context {}: freed {} allocation(s) and {} VA block(s) left behind\n",

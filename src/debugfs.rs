@@ -14,6 +14,7 @@
 //! | `ts_buffers` | the open context's timestamp buffers and the bytes they hold |
 //! | `dmabuf` | the device's live dma-buf exports; the open context's, with their sg chunks |
 //! | `bench` | time per phase of host MAPs; write `pin ADDR SIZE` to time pin+unpin of the writer's buffer alone (`make bench`) |
+//! | `fail_invalidations` | how many of the next MMU cache invalidations the simulated device fails, and whether a teardown waits for one; write a count (`max`: until changed) to inject failures (tests) |
 
 use crate::{
     backend::DeviceStatus,
@@ -56,6 +57,8 @@ pub(crate) struct DeviceDebugfs {
     dmabuf: File<Arc<HlDevice>>,
     #[pin]
     bench: File<BenchProbe>,
+    #[pin]
+    fail_invalidations: File<Arc<HlDevice>>,
     _dir: Dir,
 }
 
@@ -83,6 +86,12 @@ impl DeviceDebugfs {
                 BenchProbe { dev: dev.clone(), floor: [Atomic::new(0), Atomic::new(0), Atomic::new(0)] },
                 &show_bench,
                 &write_bench
+            ),
+            fail_invalidations <- dir.read_write_callback_file(
+                c"fail_invalidations",
+                dev.clone(),
+                &show_fail_invalidations,
+                &write_fail_invalidations
             ),
             status <- dir.read_write_callback_file(c"status", dev, &show_status, &write_status),
             _dir: dir,
@@ -197,9 +206,9 @@ fn show_userptr(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result 
     };
     let maps = vm.mappings.lock();
     for (uva, m) in maps.iter() {
-        if let Backing::Host {
+        if let Some(Backing::Host {
             pinned, page_size, ..
-        } = &m.backing
+        }) = m.backing()
         {
             writeln!(
                 f,
@@ -343,21 +352,32 @@ fn show_mmu(p: &MmuProbe, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let Some(vm) = dev.state.lock().active_vm.clone() else {
         return writeln!(f, "no open compute context");
     };
-    let (hop0, hops, pmmu_hops) = {
+    let (hop0, hops, pmmu_hops, parked) = {
         let mmu = vm.mmu.lock();
-        (mmu.dmmu.hop0(), mmu.dmmu.hop_count(), mmu.pmmu.hop_count())
+        (
+            mmu.dmmu.hop0(),
+            mmu.dmmu.hop_count(),
+            mmu.pmmu.hop_count(),
+            (mmu.dmmu.stale_count(), mmu.pmmu.stale_count()),
+        )
     };
     writeln!(f, "asid:            {}", vm.asid)?;
     writeln!(f, "dmmu hop0:       {:#x}, {} more hop(s)", hop0, hops)?;
     writeln!(f, "pmmu hops:       {}", pmmu_hops)?;
+    writeln!(
+        f,
+        "parked hops:     {} dmmu, {} pmmu (waiting for an invalidation)",
+        parked.0, parked.1
+    )?;
     {
         // Kept in step by MAP/UNMAP under one lock: the last two are equal.
         let maps = vm.mappings.lock();
         let hosts = maps
             .iter()
-            .filter(|(_, m)| matches!(m.backing, Backing::Host { .. }))
+            .filter(|(_, m)| matches!(m.backing(), Some(Backing::Host { .. })))
             .count();
         writeln!(f, "mappings:        {}", maps.len())?;
+        writeln!(f, "quarantined:     {}", maps.quarantined_len())?;
         writeln!(f, "host mappings:   {}", hosts)?;
         writeln!(f, "userptr pins:    {}", maps.userptrs().pins())?;
     }
@@ -475,5 +495,30 @@ fn write_status(dev: &Arc<HlDevice>, reader: &mut UserSliceReader) -> Result {
         .map(|(_, s)| *s)
         .ok_or(EINVAL)?;
     dev.sim.set_status(status);
+    Ok(())
+}
+
+fn show_fail_invalidations(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    writeln!(
+        f,
+        "failing next:     {}",
+        dev.sim.invalidation_failures_left()
+    )?;
+    writeln!(
+        f,
+        "teardown parked:  {}",
+        if dev.release_parked() { "yes" } else { "no" }
+    )
+}
+
+fn write_fail_invalidations(dev: &Arc<HlDevice>, reader: &mut UserSliceReader) -> Result {
+    let mut buf = [0u8; 40];
+    let text = read_text(reader, &mut buf)?;
+    let n = if text == "max" {
+        u64::MAX
+    } else {
+        text.parse::<u64>().map_err(|_| EINVAL)?
+    };
+    dev.sim.inject_invalidation_failures(n);
     Ok(())
 }

@@ -59,6 +59,13 @@ pub(crate) type BusId = [u8; 12];
 pub(crate) struct DeviceState {
     /// A compute context exists (`is_compute_ctx_active`).
     pub(crate) compute_ctx_active: bool,
+    /// The compute context is being torn down, or its teardown waits for an
+    /// MMU invalidation (`compute_ctx_in_release`): opens answer `EAGAIN`.
+    pub(crate) in_release: bool,
+    /// The VM of a torn-down context whose teardown invalidation failed: it
+    /// still holds what the MMU may reach (pins, DRAM pages, hops) and its
+    /// ASID, until [`HlDevice::open_compute`] invalidates successfully.
+    parked: Option<Arc<ContextVm>>,
     /// Bit `n` set: ASID `n` is in use. ASID 0 is always the kernel's.
     asids: u64,
     /// Successful compute opens since load (`open_counter`).
@@ -139,6 +146,8 @@ impl HlDevice {
             asic,
             state <- new_mutex!(DeviceState {
                 compute_ctx_active: false,
+                in_release: false,
+                parked: None,
                 asids: 1 << KERNEL_ASID,
                 open_counter: 0,
                 last_open_ktime_ns: 0,
@@ -228,8 +237,11 @@ impl HlDevice {
 
     /// Mark a compute context as open and give it a user ASID, or fail as
     /// upstream's `hl_device_open` does (common/habanalabs_drv.c:200-236):
-    /// `EAGAIN` while in reset, `EPERM` when not operational, `EBUSY` when
-    /// another compute context is active. O(1).
+    /// `EAGAIN` while in reset or while the previous context is being torn
+    /// down, `EPERM` when not operational, `EBUSY` when another compute
+    /// context is active. A teardown parked on a failed invalidation is
+    /// finished first (one invalidation per MMU; `EAGAIN` while it still
+    /// fails). O(1) otherwise.
     pub(crate) fn open_compute(&self, now_ns: i64) -> Result<u32> {
         let status = self.status();
         if !status.is_operational() {
@@ -239,6 +251,22 @@ impl HlDevice {
             });
         }
         let mut st = self.state.lock();
+        if let Some(vm) = st.parked.take() {
+            if !vm.settle_quarantine(self, true) {
+                st.parked = Some(vm);
+                return Err(EAGAIN);
+            }
+            vm.clear();
+            Self::end_session(&mut st, vm.asid);
+            pr_info!(
+                "device {}: the teardown of ASID {} finished after a failed invalidation\n",
+                self.index,
+                vm.asid
+            );
+        }
+        if st.in_release {
+            return Err(EAGAIN);
+        }
         if st.compute_ctx_active {
             return Err(EBUSY);
         }
@@ -282,13 +310,47 @@ impl HlDevice {
         self.state.lock().active_vm = vm;
     }
 
+    /// The compute context's teardown started: opens answer `EAGAIN` and
+    /// OPEN_STATS reports `compute_ctx_in_release` until it ends. O(1).
+    pub(crate) fn begin_release(&self) {
+        self.state.lock().in_release = true;
+    }
+
     /// Undo [`Self::open_compute`] when the context goes away. O(1).
     pub(crate) fn close_compute(&self, asid: u32) {
+        Self::end_session(&mut self.state.lock(), asid);
+    }
+
+    /// End a teardown whose invalidation failed with `vm` (and its ASID)
+    /// still held: the next open retries the invalidation. O(1), no allocation.
+    pub(crate) fn park_release(&self, asid: u32, vm: Arc<ContextVm>) {
         let mut st = self.state.lock();
+        if asid != vm.asid {
+            pr_err!(
+                "device {}: parking ASID {} with the VM of {}\n",
+                self.index,
+                asid,
+                vm.asid
+            );
+        }
+        st.parked = Some(vm);
+        st.compute_ctx_active = false;
+        if let Some(start) = st.session_start.take() {
+            st.last_session_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(0);
+        }
+    }
+
+    /// Whether a teardown waits for an invalidation (tests, debugfs).
+    pub(crate) fn release_parked(&self) -> bool {
+        self.state.lock().parked.is_some()
+    }
+
+    fn end_session(st: &mut DeviceState, asid: u32) {
         if asid != KERNEL_ASID && asid < MAX_ASID {
             st.asids &= !(1 << asid);
         }
         st.compute_ctx_active = false;
+        st.in_release = false;
         st.active_vm = None;
         if let Some(start) = st.session_start.take() {
             st.last_session_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(0);
@@ -301,6 +363,22 @@ impl PinnedDrop for HlDevice {
     /// `hl_vm_fini`: every DRAM page must be back in the pool when the device
     /// goes away (upstream warns "pool not destroyed", common/memory.c:2898).
     fn drop(self: Pin<&mut Self>) {
+        // A teardown still waiting for an invalidation: one last try; if it
+        // fails too, what the MMU may reach stays allocated for good (its
+        // `Held` values leak it), which a device that cannot invalidate is
+        // owed.
+        let parked = self.state.lock().parked.take();
+        if let Some(vm) = parked {
+            if vm.settle_quarantine(&self, true) {
+                vm.clear();
+            } else {
+                pr_err!(
+                    "device {}: removed with ASID {}'s memory unreleasable (MMU invalidation fails)\n",
+                    self.index,
+                    vm.asid
+                );
+            }
+        }
         // Contexts free their handles at teardown, so any left here (a kernel
         // ASID allocation, or a bug) are reported and released now.
         let left = self.handles.lock().remove_owned_by(|_| true, |_, _| {});

@@ -12,13 +12,15 @@
 //! - [`mmap`]: `mmap` of the compute node (HW blocks, timestamp buffers),
 //!   its vm operations, and the register memory user mappings reach.
 //! - [`pin`]: pinning of user pages for host mappings.
+//! - [`sched`]: `cond_resched` and `fatal_signal_pending` for long loops.
 //!
 //! `ffi/helpers.c` (prototypes in `ffi/helpers.h`) wraps the static inlines
 //! these need (`page_to_phys`, `totalram_pages`, `fatal_signal_pending`,
-//! `access_ok`, `virt_to_pfn`).
+//! `access_ok`, `virt_to_pfn`, `cond_resched`).
 
 pub(crate) mod accel;
 pub(crate) mod dmabuf;
 pub(crate) mod drm_mm;
 pub(crate) mod mmap;
 pub(crate) mod pin;
+pub(crate) mod sched;

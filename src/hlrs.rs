@@ -45,6 +45,10 @@ module! {
             default: 0,
             description: "Simulated DRAM size in MiB (0: hbms x 16 GiB); at least two DRAM pages",
         },
+        kunit_mappings: u64 {
+            default: 100000,
+            description: "Mappings the KUnit teardown test creates (make run uses 1000)",
+        },
         bench_va_blocks: u64 {
             default: 1000,
             description: "Live VA blocks of the KUnit VA benchmark (make bench uses 100000)",

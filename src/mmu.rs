@@ -6,6 +6,8 @@
 //! - [`pte`]: the PTE format and Gaudi2's DRAM address scrambling.
 //! - [`page_table`]: hop tables, one page-table tree per context and MMU.
 //! - [`walk`]: the page-walk oracle (reads the tables as the hardware does).
+//! - [`invalidate`]: MMU cache invalidation and the proof that gates every
+//!   release of memory or hops the MMU could still reach.
 //!
 //! Lock order (outermost first), for everything under `mmu/` and the MAP and
 //! UNMAP paths that call it:
@@ -22,6 +24,7 @@
 //! upstream guards with `userptr_lock`) is taken on its own, never together
 //! with 3.
 
+pub(crate) mod invalidate;
 pub(crate) mod page_table;
 pub(crate) mod pte;
 pub(crate) mod walk;

@@ -77,7 +77,7 @@ pub(crate) struct SimGaudi2 {
     pte_writes: Atomic<u64>,
     /// Fault injection: when non-zero, the PTE write that brings it to zero fails.
     fail_pte_write_in: Atomic<u64>,
-    /// Fault injection: when set, the next invalidation fails.
+    /// Fault injection: how many of the next invalidations fail.
     fail_invalidation: Atomic<u64>,
     /// The registers behind the user-mappable HW blocks.
     #[pin]
@@ -124,12 +124,28 @@ impl SimGaudi2 {
 
     /// Make the next MMU cache invalidation fail with `EIO`. Tests only.
     pub(crate) fn inject_invalidation_failure(&self) {
-        self.fail_invalidation.store(1, Relaxed);
+        self.inject_invalidation_failures(1);
+    }
+
+    /// Make the next `n` MMU cache invalidations fail with `EIO` (0: none;
+    /// `u64::MAX`: until changed). Tests and debugfs only.
+    pub(crate) fn inject_invalidation_failures(&self, n: u64) {
+        self.fail_invalidation.store(n, Relaxed);
+    }
+
+    /// How many of the next invalidations will fail.
+    pub(crate) fn invalidation_failures_left(&self) -> u64 {
+        self.fail_invalidation.load(Relaxed)
     }
 
     fn take_invalidation_failure(&self) -> Result {
-        if self.fail_invalidation.load(Relaxed) != 0 {
-            self.fail_invalidation.store(0, Relaxed);
+        let left = self.fail_invalidation.load(Relaxed);
+        if left != 0 {
+            if left != u64::MAX {
+                self.fail_invalidation.store(left - 1, Relaxed);
+            }
+            // So that the driver's report that follows reads as provoked.
+            pr_info!("simulated Gaudi2: MMU invalidation failed on purpose (fault injection)\n");
             return Err(EIO);
         }
         Ok(())
@@ -184,6 +200,7 @@ impl Backend for SimGaudi2 {
         if left != 0 {
             self.fail_pte_write_in.store(left - 1, Relaxed);
             if left == 1 {
+                pr_info!("simulated Gaudi2: PTE write failed on purpose (fault injection)\n");
                 return Err(EIO);
             }
         }

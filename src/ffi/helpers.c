@@ -39,3 +39,8 @@ unsigned int hlrs_dma_max_seg_size(struct device *dev)
 {
 	return dma_get_max_seg_size(dev);
 }
+
+void hlrs_cond_resched(void)
+{
+	cond_resched();
+}

@@ -26,4 +26,7 @@ struct device;
 /* dma_get_max_seg_size(dev) */
 unsigned int hlrs_dma_max_seg_size(struct device *dev);
 
+/* cond_resched() */
+void hlrs_cond_resched(void);
+
 #endif /* HLRS_FFI_HELPERS_H */

@@ -30,8 +30,6 @@ extern "C" {
     fn hlrs_page_to_phys(page: *mut bindings::page) -> u64;
     /// `totalram_pages()`.
     fn hlrs_totalram_pages() -> c_ulong;
-    /// `fatal_signal_pending(current)`.
-    fn hlrs_fatal_signal_pending() -> bool;
 }
 
 /// Pages pinned by one `pin_user_pages_fast` call: between chunks a fatal
@@ -125,8 +123,7 @@ impl PinnedUserPages {
         this.pages = KVVec::with_capacity(nr, GFP_KERNEL | __GFP_NOWARN)?;
         let flags = bindings::FOLL_WRITE | bindings::FOLL_LONGTERM;
         while this.pages.len() < nr {
-            // SAFETY: no preconditions.
-            if unsafe { hlrs_fatal_signal_pending() } {
+            if super::sched::fatal_signal_pending() {
                 return Err(EINTR);
             }
             let done = this.pages.len();
@@ -167,7 +164,7 @@ impl PinnedUserPages {
     /// Whether the buffer can be mapped with `huge`-byte pages: its user address
     /// is `huge`-aligned, it covers whole huge pages, and each huge page is
     /// physically contiguous and aligned (upstream checks the same on the DMA
-    /// segments, common/memory.c:864-884). O(npages).
+    /// segments, common/memory.c:864-884). O(npages); yields once per huge page.
     pub(crate) fn fits_huge_pages(&self, huge: u64) -> bool {
         let page = PAGE_SIZE as u64;
         let per = usize::try_from(huge / page).unwrap_or(0);
@@ -180,6 +177,11 @@ impl PinnedUserPages {
         }
         (0..self.pages.len()).all(|i| {
             let k = i.checked_rem(per).unwrap_or(0);
+            if k == 0 && i > 0 {
+                // Once per huge page (512 small ones): a 1 GiB buffer is
+                // 262,144 pages.
+                super::sched::cond_resched();
+            }
             let (Some(first), Some(this)) = (self.phys(i - k), self.phys(i)) else {
                 return false;
             };

@@ -167,7 +167,7 @@ pub(crate) fn info_ioctl(
                 open_counter: st.open_counter,
                 last_open_period_ms: st.last_session_ms,
                 is_compute_ctx_active: u8::from(st.compute_ctx_active),
-                compute_ctx_in_release: 0,
+                compute_ctx_in_release: u8::from(st.in_release),
                 pad: [0; 6],
             };
             drop(st);

@@ -16,16 +16,23 @@
 //! chain (upstream links top-down after the leaf); a hop's shadow and counter
 //! are found in a tree keyed by its address, O(log n), instead of a fixed
 //! 128-bucket hash (habanalabs.h:107); and a failed PTE write leaves the tree
-//! exactly as it was.
+//! exactly as it was; a hop emptied by an unmap is detached (unlinked, out of
+//! the tree) and goes back to its pool only after an MMU cache invalidation
+//! covering the unmapped VA succeeded ([`DetachedHops`]); upstream frees it
+//! at once, so another context could get it while the MMU's walk cache still
+//! points at it.
 
 use crate::{
     asic::{MmuGeometry, HOP_PTES, HOP_TABLE_SIZE},
-    backend::Backend,
-    mmu::pte::Pte,
+    backend::{Backend, MmuKind},
+    mmu::{
+        invalidate::{Invalidated, MmuArea},
+        pte::Pte,
+    },
 };
 use kernel::{
     prelude::*,
-    rbtree::{RBTree, RBTreeNodeReservation},
+    rbtree::{RBTree, RBTreeNode, RBTreeNodeReservation},
     sync::Mutex, //
 };
 
@@ -204,8 +211,10 @@ impl HrHopPool {
     }
 
     fn alloc(&mut self) -> Result<u64> {
-        let table = KBox::new([0u64; HOP_PTES as usize], GFP_KERNEL)?;
-        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        // Charged to the memory cgroup of the process whose MAP needs it (up
+        // to 256 MiB of tables per device).
+        let table = KBox::new([0u64; HOP_PTES as usize], GFP_KERNEL_ACCOUNT)?;
+        let node = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
         // Room for every slot ever handed out, so that releasing never allocates.
         let handed_out =
             usize::try_from(self.next - u64::from(self.max_asid)).map_err(|_| ENOMEM)?;
@@ -247,7 +256,10 @@ impl HrHopPool {
             .get_mut(&hop)
             .and_then(|t| t.get_mut(idx..end))
             .ok_or(EINVAL)?;
-        slots.copy_from_slice(values);
+        // Same lengths by construction; a zip has no panic path.
+        for (slot, v) in slots.iter_mut().zip(values) {
+            *slot = *v;
+        }
         Ok(())
     }
 }
@@ -275,7 +287,7 @@ impl HopMemory for HrHops<'_> {
 }
 
 /// One hop: the host shadow of its 512 PTEs and how many are valid.
-struct Hop {
+pub(crate) struct Hop {
     shadow: KBox<[u64; HOP_PTES as usize]>,
     num_ptes: u32,
 }
@@ -291,6 +303,117 @@ fn scrub_and_free(mem: &mut dyn HopMemory, phys: u64, hop: &Hop) {
     mem.free_hop(phys);
 }
 
+/// Hops taken out of a tree that the MMU may still reach through cached
+/// upper-level entries: their slots go back to the pool only against an
+/// invalidation covering `area` (the VAs whose unmap detached them).
+///
+/// Moving a hop in or out moves its tree node: no allocation.
+///
+/// # Invariants
+///
+/// Every hop in `hops` is unreachable from its tree's hop 0; `area` is `Some`
+/// when `hops` is not empty and covers a VA of every hop's last unmapped entry.
+pub(crate) struct DetachedHops {
+    hops: RBTree<u64, Hop>,
+    area: Option<MmuArea>,
+}
+
+impl DetachedHops {
+    /// None.
+    pub(crate) fn new() -> Self {
+        Self {
+            hops: RBTree::new(),
+            area: None,
+        }
+    }
+
+    fn add_area(&mut self, area: MmuArea) {
+        self.area = Some(self.area.map_or(area, |a| a.join(area)));
+    }
+
+    fn detach(&mut self, node: RBTreeNode<u64, Hop>, area: MmuArea) {
+        self.hops.insert(node);
+        self.add_area(area);
+    }
+
+    /// Whether no hop is held.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.area.is_none()
+    }
+
+    /// Number of hops held. O(n): tests and debugfs.
+    pub(crate) fn len(&self) -> usize {
+        self.hops.iter().count()
+    }
+
+    /// What an invalidation must cover to release them.
+    pub(crate) fn area(&self) -> Option<MmuArea> {
+        self.area
+    }
+
+    /// Take over `other`'s hops. O(k log n) for k hops, no allocation.
+    pub(crate) fn absorb(&mut self, mut other: DetachedHops) {
+        if let Some(a) = other.area.take() {
+            self.add_area(a);
+        }
+        let mut cursor = other.hops.cursor_front_mut();
+        while let Some(c) = cursor {
+            let (next, node) = c.remove_current();
+            self.hops.insert(node);
+            cursor = next;
+        }
+    }
+
+    /// Take over `other`'s hops, which were emptied by unmapping VAs that
+    /// `area` covers in the address space invalidations use (the DMMU tree
+    /// is keyed by scrambled VAs; invalidations name the VAs the user sees).
+    /// O(k log n), no allocation.
+    pub(crate) fn absorb_for(&mut self, mut other: DetachedHops, area: MmuArea) {
+        if other.area.take().is_some() {
+            self.add_area(area);
+            self.absorb(other);
+        }
+    }
+
+    /// Scrub every hop and give its slot back, if `proof` covers `area`;
+    /// otherwise `Err(self)` unchanged. Returns how many went back. O(k x 512).
+    pub(crate) fn release(
+        mut self,
+        mem: &mut dyn HopMemory,
+        proof: &Invalidated,
+    ) -> Result<usize, Self> {
+        match self.area {
+            None => return Ok(0),
+            Some(a) if !proof.covers(&a) => return Err(self),
+            Some(_) => {}
+        }
+        self.area = None;
+        let mut n = 0;
+        let mut cursor = self.hops.cursor_front_mut();
+        while let Some(c) = cursor {
+            let (next, node) = c.remove_current();
+            let (phys, hop) = node.to_key_value();
+            scrub_and_free(mem, phys, &hop);
+            n += 1;
+            cursor = next;
+        }
+        Ok(n)
+    }
+}
+
+impl Drop for DetachedHops {
+    fn drop(&mut self) {
+        if let Some(a) = self.area {
+            // Their slots stay taken for good (their shadows go): a leak, never
+            // a reuse the MMU could still walk into.
+            pr_err!(
+                "MMU: detached hops of ASID {} dropped without an invalidation; slots leaked\n",
+                a.asid
+            );
+        }
+    }
+}
+
 /// The page-table tree of one context in one MMU.
 ///
 /// # Invariants
@@ -301,16 +424,28 @@ fn scrub_and_free(mem: &mut dyn HopMemory, phys: u64, hop: &Hop) {
 /// the tree.
 pub(crate) struct PageTable {
     geo: MmuGeometry,
+    kind: MmuKind,
+    asid: u32,
     hop0: u64,
     hops: RBTree<u64, Hop>,
+    /// Hops of quarantined unmaps (their invalidation failed), until a later
+    /// invalidation covers them.
+    stale: DetachedHops,
 }
 
 impl PageTable {
-    /// A tree with an empty hop 0 at `hop0`, whose real memory is cleared.
-    pub(crate) fn new(geo: MmuGeometry, hop0: u64, mem: &mut dyn HopMemory) -> Result<Self> {
+    /// A tree of `kind` for `asid` with an empty hop 0 at `hop0`, whose real
+    /// memory is cleared.
+    pub(crate) fn new(
+        geo: MmuGeometry,
+        kind: MmuKind,
+        asid: u32,
+        hop0: u64,
+        mem: &mut dyn HopMemory,
+    ) -> Result<Self> {
         let mut hops = RBTree::new();
-        let shadow = KBox::new([0u64; HOP_PTES as usize], GFP_KERNEL)?;
-        hops.insert(RBTreeNodeReservation::new(GFP_KERNEL)?.into_node(
+        let shadow = KBox::new([0u64; HOP_PTES as usize], GFP_KERNEL_ACCOUNT)?;
+        hops.insert(RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?.into_node(
             hop0,
             Hop {
                 shadow,
@@ -320,7 +455,52 @@ impl PageTable {
         for i in 0..HOP_PTES {
             mem.write_pte(hop0 + i * 8, 0)?;
         }
-        Ok(Self { geo, hop0, hops })
+        Ok(Self {
+            geo,
+            kind,
+            asid,
+            hop0,
+            hops,
+            stale: DetachedHops::new(),
+        })
+    }
+
+    /// Which MMU the tree is for.
+    pub(crate) fn mmu_kind(&self) -> MmuKind {
+        self.kind
+    }
+
+    /// The ASID the tree translates for.
+    pub(crate) fn asid(&self) -> u32 {
+        self.asid
+    }
+
+    /// Keep `hops` until [`Self::release_stale`] gets a covering proof
+    /// (quarantine). O(k log n), no allocation.
+    pub(crate) fn park(&mut self, hops: DetachedHops) {
+        self.stale.absorb(hops);
+    }
+
+    /// What an invalidation must cover to release the parked hops.
+    pub(crate) fn stale_area(&self) -> Option<MmuArea> {
+        self.stale.area()
+    }
+
+    /// Parked hops. O(n): tests and debugfs.
+    pub(crate) fn stale_count(&self) -> usize {
+        self.stale.len()
+    }
+
+    /// Give the parked hops back if `proof` covers them; returns how many.
+    pub(crate) fn release_stale(&mut self, mem: &mut dyn HopMemory, proof: &Invalidated) -> usize {
+        let stale = core::mem::replace(&mut self.stale, DetachedHops::new());
+        match stale.release(mem, proof) {
+            Ok(n) => n,
+            Err(kept) => {
+                self.stale = kept;
+                0
+            }
+        }
     }
 
     /// Physical address of hop 0.
@@ -362,7 +542,8 @@ impl PageTable {
     }
 
     /// Take a hop out of the tree: zero what is non-zero in its real memory and
-    /// give it back. Used for new hops on an error path and for empty hops.
+    /// give it back at once. Only for new hops on a failed map, which were
+    /// never linked (the hardware cannot have walked them).
     fn release_hop(&mut self, mem: &mut dyn HopMemory, hop: u64) {
         if let Some(h) = self.hops.remove(&hop) {
             scrub_and_free(mem, hop, &h);
@@ -470,8 +651,9 @@ impl PageTable {
 
     /// Allocate a zeroed hop and put it in the tree (not linked yet).
     fn new_hop(&mut self, mem: &mut dyn HopMemory) -> Result<u64> {
-        let shadow = KBox::new([0u64; HOP_PTES as usize], GFP_KERNEL)?;
-        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        // Charged to the caller's memory cgroup, as the hop slot it shadows.
+        let shadow = KBox::new([0u64; HOP_PTES as usize], GFP_KERNEL_ACCOUNT)?;
+        let node = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
         let phys = mem.alloc_hop()?;
         self.hops.insert(node.into_node(
             phys,
@@ -501,10 +683,17 @@ impl PageTable {
     }
 
     /// Unmap the page at `va` (`unmap` of mmu_v2.c:58-128): clear its leaf, then
-    /// free every hop that became empty, bottom-up. Returns the leaf's physical
-    /// address. `EINVAL` if nothing is mapped there; a failed PTE write leaves
-    /// the tree as it was (or, past the leaf, an empty hop that teardown frees).
-    pub(crate) fn unmap(&mut self, mem: &mut dyn HopMemory, va: u64) -> Result<u64> {
+    /// unlink every hop that became empty, bottom-up, into `detached` (they go
+    /// back to the pool after an invalidation covering `va`). Returns the
+    /// leaf's physical address. `EINVAL` if nothing is mapped there; a failed
+    /// PTE write leaves the tree as it was (or, past the leaf, an empty hop
+    /// that stays linked until teardown). O(hops) tree lookups, no allocation.
+    pub(crate) fn unmap(
+        &mut self,
+        mem: &mut dyn HopMemory,
+        va: u64,
+        detached: &mut DetachedHops,
+    ) -> Result<u64> {
         let mut path = [(0u64, 0u64); 6];
         let mut hop = self.hop0;
         let mut found = None;
@@ -534,7 +723,9 @@ impl PageTable {
             if self.write(mem, parent, idx, 0).is_err() {
                 break;
             }
-            self.release_hop(mem, h);
+            if let Some(node) = self.hops.remove_node(&h) {
+                detached.detach(node, MmuArea::new(self.kind, self.asid, va, 1));
+            }
             self.adjust(parent, -1);
             lvl -= 1;
         }
@@ -659,14 +850,33 @@ impl PageTable {
         Ok(k as u64)
     }
 
-    /// Free every hop but hop 0 and clear hop 0 (context teardown,
-    /// `hl_mmu_ctx_fini`). Returns how many hops were left (upstream reports
-    /// them with `dev_err`).
+    /// Clear hop 0, then detach every other hop into `detached` (context
+    /// teardown, `hl_mmu_ctx_fini`): they and the parked hops go back once an
+    /// invalidation of everything of this MMU succeeded. Returns how many hops
+    /// were still linked (upstream reports them with `dev_err`) and whether
+    /// every entry of hop 0 could be cleared; if not, nothing is detached
+    /// (the hardware could still walk into those hops).
     ///
-    /// Cannot fail and allocates nothing: hops leave the tree through a
-    /// cursor, each one scrubbed and given back as it goes. O(h) in the hops.
-    pub(crate) fn teardown(&mut self, mem: &mut dyn HopMemory) -> usize {
+    /// Cannot fail half-way and allocates nothing: hops leave the tree
+    /// through a cursor. O(h) in the hops, yielding every 512.
+    pub(crate) fn teardown(
+        &mut self,
+        mem: &mut dyn HopMemory,
+        detached: &mut DetachedHops,
+    ) -> (usize, bool) {
         let hop0 = self.hop0;
+        let mut cleared = true;
+        for i in 0..HOP_PTES {
+            if self.entry(hop0, i).is_some_and(|v| v != 0) && self.write(mem, hop0, i, 0).is_err() {
+                pr_err!("MMU: teardown could not clear entry {} of hop 0\n", i);
+                cleared = false;
+            }
+        }
+        detached.absorb(core::mem::replace(&mut self.stale, DetachedHops::new()));
+        if !cleared {
+            return (self.hop_count(), false);
+        }
+        let everything = MmuArea::everything(self.kind, self.asid);
         let mut left = 0;
         let mut cursor = self.hops.cursor_front_mut();
         while let Some(c) = cursor {
@@ -675,25 +885,37 @@ impl PageTable {
                 continue;
             }
             let (next, node) = c.remove_current();
-            let (phys, hop) = node.to_key_value();
-            scrub_and_free(mem, phys, &hop);
+            detached.detach(node, everything);
             left += 1;
+            if left % HOP_PTES as usize == 0 {
+                crate::ffi::sched::cond_resched();
+            }
             cursor = next;
         }
-        for i in 0..HOP_PTES {
-            if self.entry(hop0, i).is_some_and(|v| v != 0) && self.write(mem, hop0, i, 0).is_err() {
-                pr_err!("MMU: teardown could not clear entry {} of hop 0\n", i);
-            }
-        }
-        left
+        (left, true)
     }
 }
 
 #[kunit_tests(hlrs_page_table)]
 mod tests {
     use super::*;
-    use crate::{asic::AsicProperties, device::HlDevice, mmu::walk::translate};
+    use crate::{
+        asic::AsicProperties,
+        device::HlDevice,
+        mmu::{invalidate::invalidate_all, walk::translate},
+    };
     use kernel::sync::Arc;
+
+    /// Invalidate everything of `kind` and give the detached hops back.
+    fn flush(
+        d: &HlDevice,
+        mem: &mut dyn HopMemory,
+        det: DetachedHops,
+        kind: MmuKind,
+    ) -> Result<usize> {
+        let proof = invalidate_all(d.backend(), kind)?;
+        det.release(mem, &proof).map_err(|_| EINVAL)
+    }
 
     const GIB: u64 = 1 << 30;
 
@@ -736,16 +958,22 @@ mod tests {
             Err(EINVAL)
         );
         assert_eq!(t.hop_count(), 3);
+        let mut det = DetachedHops::new();
         for i in 0..8u64 {
             assert_eq!(
-                t.unmap(&mut mem, base_va + i * GIB)?,
+                t.unmap(&mut mem, base_va + i * GIB, &mut det)?,
                 0x1001_0000_4000_0000 + i * GIB
             );
         }
-        // Every hop went back when its count reached zero.
+        // Every hop left the tree when its count reached zero, and went back
+        // to the pool after the invalidation.
         assert_eq!(t.hop_count(), 0);
+        assert_eq!(det.len(), 3);
+        assert_eq!(d.dr_hops.lock().free_slots(), free0 - 3);
+        assert_eq!(flush(&d, &mut mem, det, MmuKind::Dram)?, 3);
         assert_eq!(d.dr_hops.lock().free_slots(), free0);
-        assert_eq!(t.unmap(&mut mem, base_va), Err(EINVAL));
+        let mut det = DetachedHops::new();
+        assert_eq!(t.unmap(&mut mem, base_va, &mut det), Err(EINVAL));
         let tr = translate(&MmuGeometry::DMMU, &read, t.hop0(), base_va, None);
         assert_eq!(
             tr.map(|x| x.pa),
@@ -769,12 +997,14 @@ mod tests {
         }
         // hop 1; two hop 2s (a and b share one); three hop 3s.
         assert_eq!(t.hop_count(), 1 + 2 + 3);
-        t.unmap(&mut mem, b)?;
+        let mut det = DetachedHops::new();
+        t.unmap(&mut mem, b, &mut det)?;
         assert_eq!(t.hop_count(), 1 + 2 + 2);
-        t.unmap(&mut mem, c)?;
+        t.unmap(&mut mem, c, &mut det)?;
         assert_eq!(t.hop_count(), 1 + 1 + 1);
-        t.unmap(&mut mem, a)?;
+        t.unmap(&mut mem, a, &mut det)?;
         assert_eq!(t.hop_count(), 0);
+        assert_eq!(flush(&d, &mut mem, det, MmuKind::Dram)?, 6);
         Ok(())
     }
 
@@ -804,7 +1034,57 @@ mod tests {
             backend: d.backend(),
         };
         t.map(&mut mem, base_va, 0x1001_0000_4000_0000, 3)?;
-        t.unmap(&mut mem, base_va)?;
+        let mut det = DetachedHops::new();
+        t.unmap(&mut mem, base_va, &mut det)?;
+        flush(&d, &mut mem, det, MmuKind::Dram)?;
+        Ok(())
+    }
+
+    #[test]
+    fn emptied_hops_are_reused_only_after_an_invalidation() -> Result {
+        let (d, mut t) = setup()?;
+        let mut mem = DrHops {
+            pool: &d.dr_hops,
+            backend: d.backend(),
+        };
+        let free0 = d.dr_hops.lock().free_slots();
+        let va = 0x1001_0020_0000_0000u64;
+        let pa = 0x1001_0000_4000_0000u64;
+        t.map(&mut mem, va, pa, 3)?;
+        let mut det = DetachedHops::new();
+        t.unmap(&mut mem, va, &mut det)?;
+        // The three emptied hops are out of the tree but not in the pool.
+        assert_eq!((t.hop_count(), det.len()), (0, 3));
+        assert_eq!(d.dr_hops.lock().free_slots(), free0 - 3);
+        // A failed invalidation, or one of another range or MMU, keeps them.
+        d.sim.inject_invalidation_failure();
+        assert!(invalidate_all(d.backend(), MmuKind::Dram).is_err());
+        let elsewhere = MmuArea::new(MmuKind::Dram, 1, va + GIB, GIB);
+        let p = crate::mmu::invalidate::invalidate_range(d.backend(), elsewhere)?;
+        let det = det.release(&mut mem, &p).err().ok_or(EINVAL)?;
+        let p = invalidate_all(d.backend(), MmuKind::Host)?;
+        let det = det.release(&mut mem, &p).err().ok_or(EINVAL)?;
+        // A new map meanwhile gets other hops.
+        t.map(&mut mem, va, pa, 3)?;
+        assert_eq!(d.dr_hops.lock().free_slots(), free0 - 6);
+        // Parked in the tree (quarantine), they stay out of the pool through
+        // the tree's teardown, until the teardown's own invalidation.
+        t.park(det);
+        assert_eq!(t.stale_count(), 3);
+        let p = invalidate_all(d.backend(), MmuKind::Host)?;
+        assert_eq!(t.release_stale(&mut mem, &p), 0);
+        let mut all = DetachedHops::new();
+        assert_eq!(t.teardown(&mut mem, &mut all), (3, true));
+        assert_eq!((t.stale_count(), all.len()), (0, 6));
+        assert_eq!(d.dr_hops.lock().free_slots(), free0 - 6);
+        // A range invalidation does not cover a whole teardown.
+        let p = crate::mmu::invalidate::invalidate_range(
+            d.backend(),
+            MmuArea::new(MmuKind::Dram, 1, va, GIB),
+        )?;
+        let all = all.release(&mut mem, &p).err().ok_or(EINVAL)?;
+        assert_eq!(flush(&d, &mut mem, all, MmuKind::Dram)?, 6);
+        assert_eq!(d.dr_hops.lock().free_slots(), free0);
         Ok(())
     }
 
@@ -842,13 +1122,16 @@ mod tests {
         let free0 = d.dr_hops.lock().free_slots();
         t.map(&mut mem, 0x1001_0020_0000_0000, 0x1001_0000_4000_0000, 3)?;
         t.map(&mut mem, 0x1002_0020_0000_0000, 0x1001_0000_4000_0000, 3)?;
-        assert_eq!(t.teardown(&mut mem), 5);
+        let mut det = DetachedHops::new();
+        assert_eq!(t.teardown(&mut mem, &mut det), (5, true));
         assert_eq!(t.hop_count(), 0);
-        assert_eq!(d.dr_hops.lock().free_slots(), free0);
-        // Hop 0 is clear in device memory.
+        // Hop 0 is clear in device memory before any hop goes back.
         for i in 0..HOP_PTES {
             assert_eq!(d.backend().read_pte(t.hop0() + i * 8)?, 0);
         }
+        assert_eq!(d.dr_hops.lock().free_slots(), free0 - 5);
+        assert_eq!(flush(&d, &mut mem, det, MmuKind::Dram)?, 5);
+        assert_eq!(d.dr_hops.lock().free_slots(), free0);
         Ok(())
     }
 
@@ -857,7 +1140,7 @@ mod tests {
         let d = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
         let hop0 = d.hr_hops.lock().hop0(1).ok_or(EINVAL)?;
         let mut mem = HrHops { pool: &d.hr_hops };
-        let mut t = PageTable::new(MmuGeometry::PMMU, hop0, &mut mem)?;
+        let mut t = PageTable::new(MmuGeometry::PMMU, MmuKind::Host, 1, hop0, &mut mem)?;
         let g = MmuGeometry::PMMU;
         let (l4k, l2m) = (
             g.leaf_hop(4096).ok_or(EINVAL)?,
@@ -884,11 +1167,14 @@ mod tests {
             t.map(&mut mem, va + (2 << 20) + 4096, 0x1000, l4k),
             Err(EINVAL)
         );
+        let mut det = DetachedHops::new();
         for i in 0..4u64 {
-            t.unmap(&mut mem, va + i * 4096)?;
+            t.unmap(&mut mem, va + i * 4096, &mut det)?;
         }
-        t.unmap(&mut mem, va + (2 << 20))?;
+        t.unmap(&mut mem, va + (2 << 20), &mut det)?;
         assert_eq!(t.hop_count(), 0);
+        assert_eq!(d.hr_hops.lock().in_use(), 5);
+        flush(&d, &mut mem, det, MmuKind::Host)?;
         assert_eq!(d.hr_hops.lock().in_use(), 0);
         // Many hop-5 tables at once, all given back (the free list never needs
         // to allocate on release).
@@ -896,9 +1182,11 @@ mod tests {
             t.map(&mut mem, va + i * (2 << 20), 0x1000, l4k)?;
         }
         assert_eq!(d.hr_hops.lock().in_use(), 4 + 6);
+        let mut det = DetachedHops::new();
         for i in 0..6u64 {
-            t.unmap(&mut mem, va + i * (2 << 20))?;
+            t.unmap(&mut mem, va + i * (2 << 20), &mut det)?;
         }
+        flush(&d, &mut mem, det, MmuKind::Host)?;
         assert_eq!(d.hr_hops.lock().in_use(), 0);
         assert!(translate(&g, &read, hop0, va, None).is_err());
         Ok(())
@@ -942,7 +1230,7 @@ mod tests {
             fail: false,
             prefix: 0,
         };
-        let mut t = PageTable::new(MmuGeometry::PMMU, hop0, &mut mem)?;
+        let mut t = PageTable::new(MmuGeometry::PMMU, MmuKind::Host, 1, hop0, &mut mem)?;
         let g = MmuGeometry::PMMU;
         let l4k = g.leaf_hop(4096).ok_or(EINVAL)?;
         let read = |a: u64| d.hr_hops.lock().read(a);
@@ -989,11 +1277,13 @@ mod tests {
         assert_eq!(tr(va + 101 * 4096), Some(pa(101)));
         // A run with a hole in it is left to the page-by-page path.
         assert_eq!(t.unmap_following(&mut mem, va, 4096, 111)?, 0);
+        let mut det = DetachedHops::new();
         for i in 101..212u64 {
-            t.unmap(&mut mem, va + i * 4096)?;
+            t.unmap(&mut mem, va + i * 4096, &mut det)?;
         }
-        t.unmap(&mut mem, va)?;
+        t.unmap(&mut mem, va, &mut det)?;
         assert_eq!(t.hop_count(), 0);
+        flush(&d, &mut mem, det, MmuKind::Host)?;
         assert_eq!(d.hr_hops.lock().in_use(), 0);
         Ok(())
     }
@@ -1005,7 +1295,7 @@ mod tests {
             pool: &d.dr_hops,
             backend: d.backend(),
         };
-        let t = PageTable::new(MmuGeometry::DMMU, hop0, &mut mem)?;
+        let t = PageTable::new(MmuGeometry::DMMU, MmuKind::Dram, 1, hop0, &mut mem)?;
         Ok((d, t))
     }
 }

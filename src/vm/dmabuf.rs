@@ -184,9 +184,10 @@ pub(crate) fn prepare_export(
     let pack = {
         let mut maps = vm.mappings.lock();
         let m = maps.get_mut(addr).ok_or(EINVAL)?;
-        let Backing::Dram { pack, .. } = &m.backing else {
+        let Some(Backing::Dram { pack, .. }) = m.backing() else {
             return Err(EINVAL);
         };
+        let pack = pack.clone();
         let end = offset.checked_add(size).ok_or(EINVAL)?;
         if end > pack.total_size {
             return Err(EINVAL);
@@ -196,7 +197,7 @@ pub(crate) fn prepare_export(
             bar.window(pa, pack.page_size).ok_or(EINVAL)?;
         }
         m.export_cnt = m.export_cnt.checked_add(1).ok_or(EINVAL)?;
-        pack.clone()
+        pack
     };
     let record = ExportRecord {
         va: addr,

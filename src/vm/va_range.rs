@@ -21,7 +21,11 @@ use crate::{
         va_alloc::{AllocOutcome, VaAllocConfig, VaAllocError, VaAllocator, VaRequest},
     },
 };
-use kernel::{new_mutex, prelude::*, sync::Mutex};
+use kernel::{
+    new_mutex,
+    prelude::*,
+    sync::{atomic::Atomic, Mutex},
+};
 
 /// The three VA range types (`enum hl_va_range_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,6 +109,9 @@ pub(crate) struct ContextVm {
     /// Live dma-buf exports of this context's mappings.
     #[pin]
     pub(crate) exports: Mutex<ExportList>,
+    /// Mappings or hop sets put in quarantine since it was last empty: 0
+    /// lets MAP and UNMAP skip [`ContextVm::settle_quarantine`] in O(1).
+    pub(crate) quarantined: Atomic<u32>,
     spans: [(VaRangeType, VaSpan); 3],
     #[pin]
     host: Mutex<VaAllocator>,
@@ -124,10 +131,12 @@ impl ContextVm {
             pool: &dev.dr_hops,
             backend: dev.backend(),
         };
-        let dmmu = PageTable::new(MmuGeometry::DMMU, hop0, &mut mem)?;
+        let dmmu = PageTable::new(MmuGeometry::DMMU, MmuKind::Dram, asid, hop0, &mut mem)?;
         let hr_hop0 = dev.hr_hops.lock().hop0(asid).ok_or(EINVAL)?;
         let pmmu = PageTable::new(
             MmuGeometry::PMMU,
+            MmuKind::Host,
+            asid,
             hr_hop0,
             &mut HrHops { pool: &dev.hr_hops },
         )?;
@@ -147,6 +156,7 @@ impl ContextVm {
             hw_blocks <- new_mutex!(HwBlockMappings::new()),
             ts_buffers <- new_mutex!(TsBufferTable::new()),
             exports <- new_mutex!(ExportList::new()),
+            quarantined: Atomic::new(0),
             spans,
             host <- new_mutex!(host?),
             host_huge <- new_mutex!(host_huge?),
