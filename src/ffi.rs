@@ -7,6 +7,8 @@
 //!   uAPI structs.
 //! - [`dmabuf`]: dma-buf export of device memory (EXPORT_DMABUF_FD) and its
 //!   callbacks, plus a test importer for KUnit.
+//! - [`host_page`]: a counted reference to a host page, the backing of
+//!   simulated DRAM that dma-buf importers and CPU mappings of exports get.
 //! - [`drm_mm`]: the kernel's `drm_mm` range allocator behind a safe type, for
 //!   the VA allocator benchmark.
 //! - [`mmap`]: `mmap` of the compute node (HW blocks, timestamp buffers),
@@ -20,5 +22,6 @@
 pub(crate) mod accel;
 pub(crate) mod dmabuf;
 pub(crate) mod drm_mm;
+pub(crate) mod host_page;
 pub(crate) mod mmap;
 pub(crate) mod pin;
