@@ -17,7 +17,8 @@
 //!
 //! `ffi/helpers.c` (prototypes in `ffi/helpers.h`) wraps the static inlines
 //! these need (`page_to_phys`, `totalram_pages`, `fatal_signal_pending`,
-//! `access_ok`, `virt_to_pfn`).
+//! `access_ok`, `virt_to_pfn`, `get_page`, `put_page`, `page_count`,
+//! `sg_page`, `dma_get_max_seg_size`).
 
 pub(crate) mod accel;
 pub(crate) mod dmabuf;

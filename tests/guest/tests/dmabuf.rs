@@ -417,7 +417,8 @@ fn export_across_dram_pages(d: &Device) -> ([u64; 2], u64, u64, u64) {
 
 /// Fill every 4 KiB of `[va + offset, + size)` but the `skip`-th with a
 /// pattern through debugfs, and return what DRAM then holds for the range
-/// (zeros for the skipped page).
+/// (for the skipped page: zeros if that DRAM was never written, or what an
+/// earlier test left there; ALLOC does not scrub DRAM).
 fn fill_dram(va: u64, offset: u64, size: u64, skip: u64, seed: u8) -> Vec<u8> {
     let mut want = Vec::new();
     for i in 0..size / KIB4 {
@@ -430,10 +431,7 @@ fn fill_dram(va: u64, offset: u64, size: u64, skip: u64, seed: u8) -> Vec<u8> {
         }
         want.extend(dram_read(pa, KIB4 as usize));
     }
-    assert!(want[..KIB4 as usize].iter().all(|&b| b != 0));
-    assert!(want[(skip * KIB4) as usize..][..KIB4 as usize]
-        .iter()
-        .all(|&b| b == 0));
+    assert!(want.iter().any(|&b| b != 0));
     want
 }
 
@@ -453,7 +451,7 @@ fn vgem_maps_exactly_the_dram_bytes_of_an_export_across_dram_pages() {
     guest_only!();
     let d = Device::open_compute(0).unwrap();
     let (handles, va, offset, size) = export_across_dram_pages(&d);
-    // The third page is never written: it reads as zeros.
+    // The third page is not written here: vgem must show whatever DRAM holds.
     let want = fill_dram(va, offset, size, 2, 0x40);
     let fd = d.export_dmabuf(va, size, offset, DMABUF_FLAGS).unwrap();
     // debugfs shows the export's DRAM pieces: two, one per DRAM page.
@@ -477,7 +475,7 @@ fn vgem_maps_exactly_the_dram_bytes_of_an_export_across_dram_pages() {
         "vgem sees other bytes than DRAM holds"
     );
     // Writes through vgem land in the simulated DRAM, both sides of the
-    // DRAM page boundary, including the page that was never written.
+    // DRAM page boundary, including the page not written above.
     for i in [1u64, 2, 3] {
         let at = (i * KIB4 + 100) as usize;
         mapped[at..at + 4].copy_from_slice(&[0xde, 0xad, 0xbe, i as u8]);
