@@ -22,7 +22,8 @@
 //! - **Peer to peer** (a PCI backend for a real Gaudi2, which does not exist
 //!   yet), as upstream `hl_dmabuf_attach`/`hl_map_dmabuf`: `peer_to_peer` asks
 //!   `pci_p2pdma_distance(pdev, importer, true)`; `map_for_importer` refuses
-//!   a non-P2P attachment (`EPERM`) and otherwise maps each DRAM piece's BAR
+//!   a non-P2P attachment (`EPERM`; [`Importer`] would grow an accessor for
+//!   `attach->peer2peer`) and otherwise maps each DRAM piece's BAR
 //!   window with `dma_map_resource` for the importer (split at its segment
 //!   limit, [`Importer::max_seg_size`]) into an `ImporterSgt` made by a second
 //!   constructor next to `map_host_pages`, whose drop undoes them with

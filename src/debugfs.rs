@@ -562,7 +562,7 @@ fn write_dram(p: &DramProbe, reader: &mut UserSliceReader) -> Result {
             let nibble = |c: u8| char::from(c).to_digit(16).ok_or(EINVAL);
             let mut bytes = KVec::with_capacity(hex.len() / 2, GFP_KERNEL)?;
             for pair in hex.chunks_exact(2) {
-                let (&[hi, lo], _) = pair.split_at(2) else {
+                let &[hi, lo] = pair else {
                     return Err(EINVAL);
                 };
                 let b = u8::try_from(nibble(hi)? << 4 | nibble(lo)?).map_err(|_| EINVAL)?;
