@@ -649,6 +649,31 @@ impl TestImporter {
         Ok(this)
     }
 
+    /// Arm the calling task's systematic fault injection (what
+    /// `/proc/thread-self/fail-nth` sets): the `n`-th fault-injection point
+    /// it reaches from now fails (0: disarm). Returns what was left of the
+    /// previous count: 0 if the armed fault was reached (or none was armed).
+    /// `None` without `CONFIG_FAULT_INJECTION`.
+    pub(crate) fn fail_nth(n: u32) -> Option<u32> {
+        #[cfg(CONFIG_FAULT_INJECTION)]
+        {
+            let task = kernel::task::Task::current_raw();
+            // SAFETY: the current task is live; only it reads and writes its
+            // own `fail_nth` (`READ_ONCE`/`WRITE_ONCE` in C).
+            unsafe {
+                let slot = &raw mut (*task).fail_nth;
+                let left = core::ptr::read_volatile(slot);
+                core::ptr::write_volatile(slot, n);
+                Some(left)
+            }
+        }
+        #[cfg(not(CONFIG_FAULT_INJECTION))]
+        {
+            let _ = n;
+            None
+        }
+    }
+
     fn dev(&self) -> *mut bindings::device {
         let dev: &kernel::device::Device = self.faux.as_ref().as_ref();
         core::ptr::from_ref(dev)

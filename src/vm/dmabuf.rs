@@ -530,6 +530,61 @@ mod tests {
         Ok(())
     }
 
+    #[test]
+    fn a_map_failing_at_any_allocation_keeps_nothing() -> Result {
+        use crate::ffi::dmabuf::TestImporter;
+        let (d, ctx) = setup()?;
+        let imp = TestImporter::new()?;
+        let (h, va, offset, size) = scattered_export_setup(&ctx)?;
+        // Every page but the 4th backed: the map populates that one.
+        let want = fill_and_read(&d, &ctx, va, offset, size, 3)?;
+        let mut pas = KVec::new();
+        for i in 0..size / PAGE {
+            let t = ctx.vm().translate(&d, va + offset + i * PAGE);
+            pas.push(t.map_err(|_| EINVAL)?.pa, GFP_KERNEL)?;
+        }
+        // Fail the 1st, 2nd, ... allocation of the import (export, attach,
+        // populate, page array, sg table, its record, the importer's own
+        // reads) until one goes through: each failure is ENOMEM, and leaves
+        // no mapping, no export and no extra page reference behind
+        // (kmemleak checks the sg table and the records at the end of the run).
+        let mut failures = 0u32;
+        for n in 1..1000 {
+            let export = prepare_export(&ctx, va, size, offset, 0)?;
+            if TestImporter::fail_nth(n).is_none() {
+                pr_info!("no CONFIG_FAULT_INJECTION: allocation failures not injected\n");
+                break;
+            }
+            let r = imp.import(export, n % 2 == 0, |_| ());
+            let left = TestImporter::fail_nth(0).unwrap_or(0);
+            assert_eq!(d.dmabuf_mappings(), 0);
+            assert_eq!(d.dmabuf_exports(), 0);
+            for pa in pas.iter() {
+                assert!(matches!(d.sim.chunk_refs(*pa), None | Some(1)));
+            }
+            match r {
+                Ok(found) => {
+                    assert!(found.bytes.as_slice() == want.as_slice());
+                    if left != 0 {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    assert_eq!(left, 0);
+                    assert_eq!(e, ENOMEM);
+                    failures += 1;
+                }
+            }
+        }
+        pr_info!(
+            "hlrs_dmabuf: an import failed at each of its {} allocation points (injected)\n",
+            failures
+        );
+        unmap_device_va(&ctx, va)?;
+        free_device_memory(&ctx, u64::from(h))?;
+        Ok(())
+    }
+
     /// Collect a short iterator (tests).
     trait CollectVec: Iterator + Sized {
         fn collect_vec(self) -> Result<KVec<Self::Item>> {
