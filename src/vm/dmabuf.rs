@@ -388,9 +388,11 @@ mod tests {
     }
 
     /// A scattered 3-page mapping with every other DRAM page held by another
-    /// allocation, and the range `[DPAGE - 2 pages, + DPAGE + 4 pages)` of
-    /// it to export: it crosses both DRAM page boundaries, and its DRAM is
-    /// in three places. Returns (handle, VA, offset, size).
+    /// allocation, and the range `[DPAGE - 3 pages, + 6 pages)` of it to
+    /// export: it crosses the boundary between two DRAM pages that are not
+    /// physically consecutive, so its DRAM is in two places. (Crossing both
+    /// boundaries would take a whole 768 MiB DRAM page of host memory.)
+    /// Returns (handle, VA, offset, size).
     fn scattered_export_setup(ctx: &Arc<Context>) -> Result<(u32, u64, u64, u64)> {
         for _ in 0..3 {
             let keep = alloc_device_memory(ctx, DPAGE, 0)?;
@@ -399,7 +401,7 @@ mod tests {
             let _ = keep;
         }
         let (h, va) = mapped(ctx, 3, 0)?;
-        Ok((h, va, DPAGE - 2 * PAGE, DPAGE + 4 * PAGE))
+        Ok((h, va, DPAGE - 3 * PAGE, 6 * PAGE))
     }
 
     /// Write a pattern to the DRAM behind every 4 KiB of `[va + offset, +
