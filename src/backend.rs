@@ -7,7 +7,42 @@
 //! implements it today; a PCI backend for a real Gaudi2 would implement the
 //! same trait (PTE writes through the DRAM BAR, MMU cache invalidation through
 //! the STLB/HMMU registers) without touching the memory code.
+//!
+//! # dma-buf importers
+//!
+//! What an importer of an EXPORT_DMABUF_FD buffer is given is the backend's
+//! to decide, because it depends on what device memory is:
+//!
+//! - **Host pages** (the simulation, whose DRAM is host memory): every
+//!   importer, peer to peer or not, gets the host pages behind the exported
+//!   range, populated (zeroed if never written) and held while it has them
+//!   mapped, in an sg table with `sg_page` set and DMA-mapped for its device
+//!   with `dma_map_sgtable` ([`ImporterSgt::map_host_pages`]); CPU mappings of
+//!   the export fault in the same pages ([`Backend::dram_host_page`]).
+//! - **Peer to peer** (a PCI backend for a real Gaudi2, which does not exist
+//!   yet), as upstream `hl_dmabuf_attach`/`hl_map_dmabuf`: `peer_to_peer` asks
+//!   `pci_p2pdma_distance(pdev, importer, true)`; `map_for_importer` refuses
+//!   a non-P2P attachment (`EPERM`; [`Importer`] would grow an accessor for
+//!   `attach->peer2peer`) and otherwise maps each DRAM piece's BAR
+//!   window with `dma_map_resource` for the importer (split at its segment
+//!   limit, [`Importer::max_seg_size`]) into an `ImporterSgt` made by a second
+//!   constructor next to `map_host_pages`, whose drop undoes them with
+//!   `dma_unmap_resource`; `dram_host_page` answers `EOPNOTSUPP` (device
+//!   memory has no `struct page`), so CPU mappings of an export fault with
+//!   `SIGBUS`, and its `mmap` should be refused instead.
+//!
+//! Either way the only sg table an importer can be handed is an
+//! [`ImporterSgt`], and the only way to make one is a DMA-mapping call for
+//! that importer's device: an address that was not mapped for the importer
+//! cannot reach it.
 
+use crate::{
+    ffi::{
+        dmabuf::{DmaDirection, Importer, ImporterSgt},
+        host_page::HostPage,
+    },
+    vm::dmabuf::DramPieces,
+};
 use kernel::prelude::*;
 
 /// Which MMU an invalidation is for (upstream `MMU_OP_USERPTR` / `MMU_OP_PHYS_PACK`).
@@ -96,13 +131,25 @@ pub(crate) trait Backend: Send + Sync {
     /// without an IOMMU sees physical addresses).
     fn host_dma_addr(&self, phys: u64) -> Result<u64>;
 
-    /// Bus address of the DRAM BAR (DRAM offset 0), which covers all of
-    /// DRAM: what peers see of device memory (dma-buf exports).
-    fn dram_bar_base(&self) -> u64;
+    /// Whether `importer` reaches device memory peer to peer (upstream:
+    /// `pci_p2pdma_distance(pdev, importer, true) >= 0`); when not, its
+    /// attachment is marked non-P2P at attach time. See the module
+    /// documentation.
+    fn peer_to_peer(&self, importer: &Importer<'_>) -> bool;
 
-    /// Whether importers can reach the DRAM BAR peer to peer (upstream asks
-    /// `pci_p2pdma_distance` per importer).
-    fn p2p_reachable(&self) -> bool;
+    /// The sg table `importer` gets for the DRAM `pieces` of an export, mapped
+    /// for its device in direction `dir`. See the module documentation.
+    fn map_for_importer(
+        &self,
+        importer: &Importer<'_>,
+        dir: DmaDirection,
+        pieces: DramPieces<'_>,
+    ) -> Result<ImporterSgt>;
+
+    /// The host page behind the 4 KiB of DRAM at `pa` (page aligned),
+    /// allocated zeroed if that DRAM was never written: a new reference to it
+    /// (CPU mappings of exports). `EINVAL` outside DRAM or unaligned.
+    fn dram_host_page(&self, pa: u64) -> Result<HostPage>;
 
     /// Read device DRAM at `addr` into `buf` (tests and debugfs).
     fn dram_read(&self, addr: u64, buf: &mut [u8]) -> Result;

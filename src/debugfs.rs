@@ -12,9 +12,10 @@
 //! | `mmu` | page-table statistics; write a VA, read its translation by the page-walk oracle |
 //! | `hw_blocks` | the backed HW blocks' non-zero registers; the open context's block mappings |
 //! | `ts_buffers` | the open context's timestamp buffers and the bytes they hold |
-//! | `dmabuf` | the device's live dma-buf exports; the open context's, with their sg chunks |
+//! | `dmabuf` | the device's live dma-buf exports and mapped importer tables; the open context's exports, with their DRAM pieces |
 //! | `bench` | time per phase of host MAPs; write `pin ADDR SIZE` to time pin+unpin of the writer's buffer alone (`make bench`) |
 //! | `fail_invalidations` | how many of the next MMU cache invalidations the simulated device fails, and whether a teardown waits for one; write a count (`max`: until changed) to inject failures (tests) |
+//! | `dram` | simulated DRAM by physical address (tests): write `write ADDR HEX` to store bytes, `read ADDR LEN` to choose what reading shows |
 
 use crate::{
     backend::DeviceStatus,
@@ -59,6 +60,8 @@ pub(crate) struct DeviceDebugfs {
     bench: File<BenchProbe>,
     #[pin]
     fail_invalidations: File<Arc<HlDevice>>,
+    #[pin]
+    dram: File<DramProbe>,
     _dir: Dir,
 }
 
@@ -93,6 +96,7 @@ impl DeviceDebugfs {
                 &show_fail_invalidations,
                 &write_fail_invalidations
             ),
+            dram <- dram_file(&dir, &dev),
             status <- dir.read_write_callback_file(c"status", dev, &show_status, &write_status),
             _dir: dir,
         }))
@@ -306,14 +310,13 @@ fn show_ts_buffers(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Resu
     Ok(())
 }
 
-/// The device's dma-buf exports and, for the open context, each export's sg
-/// chunks (BAR address and length, merged, before any importer's segment
-/// limit splits them).
+/// The device's dma-buf exports, how many importer sg tables of them are
+/// mapped, and for the open context each export's DRAM pieces (physical
+/// address and length, consecutive pages merged).
 fn show_dmabuf(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    use crate::vm::dmabuf::SgChunks;
+    use crate::vm::dmabuf::DramPieces;
     writeln!(f, "exports: {}", dev.dmabuf_exports())?;
-    let bar = dev.dram_bar();
-    writeln!(f, "dram bar: {:#x} + {:#x}", bar.base, bar.size)?;
+    writeln!(f, "importer mappings: {}", dev.dmabuf_mappings())?;
     let Some(vm) = dev.state.lock().active_vm.clone() else {
         return writeln!(f, "no open compute context");
     };
@@ -324,10 +327,10 @@ fn show_dmabuf(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             "va {:#x} offset {:#x} size {:#x}:",
             r.va, r.offset, r.size
         )?;
-        match SgChunks::new(pack, bar, r.offset, r.size, u64::MAX) {
-            Ok(chunks) => {
-                for (addr, len) in chunks {
-                    writeln!(f, "  sg {:#x} + {:#x}", addr, len)?;
+        match DramPieces::new(pack, r.offset, r.size) {
+            Ok(pieces) => {
+                for (pa, len) in pieces {
+                    writeln!(f, "  dram {:#x} + {:#x}", pa, len)?;
                 }
             }
             Err(_) => writeln!(f, "  (range outside the pack)")?,
@@ -521,4 +524,97 @@ fn write_fail_invalidations(dev: &Arc<HlDevice>, reader: &mut UserSliceReader) -
     };
     dev.sim.inject_invalidation_failures(n);
     Ok(())
+}
+
+/// The `dram` file (tests; to be superseded by upstream's debugfs `data64`):
+/// the device and the window reading shows.
+pub(crate) struct DramProbe {
+    dev: Arc<HlDevice>,
+    addr: Atomic<u64>,
+    len: Atomic<u64>,
+}
+
+/// Most bytes one `write` stores or one read shows.
+const DRAM_PROBE_MAX: usize = 4096;
+
+fn dram_file<'a>(dir: &'a Dir, dev: &Arc<HlDevice>) -> impl PinInit<File<DramProbe>> + 'a {
+    let probe = DramProbe {
+        dev: dev.clone(),
+        addr: Atomic::new(0),
+        len: Atomic::new(0),
+    };
+    dir.read_write_callback_file(c"dram", probe, &show_dram, &write_dram)
+}
+
+/// `ADDR: HEX` of the window chosen with `read ADDR LEN`.
+fn show_dram(p: &DramProbe, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let (addr, len) = (p.addr.load(Relaxed), p.len.load(Relaxed));
+    let Ok(len) = usize::try_from(len) else {
+        return Err(fmt::Error);
+    };
+    if len == 0 {
+        return writeln!(f, "(write `read ADDR LEN` or `write ADDR HEX`)");
+    }
+    let mut buf = KVec::from_elem(0u8, len, GFP_KERNEL).map_err(|_| fmt::Error)?;
+    match p.dev.backend().dram_read(addr, &mut buf) {
+        Ok(()) => {
+            write!(f, "{:#x}:", addr)?;
+            for b in buf.iter() {
+                write!(f, "{:02x}", b)?;
+            }
+            writeln!(f)
+        }
+        Err(e) => writeln!(f, "{:#x}: error {:?}", addr, e),
+    }
+}
+
+/// `write ADDR HEX` stores the bytes (at most [`DRAM_PROBE_MAX`]) at DRAM
+/// physical address `ADDR` (hexadecimal, with or without `0x`); `read ADDR
+/// LEN` (`LEN` decimal, at most [`DRAM_PROBE_MAX`]) chooses what reading the
+/// file shows.
+fn write_dram(p: &DramProbe, reader: &mut UserSliceReader) -> Result {
+    let n = reader.len();
+    if n > 2 * DRAM_PROBE_MAX + 64 {
+        return Err(EINVAL);
+    }
+    let mut text = KVec::from_elem(0u8, n, GFP_KERNEL)?;
+    reader.read_slice(&mut text)?;
+    let text = core::str::from_utf8(&text).map_err(|_| EINVAL)?;
+    let mut words = text.split_whitespace();
+    let verb = words.next().ok_or(EINVAL)?;
+    let addr = words.next().ok_or(EINVAL)?;
+    let addr =
+        u64::from_str_radix(addr.strip_prefix("0x").unwrap_or(addr), 16).map_err(|_| EINVAL)?;
+    let arg = words.next().ok_or(EINVAL)?;
+    if words.next().is_some() {
+        return Err(EINVAL);
+    }
+    match verb {
+        "read" => {
+            let len: u64 = arg.parse().map_err(|_| EINVAL)?;
+            if len == 0 || len > DRAM_PROBE_MAX as u64 {
+                return Err(EINVAL);
+            }
+            p.addr.store(addr, Relaxed);
+            p.len.store(len, Relaxed);
+            Ok(())
+        }
+        "write" => {
+            let hex = arg.as_bytes();
+            if hex.is_empty() || hex.len() % 2 != 0 || hex.len() > 2 * DRAM_PROBE_MAX {
+                return Err(EINVAL);
+            }
+            let nibble = |c: u8| char::from(c).to_digit(16).ok_or(EINVAL);
+            let mut bytes = KVec::with_capacity(hex.len() / 2, GFP_KERNEL)?;
+            for pair in hex.chunks_exact(2) {
+                let &[hi, lo] = pair else {
+                    return Err(EINVAL);
+                };
+                let b = u8::try_from(nibble(hi)? << 4 | nibble(lo)?).map_err(|_| EINVAL)?;
+                bytes.push(b, GFP_KERNEL)?;
+            }
+            p.dev.backend().dram_write(addr, &bytes)
+        }
+        _ => Err(EINVAL),
+    }
 }

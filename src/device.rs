@@ -116,6 +116,8 @@ pub(crate) struct HlDevice {
     pub(crate) scrambler: Scrambler,
     /// Live dma-buf exports of the device (`dmabuf_export_cnt`).
     dmabuf_exports: Atomic<u64>,
+    /// Importers' sg tables of those exports currently mapped.
+    dmabuf_mappings: Atomic<u64>,
     /// Time spent in each phase of host MAPs (debugfs `bench`).
     pub(crate) host_map_profile: crate::vm::map_profile::HostMapProfile,
 }
@@ -157,6 +159,7 @@ impl HlDevice {
             }),
             dram_used: Atomic::new(0),
             dmabuf_exports: Atomic::new(0),
+            dmabuf_mappings: Atomic::new(0),
             host_map_profile: crate::vm::map_profile::HostMapProfile::new(),
         })
     }
@@ -176,15 +179,6 @@ impl HlDevice {
         self.dram_used.fetch_add(delta as u64, Relaxed);
     }
 
-    /// The DRAM BAR as peers see it (dma-buf exports).
-    pub(crate) fn dram_bar(&self) -> crate::vm::dmabuf::DramBar {
-        crate::vm::dmabuf::DramBar {
-            base: self.backend().dram_bar_base(),
-            size: self.asic.dram_size,
-            dram_base: self.asic.dram_base,
-        }
-    }
-
     /// Count a dma-buf export made (`true`) or released.
     pub(crate) fn dmabuf_exported(&self, made: bool) {
         if made {
@@ -197,6 +191,21 @@ impl HlDevice {
     /// Live dma-buf exports of the device.
     pub(crate) fn dmabuf_exports(&self) -> u64 {
         self.dmabuf_exports.load(Relaxed)
+    }
+
+    /// Count an importer's sg table of one of the device's exports mapped
+    /// (`true`) or unmapped.
+    pub(crate) fn dmabuf_mapped(&self, mapped: bool) {
+        if mapped {
+            self.dmabuf_mappings.fetch_add(1, Relaxed);
+        } else {
+            self.dmabuf_mappings.fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// Importers' sg tables of the device's exports currently mapped.
+    pub(crate) fn dmabuf_mappings(&self) -> u64 {
+        self.dmabuf_mappings.load(Relaxed)
     }
 
     /// The device state (`hl_device_status`).

@@ -7,6 +7,8 @@
 //!   uAPI structs.
 //! - [`dmabuf`]: dma-buf export of device memory (EXPORT_DMABUF_FD) and its
 //!   callbacks, plus a test importer for KUnit.
+//! - [`host_page`]: a counted reference to a host page, the backing of
+//!   simulated DRAM that dma-buf importers and CPU mappings of exports get.
 //! - [`drm_mm`]: the kernel's `drm_mm` range allocator behind a safe type, for
 //!   the VA allocator benchmark.
 //! - [`mmap`]: `mmap` of the compute node (HW blocks, timestamp buffers),
@@ -16,11 +18,13 @@
 //!
 //! `ffi/helpers.c` (prototypes in `ffi/helpers.h`) wraps the static inlines
 //! these need (`page_to_phys`, `totalram_pages`, `fatal_signal_pending`,
-//! `access_ok`, `virt_to_pfn`, `cond_resched`).
+//! `access_ok`, `virt_to_pfn`, `get_page`, `put_page`, `page_count`,
+//! `sg_page`, `dma_get_max_seg_size`, `cond_resched`).
 
 pub(crate) mod accel;
 pub(crate) mod dmabuf;
 pub(crate) mod drm_mm;
+pub(crate) mod host_page;
 pub(crate) mod mmap;
 pub(crate) mod pin;
 pub(crate) mod sched;

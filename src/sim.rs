@@ -3,8 +3,12 @@
 //! The simulated Gaudi2: the [`Backend`] used when there is no hardware.
 //!
 //! Device DRAM is sparse: only 4 KiB chunks that were written are backed by
-//! host memory (a tree keyed by chunk index), so a simulated 96 GiB Gaudi2
-//! costs nothing until it is used; unwritten DRAM reads as zeros. Page-table
+//! host memory (a tree of pages keyed by chunk index), so a simulated 96 GiB
+//! Gaudi2 costs nothing until it is used; unwritten DRAM reads as zeros.
+//! Since DRAM is host memory, dma-buf importers are served those pages (the
+//! "host pages" flavour of [`Backend`], see `crate::backend`): mapping an
+//! export for an importer, or touching a CPU mapping of it, populates the
+//! chunks of the range that were never written (zeroed pages). Page-table
 //! entries live in that same DRAM, exactly where a real Gaudi2 keeps its
 //! device-resident (HMMU) tables. MMU cache invalidations are logged so tests
 //! can check that exactly the touched range was invalidated.
@@ -15,8 +19,17 @@ pub(crate) mod cfg_space;
 
 use crate::asic::AsicProperties;
 use crate::backend::{Backend, DeviceStatus, MmuKind};
+use crate::{
+    ffi::{
+        dmabuf::{DmaDirection, Importer, ImporterSgt},
+        host_page::HostPage,
+    },
+    vm::dmabuf::DramPieces,
+};
 use kernel::{
+    alloc::KVVec,
     new_mutex,
+    page::PAGE_SIZE,
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
     sync::{
@@ -25,15 +38,11 @@ use kernel::{
     }, //
 };
 
-/// Bus address of the simulated DRAM BAR: DRAM physical address `pa` is at
-/// `DRAM_BAR_BASE + (pa - dram_base)`. Chosen above any RAM of the test
-/// machines (64 TiB); the simulation has no IOMMU, so these are also the DMA
-/// addresses importers get in their sg tables.
-pub(crate) const DRAM_BAR_BASE: u64 = 0x4000_0000_0000;
-
-/// Bytes of host memory backing one touched piece of simulated DRAM.
+/// Bytes of host memory backing one touched piece of simulated DRAM: one
+/// host page.
 const CHUNK: usize = 4096;
 const CHUNK_U64: u64 = CHUNK as u64;
+const _: () = assert!(CHUNK == PAGE_SIZE);
 
 /// One recorded MMU cache invalidation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,7 +77,7 @@ pub(crate) struct SimGaudi2 {
     dram_base: u64,
     dram_end: u64,
     #[pin]
-    dram: Mutex<RBTree<u64, KBox<[u8; CHUNK]>>>,
+    dram: Mutex<RBTree<u64, HostPage>>,
     #[pin]
     status: Mutex<DeviceStatus>,
     #[pin]
@@ -79,6 +88,9 @@ pub(crate) struct SimGaudi2 {
     fail_pte_write_in: Atomic<u64>,
     /// Fault injection: how many of the next invalidations fail.
     fail_invalidation: Atomic<u64>,
+    /// Fault injection: when non-zero, the chunk allocation for an importer
+    /// or a CPU mapping that brings it to zero fails.
+    fail_host_page_in: Atomic<u64>,
     /// The registers behind the user-mappable HW blocks.
     #[pin]
     pub(crate) cfg_space: cfg_space::CfgSpace,
@@ -97,6 +109,7 @@ impl SimGaudi2 {
             pte_writes: Atomic::new(0),
             fail_pte_write_in: Atomic::new(0),
             fail_invalidation: Atomic::new(0),
+            fail_host_page_in: Atomic::new(0),
             cfg_space <- cfg_space::CfgSpace::new(),
         })
     }
@@ -149,6 +162,44 @@ impl SimGaudi2 {
             return Err(EIO);
         }
         Ok(())
+    }
+
+    /// Make the `n`-th chunk that [`Backend::dram_host_page`] allocates from
+    /// now fail with `ENOMEM` (0: never). Tests only.
+    pub(crate) fn inject_host_page_failure(&self, n: u64) {
+        self.fail_host_page_in.store(n, Relaxed);
+    }
+
+    fn take_host_page_failure(&self) -> Result {
+        let left = self.fail_host_page_in.load(Relaxed);
+        if left != 0 {
+            self.fail_host_page_in.store(left - 1, Relaxed);
+            if left == 1 {
+                return Err(ENOMEM);
+            }
+        }
+        Ok(())
+    }
+
+    /// References to the host page backing the DRAM chunk at `pa`, or `None`
+    /// if it is not backed. Tests only.
+    #[cfg(CONFIG_KUNIT)]
+    pub(crate) fn chunk_refs(&self, pa: u64) -> Option<u32> {
+        self.dram
+            .lock()
+            .get(&(pa / CHUNK_U64))
+            .map(HostPage::ref_count)
+    }
+
+    /// The page backing `chunk`, allocated zeroed and inserted if missing.
+    /// Allocates under the (sleeping) DRAM lock.
+    fn chunk_or_insert(dram: &mut RBTree<u64, HostPage>, chunk: u64) -> Result<&HostPage> {
+        if dram.get(&chunk).is_none() {
+            let page = HostPage::new_zeroed()?;
+            let node = RBTreeNodeReservation::new(GFP_KERNEL)?.into_node(chunk, page);
+            dram.insert(node);
+        }
+        dram.get(&chunk).ok_or(ENOMEM)
     }
 
     /// Number of 4 KiB chunks of host memory backing the simulated DRAM.
@@ -253,23 +304,58 @@ impl Backend for SimGaudi2 {
         Ok(phys)
     }
 
-    fn dram_bar_base(&self) -> u64 {
-        DRAM_BAR_BASE
+    fn peer_to_peer(&self, _importer: &Importer<'_>) -> bool {
+        // Simulated DRAM is host memory: importers get its pages, never a
+        // peer-to-peer window.
+        false
     }
 
-    fn p2p_reachable(&self) -> bool {
-        // Every importer reaches the simulated BAR; whether an attachment is
-        // peer to peer is then the importer's choice (tested both ways).
-        true
+    fn map_for_importer(
+        &self,
+        importer: &Importer<'_>,
+        dir: DmaDirection,
+        pieces: DramPieces<'_>,
+    ) -> Result<ImporterSgt> {
+        let n = usize::try_from(pieces.bytes() / CHUNK_U64).map_err(|_| ENOMEM)?;
+        let mut pages = KVVec::with_capacity(n, GFP_KERNEL)?;
+        for (pa, len) in pieces {
+            if pa % CHUNK_U64 != 0 || len % CHUNK_U64 != 0 {
+                return Err(EINVAL);
+            }
+            let end = pa.checked_add(len).ok_or(EINVAL)?;
+            let mut at = pa;
+            while at < end {
+                pages
+                    .push_within_capacity(self.dram_host_page(at)?)
+                    .map_err(|_| EINVAL)?;
+                at = at.checked_add(CHUNK_U64).ok_or(EINVAL)?;
+            }
+        }
+        ImporterSgt::map_host_pages(importer, dir, pages)
+    }
+
+    fn dram_host_page(&self, pa: u64) -> Result<HostPage> {
+        if pa % CHUNK_U64 != 0 {
+            return Err(EINVAL);
+        }
+        self.check(pa, CHUNK)?;
+        let chunk = pa / CHUNK_U64;
+        let mut dram = self.dram.lock();
+        if dram.get(&chunk).is_none() {
+            self.take_host_page_failure()?;
+        }
+        Ok(Self::chunk_or_insert(&mut dram, chunk)?.clone())
     }
 
     fn dram_read(&self, addr: u64, buf: &mut [u8]) -> Result {
         self.check(addr, buf.len())?;
         let dram = self.dram.lock();
         for (chunk, off, at, n) in pieces(addr, buf.len()) {
-            let dst = buf.get_mut(at..at + n).ok_or(EINVAL)?;
+            let dst = buf
+                .get_mut(at..at.checked_add(n).ok_or(EINVAL)?)
+                .ok_or(EINVAL)?;
             match dram.get(&chunk) {
-                Some(data) => dst.copy_from_slice(data.get(off..off + n).ok_or(EINVAL)?),
+                Some(page) => page.read(off, dst)?,
                 None => dst.fill(0),
             }
         }
@@ -280,18 +366,11 @@ impl Backend for SimGaudi2 {
         self.check(addr, data.len())?;
         let mut dram = self.dram.lock();
         for (chunk, off, at, n) in pieces(addr, data.len()) {
-            let src = data.get(at..at + n).ok_or(EINVAL)?;
-            if dram.get(&chunk).is_none() {
-                // A sleeping lock: allocating here is allowed.
-                let page = KBox::new([0u8; CHUNK], GFP_KERNEL)?;
-                let node = RBTreeNodeReservation::new(GFP_KERNEL)?.into_node(chunk, page);
-                dram.insert(node);
-            }
-            if let Some(page) = dram.get_mut(&chunk) {
-                page.get_mut(off..off + n)
-                    .ok_or(EINVAL)?
-                    .copy_from_slice(src);
-            }
+            let src = data
+                .get(at..at.checked_add(n).ok_or(EINVAL)?)
+                .ok_or(EINVAL)?;
+            // A sleeping lock: allocating here is allowed.
+            Self::chunk_or_insert(&mut dram, chunk)?.write(off, src)?;
         }
         Ok(())
     }

@@ -9,23 +9,49 @@
 //!   so the node cannot finish closing while the dma-buf lives; its
 //!   `owner` pins the module.
 //! - The callbacks (`hl_dmabuf_attach`, `hl_map_dmabuf`, `hl_unmap_dmabuf`,
-//!   `hl_release_dmabuf`): the sg table holds the BAR addresses computed by
-//!   `vm::dmabuf::SgChunks` (DMA addresses: the simulation has no IOMMU),
-//!   `orig_nents = 0` because there is no CPU page list; a non-P2P
-//!   attachment gets `EPERM`.
+//!   `hl_release_dmabuf`, plus `mmap`, which upstream does not have): what an
+//!   importer gets is decided by the device's [`Backend`]
+//!   (`crate::backend`), and the only sg table an importer can be handed is
+//!   an [`ImporterSgt`], whose only constructor maps it for the importer's
+//!   device with the DMA API ([`ImporterSgt::map_host_pages`]:
+//!   `dma_map_sgtable`), undone by its drop (`dma_unmap_sgtable`) in
+//!   `unmap_dma_buf`. So no importer can be given an address that was not
+//!   mapped for it.
+//! - `mmap` (of the dma-buf fd, or of an importer's object: vgem's
+//!   `drm_gem_shmem_mmap` calls `dma_buf_mmap` for imported objects): shared
+//!   mappings only; each page is faulted in from the backend's host page for
+//!   that DRAM, so CPU readers and writers share the bytes the device holds.
 //! - [`TestImporter`] (KUnit only): an importer on a device of its own, as a
-//!   NIC driver would be.
+//!   NIC driver would be, that reports what it was handed and checks every
+//!   DMA address against the DMA API.
+//!
+//! [`Backend`]: crate::backend::Backend
 
-use crate::vm::dmabuf::{DmabufExport, SgChunks};
-use core::ptr::NonNull;
-use kernel::{bindings, prelude::*};
+use crate::{
+    ffi::host_page::HostPage,
+    vm::dmabuf::DmabufExport, //
+};
+use core::{marker::PhantomData, ptr::NonNull};
+use kernel::{
+    alloc::KVVec,
+    bindings,
+    mm::virt::{flags as vm_flags, VmaNew},
+    page::PAGE_SIZE,
+    prelude::*, //
+};
 
 #[allow(improper_ctypes)]
 extern "C" {
-    // Prototype in `ffi/helpers.h`, body in `ffi/helpers.c`.
+    // Prototypes in `ffi/helpers.h`, bodies in `ffi/helpers.c`.
     /// `dma_get_max_seg_size(dev)`.
     fn hlrs_dma_max_seg_size(dev: *mut bindings::device) -> c_uint;
+    /// `sg_page(sg)`.
+    #[cfg(CONFIG_KUNIT)]
+    fn hlrs_sg_page(sg: *mut bindings::scatterlist) -> *mut bindings::page;
 }
+
+/// `FMODE_WRITE` (include/linux/fs.h; a cast bindgen cannot evaluate).
+const FMODE_WRITE: bindings::fmode_t = 1 << 1;
 
 /// The compute node's `struct file` during one of its ioctls.
 ///
@@ -78,6 +104,203 @@ impl Drop for FilePin {
     }
 }
 
+/// The importing side of one attachment, during a dma-buf callback.
+///
+/// # Invariants
+///
+/// `dev` is the live device of an attachment to one of our dma-bufs that
+/// stays live for `'a`.
+pub(crate) struct Importer<'a> {
+    dev: NonNull<bindings::device>,
+    _attach: PhantomData<&'a bindings::dma_buf_attachment>,
+}
+
+impl Importer<'_> {
+    /// The importer of `attach`; `None` if it has no device (the core
+    /// never attaches without one).
+    ///
+    /// # Safety
+    ///
+    /// `attach` must be a live attachment to one of our dma-bufs, and stay
+    /// so while the value lives (a dma-buf callback's argument).
+    unsafe fn new(attach: *mut bindings::dma_buf_attachment) -> Option<Self> {
+        // SAFETY: per the contract `attach` is live.
+        let dev = NonNull::new(unsafe { (*attach).dev })?;
+        // INVARIANT: per the contract, the attachment's device.
+        Some(Self {
+            dev,
+            _attach: PhantomData,
+        })
+    }
+
+    /// The importer's device.
+    fn dev(&self) -> NonNull<bindings::device> {
+        self.dev
+    }
+
+    /// The largest DMA segment the importer's device takes
+    /// (`dma_get_max_seg_size`).
+    pub(crate) fn max_seg_size(&self) -> u64 {
+        // SAFETY: `dev` is the importer's live device (invariant).
+        u64::from(unsafe { hlrs_dma_max_seg_size(self.dev().as_ptr()) })
+    }
+}
+
+/// The direction of an importer's mapping (`enum dma_data_direction`), as the
+/// dma-buf core passed it.
+#[derive(Clone, Copy)]
+pub(crate) struct DmaDirection(bindings::dma_data_direction);
+
+/// An allocated sg table, freed with `sg_free_table` when dropped.
+///
+/// # Invariants
+///
+/// `0` was filled by a successful `sg_alloc_table*` call and is not freed.
+#[repr(transparent)]
+struct SgTable(bindings::sg_table);
+
+impl SgTable {
+    /// A table of `pages` (one 4 KiB page each, in order), physically
+    /// consecutive pages merged into entries of at most `max_seg` bytes
+    /// (`sg_alloc_table_from_pages_segment`); every entry has its page set.
+    fn from_pages(pages: &[HostPage], max_seg: u64) -> Result<Self> {
+        let n = c_uint::try_from(pages.len()).map_err(|_| ENOMEM)?;
+        let size = pages.len().checked_mul(PAGE_SIZE).ok_or(ENOMEM)?;
+        // `sg_alloc_table_from_pages_segment` warns below a page.
+        let max_seg = c_uint::try_from(max_seg).unwrap_or(c_uint::MAX);
+        if (max_seg as usize) < PAGE_SIZE || n == 0 {
+            return Err(EINVAL);
+        }
+        let mut sgt = bindings::sg_table::default();
+        // SAFETY: `sgt` is a zeroed table header of ours; `pages` is an array
+        // of `n` page pointers (`HostPage` is a transparent `NonNull<page>`),
+        // each live while the slice is borrowed; on failure the function
+        // frees whatever it allocated.
+        let rc = unsafe {
+            bindings::sg_alloc_table_from_pages_segment(
+                &mut sgt,
+                pages.as_ptr().cast_mut().cast::<*mut bindings::page>(),
+                n,
+                0,
+                size as c_ulong,
+                max_seg,
+                bindings::GFP_KERNEL,
+            )
+        };
+        if rc != 0 {
+            return Err(Error::from_errno(rc));
+        }
+        // INVARIANT: filled by the successful call above.
+        Ok(Self(sgt))
+    }
+}
+
+impl Drop for SgTable {
+    fn drop(&mut self) {
+        // SAFETY: a table filled by `sg_alloc_table*` (invariant), freed once.
+        unsafe { bindings::sg_free_table(&mut self.0) };
+    }
+}
+
+/// What an [`ImporterSgt`] owns. `table` comes first: the `sg_table` pointer
+/// the importer holds is the address of this record.
+#[repr(C)]
+struct MappedTable {
+    table: SgTable,
+    dev: NonNull<bindings::device>,
+    dir: bindings::dma_data_direction,
+    /// One reference per page of `table`: the pages stay allocated while
+    /// the importer has them mapped, whatever happens to the backing tree.
+    pages: KVVec<HostPage>,
+}
+
+/// An sg table handed to an importer, mapped with the DMA API for that
+/// importer's device. This is the only thing `map_dma_buf` returns, and the
+/// only way to make one is a DMA-mapping call for the importer:
+/// [`ImporterSgt::map_host_pages`] (`dma_map_sgtable` of host pages, with
+/// `sg_page` set so CPU importers can use them too). A backend whose memory
+/// is reached peer to peer would add a second constructor that maps each
+/// BAR chunk with `dma_map_resource` (upstream's
+/// `alloc_sgt_from_device_pages`) and record which undo its drop needs
+/// (`dma_unmap_resource` per entry).
+///
+/// # Invariants
+///
+/// `inner.table` holds `inner.pages` (in order) and is DMA-mapped with
+/// `dma_map_sgtable` for `inner.dev` in direction `inner.dir`; the mapping is
+/// undone exactly once, when the value is dropped.
+pub(crate) struct ImporterSgt {
+    inner: KBox<MappedTable>,
+}
+
+impl ImporterSgt {
+    /// Map `pages` (each a 4 KiB piece of the export, in order) for
+    /// `importer` in direction `dir`: an sg table of the pages, merged where
+    /// physically consecutive up to the importer's segment limit, with
+    /// `dma_map_sgtable` for the importer's device. On error everything is
+    /// given back (the table freed, the page references dropped).
+    pub(crate) fn map_host_pages(
+        importer: &Importer<'_>,
+        dir: DmaDirection,
+        pages: KVVec<HostPage>,
+    ) -> Result<Self> {
+        let table = SgTable::from_pages(&pages, importer.max_seg_size())?;
+        let dev = importer.dev();
+        let mut inner = KBox::new(
+            MappedTable {
+                table,
+                dev,
+                dir: dir.0,
+                pages,
+            },
+            GFP_KERNEL,
+        )?;
+        // SAFETY: `dev` is the importer's live device; the table is ours,
+        // filled with live pages that `inner.pages` holds. On failure nothing
+        // is mapped and `inner` drops as an unmapped table.
+        let rc = unsafe { bindings::dma_map_sgtable(dev.as_ptr(), &mut inner.table.0, dir.0, 0) };
+        if rc != 0 {
+            return Err(Error::from_errno(rc));
+        }
+        // INVARIANT: mapped for `dev` in `dir` just above.
+        Ok(Self { inner })
+    }
+
+    /// Hand the table to the dma-buf core (`map_dma_buf`'s result).
+    fn into_raw(self) -> *mut bindings::sg_table {
+        let this = core::mem::ManuallyDrop::new(self);
+        // SAFETY: `this` is never used or dropped again: the box moves out once.
+        let inner = unsafe { core::ptr::read(&this.inner) };
+        // CAST: `MappedTable` is `repr(C)` with the transparent `SgTable`
+        // first, so its address is that of the `sg_table`.
+        KBox::into_raw(inner).cast::<bindings::sg_table>()
+    }
+
+    /// Take back a table [`ImporterSgt::into_raw`] gave out.
+    ///
+    /// # Safety
+    ///
+    /// `sgt` must come from [`ImporterSgt::into_raw`] and not have been
+    /// taken back before.
+    unsafe fn from_raw(sgt: *mut bindings::sg_table) -> Self {
+        // SAFETY: per the contract `sgt` is the box `into_raw` gave out.
+        let inner = unsafe { KBox::from_raw(sgt.cast::<MappedTable>()) };
+        // INVARIANT: still mapped as when it was given out.
+        Self { inner }
+    }
+}
+
+impl Drop for ImporterSgt {
+    fn drop(&mut self) {
+        let m = &mut *self.inner;
+        // SAFETY: the table is mapped for `dev` in `dir` (invariant), and the
+        // dma-buf core unmaps before it detaches, so `dev` is still live.
+        // The table itself and the page references go after this, with
+        // `inner` (`SgTable` and `KVVec<HostPage>` drops).
+        unsafe { bindings::dma_unmap_sgtable(m.dev.as_ptr(), &mut m.table.0, m.dir, 0) };
+    }
+}
+
 /// The private data of one of our dma-bufs. Fields drop in order: the export
 /// record (counts, context reference), then the file reference.
 struct ExportPriv {
@@ -94,6 +317,7 @@ static HL_DMABUF_OPS: Ops = Ops(bindings::dma_buf_ops {
     map_dma_buf: Some(hl_map_dmabuf),
     unmap_dma_buf: Some(hl_unmap_dmabuf),
     release: Some(hl_release_dmabuf),
+    mmap: Some(hl_mmap_dmabuf),
     ..pin_init::zeroed()
 });
 
@@ -159,16 +383,17 @@ pub(crate) fn export_fd(
 ///
 /// # Safety
 ///
-/// `dmabuf` must be a live dma-buf made by [`export_buf`].
+/// `dmabuf` must be a live dma-buf made by [`export_buf`], and stay live for `'a`.
 unsafe fn export_of<'a>(dmabuf: *mut bindings::dma_buf) -> &'a DmabufExport {
     // SAFETY: per the contract `priv_` is our live `ExportPriv`.
     unsafe { &(*(*dmabuf).priv_.cast::<ExportPriv>()).export }
 }
 
-/// `dma_buf_ops.attach` (`hl_dmabuf_attach`): the peer-to-peer rule. On the
-/// simulation every importer can reach the DRAM BAR; an attachment stays P2P
-/// exactly when its importer asked for it (a dynamic importer with
-/// `allow_peer2peer`).
+/// `dma_buf_ops.attach` (`hl_dmabuf_attach`): the backend says whether the
+/// importer reaches device memory peer to peer (upstream:
+/// `pci_p2pdma_distance`); when not, the attachment is not P2P. Attaching
+/// never fails: what a non-P2P importer can be given is the backend's
+/// answer at map time.
 ///
 /// # Safety
 ///
@@ -179,33 +404,44 @@ unsafe extern "C" fn hl_dmabuf_attach(
 ) -> c_int {
     // SAFETY: per the contract.
     let export = unsafe { export_of(dmabuf) };
-    if !export.context().device().backend().p2p_reachable() {
+    // SAFETY: the attachment being set up for this callback.
+    let Some(importer) = (unsafe { Importer::new(attach) }) else {
+        return EINVAL.to_errno();
+    };
+    if !export.context().device().backend().peer_to_peer(&importer) {
         // SAFETY: `attach` is being set up by the core for us.
         unsafe { (*attach).peer2peer = false };
     }
     0
 }
 
-/// `dma_buf_ops.map_dma_buf` (`hl_map_dmabuf`).
+/// `dma_buf_ops.map_dma_buf` (`hl_map_dmabuf`): the backend maps the
+/// export's DRAM for the importer; the result can only be an
+/// [`ImporterSgt`] (mapped for that importer's device).
 ///
 /// # Safety
 ///
 /// Only called by the dma-buf core with a live attachment to one of ours.
 unsafe extern "C" fn hl_map_dmabuf(
     attach: *mut bindings::dma_buf_attachment,
-    _dir: bindings::dma_data_direction,
+    dir: bindings::dma_data_direction,
 ) -> *mut bindings::sg_table {
-    // SAFETY: per the contract.
-    let (p2p, dev, dmabuf) = unsafe { ((*attach).peer2peer, (*attach).dev, (*attach).dmabuf) };
-    if !p2p {
-        return err_ptr(EPERM);
-    }
-    // SAFETY: `dev` is the importer's live device.
-    let max_seg = u64::from(unsafe { hlrs_dma_max_seg_size(dev) });
-    // SAFETY: per the contract.
-    let export = unsafe { export_of(dmabuf) };
-    match build_sgt(export, max_seg) {
-        Ok(sgt) => sgt.as_ptr(),
+    // SAFETY: per the contract: the dma-buf of a live attachment.
+    let export = unsafe { export_of((*attach).dmabuf) };
+    // SAFETY: the attachment of this callback.
+    let Some(importer) = (unsafe { Importer::new(attach) }) else {
+        return err_ptr(EINVAL);
+    };
+    let dev = export.context().device();
+    let mapped = export.pieces().and_then(|pieces| {
+        dev.backend()
+            .map_for_importer(&importer, DmaDirection(dir), pieces)
+    });
+    match mapped {
+        Ok(sgt) => {
+            dev.dmabuf_mapped(true);
+            sgt.into_raw()
+        }
         Err(e) => err_ptr(e),
     }
 }
@@ -215,63 +451,23 @@ fn err_ptr<T>(e: Error) -> *mut T {
     e.to_errno() as isize as *mut T
 }
 
-/// `alloc_sgt_from_device_pages`: an sg table of the export's BAR chunks.
-fn build_sgt(export: &DmabufExport, max_seg: u64) -> Result<NonNull<bindings::sg_table>> {
-    let n = SgChunks::count(
-        &export.pack,
-        export.bar(),
-        export.offset,
-        export.size,
-        max_seg,
-    )?;
-    let nents = c_uint::try_from(n).map_err(|_| EINVAL)?;
-    let sgt = KBox::into_raw(KBox::new(bindings::sg_table::default(), GFP_KERNEL)?);
-    // SAFETY: `sgt` is a fresh, zeroed table of ours.
-    let rc = unsafe { bindings::sg_alloc_table(sgt, nents, bindings::GFP_KERNEL) };
-    if rc != 0 {
-        // SAFETY: `sgt` came from `into_raw` and was not shared.
-        drop(unsafe { KBox::from_raw(sgt) });
-        return Err(Error::from_errno(rc));
-    }
-    // SAFETY: `sg_alloc_table` made `nents` entries reachable from `sgl`
-    // through `sg_next`; each is written once.
-    unsafe {
-        let mut sg = (*sgt).sgl;
-        for (addr, len) in export.chunks(max_seg)? {
-            if sg.is_null() {
-                break;
-            }
-            let len = c_uint::try_from(len).map_err(|_| EINVAL)?;
-            (*sg).dma_address = addr;
-            (*sg).dma_length = len;
-            (*sg).length = len;
-            sg = bindings::sg_next(sg);
-        }
-        (*sgt).nents = nents;
-        // No CPU page list behind the entries (as upstream).
-        (*sgt).orig_nents = 0;
-    }
-    // SAFETY: not null (from `into_raw`).
-    Ok(unsafe { NonNull::new_unchecked(sgt) })
-}
-
-/// `dma_buf_ops.unmap_dma_buf` (`hl_unmap_dmabuf`).
+/// `dma_buf_ops.unmap_dma_buf` (`hl_unmap_dmabuf`): the table's drop unmaps
+/// it from the importer's device, frees it and drops its page references.
 ///
 /// # Safety
 ///
-/// Only called by the dma-buf core with a table [`hl_map_dmabuf`] returned.
+/// Only called by the dma-buf core with a table [`hl_map_dmabuf`] returned
+/// for this attachment, once.
 unsafe extern "C" fn hl_unmap_dmabuf(
-    _attach: *mut bindings::dma_buf_attachment,
+    attach: *mut bindings::dma_buf_attachment,
     sgt: *mut bindings::sg_table,
     _dir: bindings::dma_data_direction,
 ) {
-    // SAFETY: `sgt` is the table built by `build_sgt`: restore `orig_nents` so
-    // that every entry is freed, then free the table and its box.
-    unsafe {
-        (*sgt).orig_nents = (*sgt).nents;
-        bindings::sg_free_table(sgt);
-        drop(KBox::from_raw(sgt));
-    }
+    // SAFETY: per the contract `sgt` came from `ImporterSgt::into_raw`.
+    drop(unsafe { ImporterSgt::from_raw(sgt) });
+    // SAFETY: per the contract: a live attachment to one of our dma-bufs.
+    let export = unsafe { export_of((*attach).dmabuf) };
+    export.context().device().dmabuf_mapped(false);
 }
 
 /// `dma_buf_ops.release` (`hl_release_dmabuf`): everything the export took is
@@ -286,8 +482,129 @@ unsafe extern "C" fn hl_release_dmabuf(dmabuf: *mut bindings::dma_buf) {
     drop(unsafe { KBox::from_raw((*dmabuf).priv_.cast::<ExportPriv>()) });
 }
 
+struct VmOps(bindings::vm_operations_struct);
+// SAFETY: never written after initialisation; the kernel only reads it.
+unsafe impl Sync for VmOps {}
+
+static HL_DMABUF_VM_OPS: VmOps = VmOps(bindings::vm_operations_struct {
+    fault: Some(hl_dmabuf_vm_fault),
+    ..pin_init::zeroed()
+});
+
+/// `dma_buf_ops.mmap` (upstream has none): a CPU mapping of the export,
+/// from the dma-buf fd or through an importer (`dma_buf_mmap`). Shared
+/// mappings only (`EINVAL`: a private copy of device memory makes no sense);
+/// writable only if the dma-buf was exported `O_RDWR` (`EACCES`, and
+/// `mprotect` cannot add it later). The core has already checked that
+/// `[vm_pgoff, + pages)` lies inside the buffer. Pages are faulted in one at
+/// a time ([`hl_dmabuf_vm_fault`]), so mapping a large export costs nothing
+/// until it is touched. The vma holds the dma-buf's file, so the export
+/// outlives the mapping.
+///
+/// # Safety
+///
+/// Only called by the dma-buf core with a live dma-buf of ours and a vma
+/// being set up for it, whose `vm_file` is the dma-buf's file.
+unsafe extern "C" fn hl_mmap_dmabuf(
+    dmabuf: *mut bindings::dma_buf,
+    vma: *mut bindings::vm_area_struct,
+) -> c_int {
+    // SAFETY: per the contract: a vma in its `mmap` hook.
+    let new = unsafe { VmaNew::from_raw(vma) };
+    if new.flags() & (vm_flags::SHARED | vm_flags::MAYSHARE) == 0 {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: per the contract the dma-buf (and its file) are live.
+    let mode = unsafe { (*(*dmabuf).file).f_mode };
+    if mode & FMODE_WRITE == 0 {
+        if new.writable() {
+            return EACCES.to_errno();
+        }
+        if new.try_clear_maywrite().is_err() {
+            return EACCES.to_errno();
+        }
+    }
+    new.set_dontexpand();
+    new.set_dontdump();
+    // SAFETY: the vma is ours to set up; `vm_private_data` stays valid as
+    // long as the vma, which holds the dma-buf's file (and so the dma-buf).
+    unsafe {
+        (*vma).vm_ops = &HL_DMABUF_VM_OPS.0;
+        (*vma).vm_private_data = dmabuf.cast();
+    }
+    0
+}
+
+/// `vm_ops.fault` of an export's CPU mapping: the backend's host page for
+/// the DRAM behind that page of the export (populated, zeroed, if never
+/// written), handed to the core with its own reference (the page-table
+/// entry's). `SIGBUS` past the export or when the backend has no host page
+/// for it, `OOM` when one cannot be allocated.
+///
+/// # Safety
+///
+/// Only called by the core for a vma [`hl_mmap_dmabuf`] set up.
+unsafe extern "C" fn hl_dmabuf_vm_fault(vmf: *mut bindings::vm_fault) -> bindings::vm_fault_t {
+    // SAFETY: per the contract `vmf` describes a fault in one of our vmas,
+    // whose `vm_private_data` is the live dma-buf.
+    let (dmabuf, pgoff) = unsafe {
+        let f = &(*vmf).__bindgen_anon_1;
+        (
+            (*f.vma).vm_private_data.cast::<bindings::dma_buf>(),
+            f.pgoff,
+        )
+    };
+    // SAFETY: the dma-buf outlives the vma (see `hl_mmap_dmabuf`).
+    let export = unsafe { export_of(dmabuf) };
+    let page = u64::try_from(pgoff)
+        .ok()
+        .and_then(|p| p.checked_mul(PAGE_SIZE as u64))
+        .and_then(|at| export.dram_addr(at))
+        .ok_or(EINVAL)
+        .and_then(|pa| export.context().device().backend().dram_host_page(pa));
+    match page {
+        Ok(page) => {
+            // SAFETY: `vmf` is the fault being handled; the core maps the
+            // page and owns the reference given with it.
+            unsafe { (*vmf).page = page.into_raw() };
+            0
+        }
+        Err(e) if e == ENOMEM => bindings::vm_fault_reason_VM_FAULT_OOM,
+        Err(_) => bindings::vm_fault_reason_VM_FAULT_SIGBUS,
+    }
+}
+
+/// What [`TestImporter::import`] found in the table it was handed.
+#[cfg(CONFIG_KUNIT)]
+pub(crate) struct Imported {
+    /// `attach->peer2peer` after the exporter's `attach`.
+    pub(crate) peer2peer: bool,
+    /// The table's CPU entries (`orig_nents`).
+    pub(crate) cpu_entries: u32,
+    /// Each DMA entry (`nents`).
+    pub(crate) entries: KVec<ImportedEntry>,
+    /// The bytes of the whole table, read through its pages (`sg_copy_to_buffer`).
+    pub(crate) bytes: KVVec<u8>,
+}
+
+/// One DMA entry of an imported table.
+#[cfg(CONFIG_KUNIT)]
+pub(crate) struct ImportedEntry {
+    /// `sg_dma_address`.
+    pub(crate) dma: u64,
+    /// `sg_dma_len`.
+    pub(crate) len: u64,
+    /// Whether `sg_page` is set.
+    pub(crate) has_page: bool,
+    /// What `dma_map_page` of the entry's page, offset and length on the
+    /// importer's device returns (mapped and unmapped again), or `None`
+    /// without a page.
+    pub(crate) dma_of_page: Option<u64>,
+}
+
 /// A dma-buf importer for the KUnit suites: a device of its own, attaching
-/// as a NIC driver would.
+/// as a NIC driver would. Its device gets a 64-bit DMA mask (a faux device
+/// has none, and the DMA API refuses such devices).
 #[cfg(CONFIG_KUNIT)]
 pub(crate) struct TestImporter {
     faux: kernel::faux::Registration,
@@ -317,21 +634,68 @@ unsafe extern "C" fn test_invalidate(_attach: *mut bindings::dma_buf_attachment)
 impl TestImporter {
     /// A new importer device.
     pub(crate) fn new() -> Result<Self> {
-        Ok(Self {
+        let this = Self {
             faux: kernel::faux::Registration::new(c"hlrs_test_importer", None)?,
-        })
+        };
+        let dev = this.dev();
+        // SAFETY: the device is ours and nothing maps for it yet;
+        // `dma_coerce_mask_and_coherent(dev, DMA_BIT_MASK(64))`: the mask
+        // pointer goes to the device's own coherent mask, which lives as
+        // long as the device.
+        unsafe {
+            (*dev).coherent_dma_mask = u64::MAX;
+            (*dev).dma_mask = &raw mut (*dev).coherent_dma_mask;
+        }
+        Ok(this)
     }
 
-    /// Export `export` as a dma-buf (no fd), attach it from this device
-    /// (as a P2P-capable dynamic importer, or a plain one), map it, read every
-    /// sg entry (DMA address, length), then unmap, detach and put, and wait
-    /// for the release. Returns the entries, or the map error.
-    pub(crate) fn import(&self, export: KBox<DmabufExport>, p2p: bool) -> Result<KVec<(u64, u64)>> {
-        let buf = export_buf(export, 0, None)?;
+    /// Arm the calling task's systematic fault injection (what
+    /// `/proc/thread-self/fail-nth` sets): the `n`-th fault-injection point
+    /// it reaches from now fails (0: disarm). Returns what was left of the
+    /// previous count: 0 if the armed fault was reached (or none was armed).
+    /// `None` without `CONFIG_FAULT_INJECTION`.
+    pub(crate) fn fail_nth(n: u32) -> Option<u32> {
+        #[cfg(CONFIG_FAULT_INJECTION)]
+        {
+            let task = kernel::task::Task::current_raw();
+            // SAFETY: the current task is live; only it reads and writes its
+            // own `fail_nth` (`READ_ONCE`/`WRITE_ONCE` in C).
+            unsafe {
+                let slot = &raw mut (*task).fail_nth;
+                let left = core::ptr::read_volatile(slot);
+                core::ptr::write_volatile(slot, n);
+                Some(left)
+            }
+        }
+        #[cfg(not(CONFIG_FAULT_INJECTION))]
+        {
+            let _ = n;
+            None
+        }
+    }
+
+    fn dev(&self) -> *mut bindings::device {
         let dev: &kernel::device::Device = self.faux.as_ref().as_ref();
-        let dev = core::ptr::from_ref(dev)
+        core::ptr::from_ref(dev)
             .cast::<bindings::device>()
-            .cast_mut();
+            .cast_mut()
+    }
+
+    /// Export `export` as a dma-buf (no fd), attach it from this device (as
+    /// a P2P-capable dynamic importer, or a plain one), map it, and report
+    /// what the table holds: every DMA entry with what the DMA API gives for
+    /// its page on this device, and the bytes behind the pages. Then unmap,
+    /// detach, put, and wait for the release. `map` runs with the export's
+    /// pages mapped, after the entries were read (the mapping is live).
+    pub(crate) fn import(
+        &self,
+        export: KBox<DmabufExport>,
+        p2p: bool,
+        map: impl FnOnce(&Imported),
+    ) -> Result<Imported> {
+        let size = usize::try_from(export.size).map_err(|_| EINVAL)?;
+        let buf = export_buf(export, 0, None)?;
+        let dev = self.dev();
         // SAFETY: `buf` is our live dma-buf and `dev` a bound device; the
         // attachment is detached below.
         let attach = unsafe {
@@ -346,36 +710,14 @@ impl TestImporter {
                 bindings::dma_buf_attach(buf.as_ptr(), dev)
             }
         };
-        let result = match kernel::error::from_err_ptr(attach) {
-            // SAFETY: a live attachment, mapped and unmapped here.
-            Ok(attach) => unsafe {
-                let dir = bindings::dma_data_direction::DMA_BIDIRECTIONAL;
-                let sgt = bindings::dma_buf_map_attachment_unlocked(attach, dir);
-                let r = match kernel::error::from_err_ptr(sgt) {
-                    Ok(sgt) => {
-                        let mut out = Ok(KVec::new());
-                        let mut sg = (*sgt).sgl;
-                        for _ in 0..(*sgt).nents {
-                            let Ok(v) = out.as_mut() else { break };
-                            if sg.is_null() {
-                                break;
-                            }
-                            let entry = ((*sg).dma_address, u64::from((*sg).dma_length));
-                            if v.push(entry, GFP_KERNEL).is_err() {
-                                out = Err(ENOMEM);
-                            }
-                            sg = bindings::sg_next(sg);
-                        }
-                        bindings::dma_buf_unmap_attachment_unlocked(attach, sgt, dir);
-                        out
-                    }
-                    Err(e) => Err(e),
-                };
-                bindings::dma_buf_detach(buf.as_ptr(), attach);
-                r
-            },
-            Err(e) => Err(e),
-        };
+        let result = kernel::error::from_err_ptr(attach).and_then(|attach| {
+            // SAFETY: a live attachment of this device to a dma-buf of
+            // `size` bytes; detached right after.
+            let r = unsafe { self.map_and_read(attach, size, map) };
+            // SAFETY: as above.
+            unsafe { bindings::dma_buf_detach(buf.as_ptr(), attach) };
+            r
+        });
         // SAFETY: our reference from `export_buf`; a kthread's last `fput` is
         // deferred, so wait for the release to have run.
         unsafe {
@@ -383,5 +725,100 @@ impl TestImporter {
             bindings::flush_delayed_fput();
         }
         result
+    }
+
+    /// Map `attach`, read its table, run `map` on what was found, unmap.
+    ///
+    /// # Safety
+    ///
+    /// `attach` must be a live attachment of this importer's device to a
+    /// dma-buf of `size` bytes.
+    unsafe fn map_and_read(
+        &self,
+        attach: *mut bindings::dma_buf_attachment,
+        size: usize,
+        map: impl FnOnce(&Imported),
+    ) -> Result<Imported> {
+        let dir = bindings::dma_data_direction::DMA_BIDIRECTIONAL;
+        // SAFETY: per the contract; unmapped below.
+        let sgt = unsafe { bindings::dma_buf_map_attachment_unlocked(attach, dir) };
+        let sgt = kernel::error::from_err_ptr(sgt)?;
+        // SAFETY: the table just mapped for `attach`, live until the unmap below.
+        let r = unsafe { self.read_table(attach, sgt, size, dir) };
+        if let Ok(found) = &r {
+            map(found);
+        }
+        // SAFETY: the mapping made above, undone once.
+        unsafe { bindings::dma_buf_unmap_attachment_unlocked(attach, sgt, dir) };
+        r
+    }
+
+    /// What a table mapped for this importer holds (see [`Imported`]).
+    ///
+    /// # Safety
+    ///
+    /// `sgt` must be a live table the exporter returned for `attach` (an
+    /// attachment of this importer's device) in direction `dir`, for a
+    /// dma-buf of `size` bytes.
+    unsafe fn read_table(
+        &self,
+        attach: *mut bindings::dma_buf_attachment,
+        sgt: *mut bindings::sg_table,
+        size: usize,
+        dir: bindings::dma_data_direction,
+    ) -> Result<Imported> {
+        let dev = self.dev();
+        let mut bytes = KVVec::from_elem(0u8, size, GFP_KERNEL)?;
+        // SAFETY: per the contract `sgt` is live, with `orig_nents` CPU
+        // entries; `bytes` has room for `size` bytes.
+        let (copied, first, nents, cpu_entries, peer2peer) = unsafe {
+            let copied = bindings::sg_copy_to_buffer(
+                (*sgt).sgl,
+                (*sgt).orig_nents,
+                bytes.as_mut_ptr().cast(),
+                size,
+            );
+            let t = &*sgt;
+            (copied, t.sgl, t.nents, t.orig_nents, (*attach).peer2peer)
+        };
+        if copied != size {
+            return Err(EIO);
+        }
+        let mut entries = KVec::new();
+        let mut sg = first;
+        for _ in 0..nents {
+            if sg.is_null() {
+                return Err(EIO);
+            }
+            // SAFETY: `sg` is one of the table's first `nents` entries
+            // (reached with `sg_next`); its page, if set, is live while the
+            // table is mapped, and the `dma_map_page` of it is undone at once.
+            let entry = unsafe {
+                let page = hlrs_sg_page(sg);
+                let (offset, length) = ((*sg).offset as usize, (*sg).length as usize);
+                let dma_of_page = (!page.is_null()).then(|| {
+                    let a = bindings::dma_map_page_attrs(dev, page, offset, length, dir, 0);
+                    if a != u64::MAX {
+                        bindings::dma_unmap_page_attrs(dev, a, length, dir, 0);
+                    }
+                    a
+                });
+                ImportedEntry {
+                    dma: bindings::sg_dma_address(sg),
+                    len: u64::from(bindings::sg_dma_len(sg)),
+                    has_page: !page.is_null(),
+                    dma_of_page,
+                }
+            };
+            entries.push(entry, GFP_KERNEL)?;
+            // SAFETY: as above.
+            sg = unsafe { bindings::sg_next(sg) };
+        }
+        Ok(Imported {
+            peer2peer,
+            cpu_entries,
+            entries,
+            bytes,
+        })
     }
 }

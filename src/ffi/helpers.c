@@ -7,8 +7,30 @@
 #include <linux/sched/signal.h>
 #include <linux/uaccess.h>
 #include <linux/dma-mapping.h>
+#include <linux/scatterlist.h>
 
 #include "helpers.h"
+
+/* dma-buf export (ffi/host_page.rs, ffi/dmabuf.rs) */
+void hlrs_get_page(struct page *page)
+{
+	get_page(page);
+}
+
+void hlrs_put_page(struct page *page)
+{
+	put_page(page);
+}
+
+int hlrs_page_count(struct page *page)
+{
+	return page_count(page);
+}
+
+struct page *hlrs_sg_page(struct scatterlist *sg)
+{
+	return sg_page(sg);
+}
 
 u64 hlrs_page_to_phys(struct page *page)
 {

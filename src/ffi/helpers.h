@@ -11,6 +11,15 @@
 #include <linux/types.h>
 
 struct page;
+struct scatterlist;
+
+/* get_page(page), put_page(page) */
+void hlrs_get_page(struct page *page);
+void hlrs_put_page(struct page *page);
+/* page_count(page) */
+int hlrs_page_count(struct page *page);
+/* sg_page(sg) */
+struct page *hlrs_sg_page(struct scatterlist *sg);
 
 /* page_to_phys(page) */
 u64 hlrs_page_to_phys(struct page *page);

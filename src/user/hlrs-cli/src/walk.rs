@@ -153,7 +153,7 @@ pub fn run(index: u32) -> io::Result<String> {
 
     let _ = writeln!(
         out,
-        "\n6. EXPORT_DMABUF_FD: 1 MiB from offset 4 KiB of handle {b}'s mapping, for a peer device"
+        "\n6. EXPORT_DMABUF_FD: 1 MiB from offset 4 KiB of handle {b}'s mapping, for an importer"
     );
     let fd = dev.export_dmabuf(va_b, 1 << 20, 4096, hlrs::DMABUF_FLAGS)?;
     {
