@@ -325,6 +325,10 @@ impl Backend for SimGaudi2 {
             let end = pa.checked_add(len).ok_or(EINVAL)?;
             let mut at = pa;
             while at < end {
+                if pages.len() % 512 == 511 {
+                    // Once per 2 MiB: an export can be many GiB.
+                    crate::ffi::sched::cond_resched();
+                }
                 pages
                     .push_within_capacity(self.dram_host_page(at)?)
                     .map_err(|_| EINVAL)?;
