@@ -38,9 +38,11 @@ clippy)
 	# Objects must be rebuilt for clippy to see them.
 	rm -f src/hlrs.o habanalabs_rs.ko
 	out=$(kmake -s CLIPPY=1 CLIPPY_DRIVER="$CLIPPY_DRIVER" modules 2>&1) || { echo "$out"; exit 1; }
-	if grep -qE '^(warning|error)' <<<"$out"; then
+	# objtool checks the same rebuilt object: any of its warnings (a panic
+	# path falling through, for example) fails the lint step too.
+	if grep -qE '^(warning|error)|objtool' <<<"$out"; then
 		echo "$out"
-		die "clippy found problems"
+		die "clippy or objtool found problems"
 	fi
 	echo "    clippy: clean" >&2
 	;;
