@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 /// The operations, in summary order. The first [`SELECTABLE`] are drawn; the
 /// rest are the host MAPs of buffers with other backings than anonymous
 /// memory, counted apart.
-const OPS: [&str; 17] = [
+const OPS: [&str; 18] = [
     "INFO",
     "ALLOC",
     "FREE",
@@ -43,13 +43,14 @@ const OPS: [&str; 17] = [
     "EXPORT",
     "host munmap",
     "fork",
+    "fail invalidation",
     "MAP hugetlb",
     "MAP thp",
     "MAP memfd",
     "MAP read-only",
 ];
 /// How many of [`OPS`] the fuzzer draws from.
-const SELECTABLE: usize = 13;
+const SELECTABLE: usize = 14;
 /// Index of "MAP host" in [`OPS`].
 const MAP_HOST_OP: usize = 4;
 
@@ -57,6 +58,9 @@ const MAP_HOST_OP: usize = 4;
 fn allowed(op: usize, e: i32) -> bool {
     const EPERM: i32 = 1;
     const EINTR: i32 = 4;
+    // An MMU invalidation failed ("fail invalidation" injects them): the
+    // mapping is quarantined, its memory kept until a later one succeeds.
+    const EIO: i32 = 5;
     const EBADF: i32 = 9;
     const ENOMEM: i32 = 12;
     const EFAULT: i32 = 14;
@@ -68,11 +72,12 @@ fn allowed(op: usize, e: i32) -> bool {
         "INFO" => matches!(e, EINVAL | EFAULT | EOPNOTSUPP),
         "ALLOC" => matches!(e, EINVAL | ENOMEM),
         "FREE" => matches!(e, EINVAL | EPERM),
-        "MAP" => matches!(e, EINVAL | EPERM | ENOMEM | EADDRINUSE),
+        "MAP" => matches!(e, EINVAL | EPERM | ENOMEM | EADDRINUSE | EIO),
         "MAP host" | "MAP hugetlb" | "MAP thp" | "MAP memfd" | "MAP read-only" => {
-            matches!(e, EINVAL | ENOMEM | EADDRINUSE | EFAULT | EINTR)
+            matches!(e, EINVAL | ENOMEM | EADDRINUSE | EFAULT | EINTR | EIO)
         }
-        "UNMAP" | "MAP_BLOCK" => e == EINVAL,
+        "UNMAP" => matches!(e, EINVAL | EIO),
+        "MAP_BLOCK" => e == EINVAL,
         "mmap" => matches!(e, EINVAL | ENOMEM),
         "munmap" => e == EINVAL,
         "TS_ALLOC" => matches!(e, EINVAL | ENOMEM),
@@ -504,9 +509,31 @@ impl Worker<'_> {
                     Ok(())
                 }
             }
+            "fail invalidation" => {
+                // Rarely: the next 1-3 MMU invalidations of the device fail,
+                // so MAPs and UNMAPs meet quarantine and its release.
+                if self.rng.below(16) == 0 {
+                    let n = 1 + self.rng.below(3);
+                    fail_invalidations(self.dev.index(), &n.to_string())
+                } else {
+                    Ok(())
+                }
+            }
             _ => Ok(()),
         };
         self.record(op, r)
+    }
+}
+
+/// Make the next `n` MMU invalidations of device `index` fail (debugfs of
+/// the simulated device; root only). A missing file is not an error: the
+/// fuzzer also runs where debugfs is not mounted.
+fn fail_invalidations(index: u32, n: &str) -> Result<(), i32> {
+    let path = format!("/sys/kernel/debug/habanalabs_rs/{index}/fail_invalidations");
+    match std::fs::write(path, n) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e.raw_os_error().unwrap_or(5)),
     }
 }
 
@@ -665,6 +692,11 @@ pub fn run(s: &Settings, progress: &(dyn Fn(u64) + Sync)) -> std::io::Result<Rep
             // SAFETY: mappings this fuzzer made and no longer uses.
             let _ = unsafe { devices[0].munmap(a, l) };
         }
+    }
+    // No injected invalidation failure is left for the teardowns (a parked
+    // one would keep the device's memory until the next open).
+    for i in 0..s.devices {
+        let _ = fail_invalidations(i, "0");
     }
     drop(devices);
     // The host buffers go too: then every hugetlbfs page is free again, or a
