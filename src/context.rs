@@ -79,6 +79,7 @@ impl Drop for Context {
     /// Tear the context down (`hl_ctx_fini` -> `hl_vm_ctx_fini`): free every
     /// allocation left behind, then release the ASID.
     fn drop(&mut self) {
+        crate::vm::hw_block::release_registers(self);
         // `hl_hw_block_mem_fini`: every block mapping holds a reference to
         // the context, so none can be left here.
         let blocks_left = self.vm.hw_blocks.lock().fini();

@@ -5,6 +5,7 @@
 //! - [`accel`]: accel + control node registration, file operations, ioctl
 //!   entry points, sysfs attributes, the `AsBytes`/`FromBytes` impls of the
 //!   uAPI structs.
+//! - [`debugfs`]: the debugfs directories and files, rendered once per open.
 //! - [`dmabuf`]: dma-buf export of device memory (EXPORT_DMABUF_FD) and its
 //!   callbacks, plus a test importer for KUnit.
 //! - [`drm_mm`]: the kernel's `drm_mm` range allocator behind a safe type, for
@@ -18,6 +19,7 @@
 //! `access_ok`, `virt_to_pfn`).
 
 pub(crate) mod accel;
+pub(crate) mod debugfs;
 pub(crate) mod dmabuf;
 pub(crate) mod drm_mm;
 pub(crate) mod mmap;

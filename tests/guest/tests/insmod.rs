@@ -1,0 +1,271 @@
+//! Module loads that fail at every allocation, with the module unloaded
+//! (the guest's `/init` runs this binary after its last `rmmod`).
+//!
+//! A failed load frees the module whatever is still open, so no node of the
+//! module may ever have been visible when a load fails: module init makes
+//! everything that can fail before the first node is registered, and a
+//! device whose registration fails later is left out while the load
+//! succeeds. The sweep fails the 1st, 2nd, ... allocation of a two-device
+//! load (the kernel's `/proc/thread-self/fail-nth`) from where the module's
+//! init starts until a load runs without reaching the injected fault, and
+//! checks every outcome against the kernel log the load printed.
+
+use hlrs_guest_tests::{guest_only, FailNth};
+use std::{ffi::CString, fs::File, io::Read, os::fd::AsRawFd, path::Path};
+
+const MODULE: &str = "/habanalabs_rs.ko";
+const DEVICES: usize = 2;
+
+/// `finit_module(ko, params)`: 0 or the errno.
+fn load(ko: &File, params: &str) -> i32 {
+    let params = CString::new(params).unwrap();
+    // SAFETY: a system call with a valid fd and C string.
+    let rc = unsafe { libc::syscall(libc::SYS_finit_module, ko.as_raw_fd(), params.as_ptr(), 0) };
+    if rc == 0 {
+        0
+    } else {
+        std::io::Error::last_os_error().raw_os_error().unwrap_or(-1)
+    }
+}
+
+/// `delete_module("habanalabs_rs")`.
+fn unload() {
+    let name = CString::new("habanalabs_rs").unwrap();
+    // SAFETY: a system call with a valid C string.
+    let rc = unsafe { libc::syscall(libc::SYS_delete_module, name.as_ptr(), libc::O_NONBLOCK) };
+    assert_eq!(rc, 0, "rmmod: {}", std::io::Error::last_os_error());
+}
+
+/// The kernel log from now on (`/dev/kmsg`, from its end).
+struct Kmsg(File);
+
+impl Kmsg {
+    fn open() -> Self {
+        use std::os::unix::fs::OpenOptionsExt;
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open("/dev/kmsg")
+            .unwrap();
+        // SAFETY: lseek on the fd just opened.
+        assert!(unsafe { libc::lseek(f.as_raw_fd(), 0, libc::SEEK_END) } >= 0);
+        Self(f)
+    }
+
+    /// The messages logged since the last call, one per line.
+    fn take(&mut self) -> String {
+        let mut all = String::new();
+        let mut buf = vec![0u8; 8192];
+        loop {
+            match self.0.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    // `prio,seq,time,flags;message`
+                    let rec = String::from_utf8_lossy(&buf[..n]);
+                    let msg = rec.split_once(';').map_or(&*rec, |(_, m)| m);
+                    all.push_str(msg.lines().next().unwrap_or(""));
+                    all.push('\n');
+                }
+                Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
+                Err(_) => break,
+            }
+        }
+        all
+    }
+}
+
+/// Nothing of the module is left in the system.
+fn assert_nothing_left(what: &str) {
+    for p in [
+        "/sys/module/habanalabs_rs",
+        "/sys/kernel/debug/habanalabs_rs",
+        "/dev/accel/accel0",
+        "/dev/accel/accel_controlD0",
+        "/sys/bus/faux/devices/habanalabs_rs.0",
+    ] {
+        assert!(!Path::new(p).exists(), "{what}: {p} is left");
+    }
+}
+
+/// The device indices the module's log says it registered, and those it
+/// says it left out.
+fn outcome(log: &str) -> (Vec<usize>, Vec<usize>) {
+    let index =
+        |l: &str| -> Option<usize> { l.split("device ").nth(1)?.split(':').next()?.parse().ok() };
+    let registered = log
+        .lines()
+        .filter(|l| l.contains(": simulated 1da3:1020"))
+        .filter_map(index)
+        .collect();
+    let left_out = log
+        .lines()
+        .filter(|l| l.contains("registration failed"))
+        .filter_map(index)
+        .collect();
+    (registered, left_out)
+}
+
+/// No KUnit suite at these loads: they ran at the first one.
+fn no_kunit() {
+    let _ = std::fs::write(
+        "/sys/module/kunit/parameters/filter_glob",
+        "hlrs_none_on_insmod_faults",
+    );
+}
+
+/// What one load with the `n`-th fault point failed did, checked.
+#[derive(Debug, PartialEq, Eq)]
+enum Outcome {
+    /// The load failed before any node was registered, and left nothing.
+    Failed,
+    /// The load succeeded with a device left out (a failed registration).
+    Partial,
+    /// The load succeeded whole (`reached`: the fault was reached anyway,
+    /// in an allocation whose failure does not matter, such as debugfs).
+    Whole { reached: bool },
+}
+
+struct Sweep {
+    ko: File,
+    params: String,
+    kmsg: Kmsg,
+    fail: FailNth,
+}
+
+impl Sweep {
+    /// Load with the `n`-th fault point failed (0: none), check the outcome
+    /// against the log, unload, and return it with the log.
+    fn run(&mut self, n: u32) -> (Outcome, String) {
+        self.fail.arm(n);
+        let rc = load(&self.ko, &self.params);
+        let left = self.fail.left();
+        self.fail.arm(0);
+        let log = self.kmsg.take();
+        let (registered, left_out) = outcome(&log);
+        if rc != 0 {
+            // A failed load: nothing may ever have been registered.
+            assert!(
+                registered.is_empty() && !log.contains("Initialized habanalabs"),
+                "fault {n}: the load failed (errno {rc}) after registering a node:\n{log}"
+            );
+            assert_nothing_left(&format!("fault {n}, errno {rc}"));
+            return (Outcome::Failed, log);
+        }
+        // A load that succeeded: every device is there or was left out (a
+        // failed registration), and the registered ones work.
+        assert_eq!(
+            registered.len() + left_out.len(),
+            DEVICES,
+            "fault {n}:\n{log}"
+        );
+        for &i in &registered {
+            let d = hlrs::Device::open_control(i as u32).unwrap();
+            assert_eq!(d.hw_ip_info().unwrap().device_id, 0x1020);
+            let c = hlrs::Device::open_compute(i as u32).unwrap();
+            assert!(c.dram_usage().is_ok());
+        }
+        unload();
+        self.kmsg.take();
+        assert_nothing_left(&format!("fault {n}, after rmmod"));
+        let out = if left_out.is_empty() {
+            Outcome::Whole { reached: left == 0 }
+        } else {
+            Outcome::Partial
+        };
+        (out, log)
+    }
+}
+
+/// How many fault points of the module's init the sweep tries: `all` on
+/// the kernel command line (`HLRS_CMDLINE=hlrs.insmod_sweep=all`) tries
+/// every one; by default 8, spread evenly, since every load that gets that
+/// far costs about 6 s under plain emulation (its unload waits for the
+/// module's kobject release, which `CONFIG_DEBUG_KOBJECT_RELEASE` delays by
+/// 1-4 s).
+fn points_to_try() -> Option<u32> {
+    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
+    match cmdline
+        .split_whitespace()
+        .find_map(|a| a.strip_prefix("hlrs.insmod_sweep="))
+    {
+        Some("all") => None,
+        Some(n) => n.parse().ok(),
+        None => Some(8),
+    }
+}
+
+/// What the module's init logged as left of the fault count when it
+/// started, if it started.
+fn left_at_init(log: &str) -> Option<u32> {
+    log.lines()
+        .find_map(|l| l.split("fault injection armed: ").nth(1))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+}
+
+#[test]
+fn a_load_failing_at_any_allocation_never_unloads_a_registered_node() {
+    guest_only!();
+    if Path::new("/sys/module/habanalabs_rs").exists() {
+        eprintln!("the module is loaded: this sweep runs after the last rmmod");
+        return;
+    }
+    no_kunit();
+    let mut sweep = Sweep {
+        ko: File::open(MODULE).unwrap(),
+        params: format!("devices={DEVICES}"),
+        kmsg: Kmsg::open(),
+        fail: FailNth::open(),
+    };
+    sweep.kmsg.take();
+    // The fault points of the init and after it: a load with a large count
+    // armed reports what is left of it when its init starts, and what is
+    // left at its end.
+    const BIG: u32 = 1 << 24;
+    sweep.fail.arm(BIG);
+    assert_eq!(load(&sweep.ko, &sweep.params), 0);
+    let left = sweep.fail.left();
+    sweep.fail.arm(0);
+    let log = sweep.kmsg.take();
+    unload();
+    sweep.kmsg.take();
+    let at_init = left_at_init(&log)
+        .unwrap_or_else(|| panic!("the init did not report the fault count:\n{log}"));
+    let in_init = at_init - left;
+    // The points before the init vary by a few from one load to the next:
+    // each load tells where its init started, and the next one aims by it.
+    let mut before = BIG - at_init;
+    let targets: Vec<u32> = match points_to_try() {
+        None => (1..=in_init).collect(),
+        Some(k) => (0..k).map(|i| 1 + (in_init - 1) * i / k.max(1)).collect(),
+    };
+    let (mut failed, mut partial, mut whole, mut tried) = (0, 0, 0, 0);
+    for &k in &targets {
+        // Aim at the `k`-th point of the init; a miss before the init
+        // corrects the aim and tries again.
+        for _ in 0..4 {
+            let n = before + k;
+            let (out, log) = sweep.run(n);
+            match left_at_init(&log) {
+                Some(l) => before = n - l,
+                None if out == Outcome::Failed => {
+                    before += 8;
+                    continue;
+                }
+                None => {}
+            }
+            tried += 1;
+            match out {
+                Outcome::Failed => failed += 1,
+                Outcome::Partial => partial += 1,
+                Outcome::Whole { .. } => whole += 1,
+            }
+            break;
+        }
+    }
+    let summary = format!(
+        "hlrs-insmod-faults: {in_init} fault points in the init of a {DEVICES}-device load; tried {tried}: {failed} failed loads left nothing, {partial} loads left a device out, {whole} whole\n"
+    );
+    std::fs::write("/dev/kmsg", &summary).unwrap();
+    assert!(failed > 0 && partial > 0, "the sweep did not reach both phases: {summary}");
+}
