@@ -94,11 +94,20 @@ impl kernel::Module for HabanaLabsRs {
     /// as upstream's PCI probes of its devices fail one by one.
     fn init(_module: &'static ThisModule) -> Result<Self> {
         // A load under systematic fault injection (the insmod sweep of the
-        // guest tests) learns here where the module's own fault points start.
-        let armed = ffi::accel::fail_nth_left();
-        if armed > 0 {
-            pr_info!("init starts with fault injection armed: {} point(s) to go\n", armed);
-        }
+        // guest tests) learns where the init, its registration phase and its
+        // end fall among the load's fault points.
+        let armed = ffi::accel::fail_nth_left() > 0;
+        let mark = |phase: &str| {
+            if armed {
+                let left = ffi::accel::fail_nth_left();
+                pr_info!(
+                    "fault injection armed: {} point(s) to go at {}\n",
+                    left,
+                    phase
+                );
+            }
+        };
+        mark("init");
         let config = params::Config::validate(
             module_parameters::devices.value(),
             module_parameters::hbms.value(),
@@ -143,6 +152,7 @@ impl kernel::Module for HabanaLabsRs {
             prepared.push((dev, files), GFP_KERNEL)?;
         }
         // Phase 2: register; nothing from here on fails the load.
+        mark("registration");
         let root = root.create::<PciScan>(None);
         for (dev, files) in prepared {
             let index = dev.hdev().index;
@@ -167,6 +177,7 @@ impl kernel::Module for HabanaLabsRs {
         if devices.len() < n {
             pr_err!("{} of {} device(s) registered\n", devices.len(), n);
         }
+        mark("end");
         Ok(Self {
             config,
             devices,

@@ -194,12 +194,16 @@ fn points_to_try() -> Option<u32> {
     }
 }
 
-/// What the module's init logged as left of the fault count when it
-/// started, if it started.
-fn left_at_init(log: &str) -> Option<u32> {
+/// What the module's init logged as left of the fault count at `phase`
+/// (`init`, `registration`, `end`), if it got there.
+fn left_at(log: &str, phase: &str) -> Option<u32> {
+    let tail = format!(" point(s) to go at {phase}");
     log.lines()
-        .find_map(|l| l.split("fault injection armed: ").nth(1))
-        .and_then(|l| l.split(' ').next())
+        .find_map(|l| {
+            l.split("fault injection armed: ")
+                .nth(1)?
+                .strip_suffix(&tail)
+        })
         .and_then(|n| n.parse().ok())
 }
 
@@ -218,26 +222,32 @@ fn a_load_failing_at_any_allocation_never_unloads_a_registered_node() {
         fail: FailNth::open(),
     };
     sweep.kmsg.take();
-    // The fault points of the init and after it: a load with a large count
-    // armed reports what is left of it when its init starts, and what is
-    // left at its end.
+    // Where the init, its registrations and its end fall among a load's
+    // fault points: a load with a large count armed logs what is left of it
+    // at each.
     const BIG: u32 = 1 << 24;
     sweep.fail.arm(BIG);
     assert_eq!(load(&sweep.ko, &sweep.params), 0);
-    let left = sweep.fail.left();
     sweep.fail.arm(0);
     let log = sweep.kmsg.take();
     unload();
     sweep.kmsg.take();
-    let at_init = left_at_init(&log)
-        .unwrap_or_else(|| panic!("the init did not report the fault count:\n{log}"));
-    let in_init = at_init - left;
-    // The points before the init vary by a few from one load to the next:
-    // each load tells where its init started, and the next one aims by it.
+    let phase =
+        |p: &str| left_at(&log, p).unwrap_or_else(|| panic!("the init did not report {p}:\n{log}"));
+    let (at_init, at_registration, at_end) = (phase("init"), phase("registration"), phase("end"));
+    // Points from the init's start: phase 1 is [1, reg], phase 2 (the
+    // registrations) [reg + 1, end]. The points before the init vary by a
+    // few from one load to the next: each load tells where its init
+    // started, and the next one aims by it.
+    let reg = at_init - at_registration;
+    let end = at_init - at_end;
     let mut before = BIG - at_init;
+    let spread = |from: u32, to: u32, k: u32| -> Vec<u32> {
+        (0..k).map(|i| from + (to - from) * i / k.max(1)).collect()
+    };
     let targets: Vec<u32> = match points_to_try() {
-        None => (1..=in_init).collect(),
-        Some(k) => (0..k).map(|i| 1 + (in_init - 1) * i / k.max(1)).collect(),
+        None => (1..=end).collect(),
+        Some(k) => [spread(1, reg, k / 2), spread(reg + 1, end, k - k / 2)].concat(),
     };
     let (mut failed, mut partial, mut whole, mut tried) = (0, 0, 0, 0);
     for &k in &targets {
@@ -246,8 +256,8 @@ fn a_load_failing_at_any_allocation_never_unloads_a_registered_node() {
         for _ in 0..4 {
             let n = before + k;
             let (out, log) = sweep.run(n);
-            match left_at_init(&log) {
-                Some(l) => before = n - l,
+            match left_at(&log, "init") {
+                Some(l) => before = n.saturating_sub(l),
                 None if out == Outcome::Failed => {
                     before += 8;
                     continue;
@@ -264,8 +274,11 @@ fn a_load_failing_at_any_allocation_never_unloads_a_registered_node() {
         }
     }
     let summary = format!(
-        "hlrs-insmod-faults: {in_init} fault points in the init of a {DEVICES}-device load; tried {tried}: {failed} failed loads left nothing, {partial} loads left a device out, {whole} whole\n"
+        "hlrs-insmod-faults: a {DEVICES}-device init has {end} fault points, {reg} before the registrations; tried {tried}: {failed} failed loads left nothing, {partial} loads left a device out, {whole} whole\n"
     );
     std::fs::write("/dev/kmsg", &summary).unwrap();
-    assert!(failed > 0 && partial > 0, "the sweep did not reach both phases: {summary}");
+    assert!(
+        failed > 0 && partial > 0,
+        "the sweep did not reach both phases: {summary}"
+    );
 }
