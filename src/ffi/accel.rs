@@ -962,10 +962,6 @@ pub(crate) struct PreparedDevice {
     cdev: CdevAlloc,
 }
 
-// SAFETY: the raw pointers in `drm` and `cdev` are only used by the thread
-// that owns the value (module init), for kernel objects no one else sees yet.
-unsafe impl Send for PreparedDevice {}
-
 impl PreparedDevice {
     /// The faux parent, the DRM device (allocated, not registered) and the
     /// control node's char device (allocated, not added).

@@ -286,6 +286,8 @@ impl<T: Send + Sync + 'static> Prepared<T> {
         // SAFETY: `name` is a C string; `parent` is null or a live directory
         // of ours (`Dir` values are dropped children first, see `Dir`).
         let dentry = unsafe { bindings::debugfs_create_dir(self.name.as_char_ptr(), parent) };
+        // A promoted constant: it lives as long as the module.
+        let fops: &'static bindings::file_operations = &Ops::<T>::FOPS;
         for node in self.nodes.iter() {
             // SAFETY: the node lives in the `Dir` returned below, which
             // removes the directory before freeing it; the fops are static.
@@ -297,7 +299,7 @@ impl<T: Send + Sync + 'static> Prepared<T> {
                     dentry,
                     core::ptr::from_ref(node).cast_mut().cast(),
                     null_mut(),
-                    &Ops::<T>::FOPS,
+                    fops,
                 )
             };
         }
@@ -329,10 +331,6 @@ pub(crate) struct Dir<T: Send + Sync + 'static> {
 unsafe impl<T: Send + Sync + 'static> Send for Dir<T> {}
 // SAFETY: as above: no `&self` method touches the nodes or the data.
 unsafe impl<T: Send + Sync + 'static> Sync for Dir<T> {}
-// SAFETY: `Node` is only read through shared references to `T: Sync`.
-unsafe impl<T: Send + Sync + 'static> Send for Node<T> {}
-// SAFETY: as above.
-unsafe impl<T: Send + Sync + 'static> Sync for Node<T> {}
 
 impl<T: Send + Sync + 'static> Drop for Dir<T> {
     fn drop(&mut self) {
