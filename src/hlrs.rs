@@ -97,17 +97,18 @@ impl kernel::Module for HabanaLabsRs {
         // guest tests) learns where the init, its registration phase and its
         // end fall among the load's fault points.
         let armed = ffi::accel::fail_nth_left() > 0;
-        let mark = |phase: &str| {
+        let mark = |phase: &str, index: u32| {
             if armed {
                 let left = ffi::accel::fail_nth_left();
                 pr_info!(
-                    "fault injection armed: {} point(s) to go at {}\n",
+                    "fault injection armed: {} point(s) to go at {} {}\n",
                     left,
-                    phase
+                    phase,
+                    index
                 );
             }
         };
-        mark("init");
+        mark("init", 0);
         let config = params::Config::validate(
             module_parameters::devices.value(),
             module_parameters::hbms.value(),
@@ -152,10 +153,11 @@ impl kernel::Module for HabanaLabsRs {
             prepared.push((dev, files), GFP_KERNEL)?;
         }
         // Phase 2: register; nothing from here on fails the load.
-        mark("registration");
+        mark("registration", 0);
         let root = root.create::<PciScan>(None);
         for (dev, files) in prepared {
             let index = dev.hdev().index;
+            mark("publish", index);
             match dev.publish(&region) {
                 Ok(dev) => {
                     let entry = (dev, files.create(Some(&root)));
@@ -177,7 +179,7 @@ impl kernel::Module for HabanaLabsRs {
         if devices.len() < n {
             pr_err!("{} of {} device(s) registered\n", devices.len(), n);
         }
-        mark("end");
+        mark("end", 0);
         Ok(Self {
             config,
             devices,
