@@ -1,14 +1,15 @@
-//! Module loads that fail at every allocation, with the module unloaded
-//! (the guest's `/init` runs this binary after its last `rmmod`).
+//! Module loads that fail at injected allocation faults, with the module
+//! unloaded (the guest's `/init` runs this binary after its last `rmmod`).
 //!
 //! A failed load frees the module whatever is still open, so no node of the
 //! module may ever have been visible when a load fails: module init makes
 //! everything that can fail before the first node is registered, and a
 //! device whose registration fails later is left out while the load
-//! succeeds. The sweep fails the 1st, 2nd, ... allocation of a two-device
-//! load (the kernel's `/proc/thread-self/fail-nth`) from where the module's
-//! init starts until a load runs without reaching the injected fault, and
-//! checks every outcome against the kernel log the load printed.
+//! succeeds. The sweep fails allocations of a two-device load with the
+//! kernel's `/proc/thread-self/fail-nth` (the init logs how much of the
+//! count is left at its start, at its registrations, before each device's
+//! and at its end, which places each fault exactly), and checks every
+//! outcome against the kernel log the load printed.
 
 use hlrs_guest_tests::{guest_only, FailNth};
 use std::{ffi::CString, fs::File, io::Read, os::fd::AsRawFd, path::Path};
@@ -176,22 +177,17 @@ impl Sweep {
     }
 }
 
-/// How many fault points the sweep spreads over the init's first phase
-/// before walking device 1's registration: `all` on the kernel command line
-/// (`HLRS_CMDLINE=hlrs.insmod_sweep=all`) tries every point of the init
-/// instead; by default 2, since every load that gets that far costs about
-/// 5 s under plain emulation (its unload waits for the module's kobject
-/// release, which `CONFIG_DEBUG_KOBJECT_RELEASE` delays by 1-4 s).
-fn points_to_try() -> Option<u32> {
-    let cmdline = std::fs::read_to_string("/proc/cmdline").unwrap_or_default();
-    match cmdline
+/// Whether the sweep tries every point of the init (`HLRS_CMDLINE=
+/// hlrs.insmod_sweep=all`, an hour under plain emulation) instead of the
+/// default: one failed load in the first phase and one failed registration
+/// of device 1, about 7 loads (each costs about 5 s: its unload waits for
+/// the module's kobject release, which `CONFIG_DEBUG_KOBJECT_RELEASE`
+/// delays by 1-4 s).
+fn sweep_all() -> bool {
+    std::fs::read_to_string("/proc/cmdline")
+        .unwrap_or_default()
         .split_whitespace()
-        .find_map(|a| a.strip_prefix("hlrs.insmod_sweep="))
-    {
-        Some("all") => None,
-        Some(n) => n.parse().ok(),
-        None => Some(2),
-    }
+        .any(|a| a == "hlrs.insmod_sweep=all")
 }
 
 /// What the module's init logged as left of the fault count at `phase`
@@ -241,59 +237,66 @@ fn a_load_failing_at_any_allocation_never_unloads_a_registered_node() {
     let reg = at_init - phase("registration 0");
     let second = at_init - phase("publish 1") + 1;
     let end = at_init - phase("end 0");
-    // The points before the init vary by a few from one load to the next:
-    // each load tells where its init started, and the next aims by it.
-    let mut before = BIG - at_init;
+    // The number of points before the init varies from one load to the
+    // next, so no point can be aimed at exactly: each load reports, at each
+    // mark, what was left of the count, which places its fault exactly
+    // (after the last mark with some left, that many points on), and the
+    // next load is aimed by it.
     let mut tally = [0u32; 3];
     let mut tried = 0;
-    // Aim at the `k`-th point of the init (a miss before the init corrects
-    // the aim and tries again) and count the outcome.
-    let mut try_point = |k: u32| -> Option<Outcome> {
-        for _ in 0..4 {
-            let n = before + k;
-            let (out, log) = sweep.run(n);
-            match left_at(&log, "init 0") {
-                Some(l) => before = n.saturating_sub(l),
-                None if out == Outcome::Failed => {
-                    before += 8;
-                    continue;
-                }
-                None => {}
-            }
-            tried += 1;
-            let slot = match out {
-                Outcome::Failed => 0,
-                Outcome::Partial => 1,
-                Outcome::Whole { .. } => 2,
-            };
-            tally[slot] += 1;
-            return Some(out);
+    // Load with the fault `k` points after `mark`, aimed by the estimate
+    // `before` of the points before it; returns the outcome and how many
+    // points after the mark the fault really was (0: before the mark).
+    let mut try_after = |mark: &str, before: &mut u32, k: u32| -> (Outcome, u32) {
+        let n = *before + k;
+        let (out, log) = sweep.run(n);
+        let r = left_at(&log, mark).unwrap_or(0);
+        if r > 0 {
+            *before = n - r;
         }
-        None
+        tried += 1;
+        let slot = match out {
+            Outcome::Failed => 0,
+            Outcome::Partial => 1,
+            Outcome::Whole { .. } => 2,
+        };
+        tally[slot] += 1;
+        let _ = std::fs::write(
+            "/dev/kmsg",
+            format!("hlrs-insmod-faults: fault {n}: {r} point(s) after `{mark}`: {out:?}\n"),
+        );
+        (out, r)
     };
-    let spread = |from: u32, to: u32, k: u32| -> Vec<u32> {
-        (0..k).map(|i| from + (to - from) * i / k.max(1)).collect()
-    };
-    match points_to_try() {
-        None => {
+    let mut before_init = BIG - at_init;
+    let mut before_second = BIG - phase("publish 1");
+    match sweep_all() {
+        true => {
             for k in 1..=end {
-                try_point(k);
+                try_after("init 0", &mut before_init, k);
             }
         }
-        Some(k) => {
-            // Spread over the first phase (its first point is the
-            // char-device region: a failed load)...
-            for p in spread(1, reg, k) {
-                try_point(p);
+        false => {
+            // The first phase from its first point until a point fails the
+            // load...
+            let mut k = 1;
+            for _ in 0..8 {
+                match try_after("init 0", &mut before_init, k) {
+                    (Outcome::Failed, r) if r > 0 => break,
+                    (_, 0) => before_init += 8,
+                    (_, r) => k = r + 1,
+                }
             }
             // ...and the case this guards: device 1's registration failing
             // while device 0 is registered (and could be open). Its first
             // points are ones whose failure is absorbed (the DRM minor's
             // debugfs files): walk on, every other point, until one fails
             // the registration.
-            for p in (second..(second + 32).min(end)).step_by(2) {
-                if try_point(p) == Some(Outcome::Partial) {
-                    break;
+            let mut k = 1;
+            for _ in 0..16 {
+                match try_after("publish 1", &mut before_second, k) {
+                    (Outcome::Partial, r) if r > 0 => break,
+                    (_, 0) => before_second += 8,
+                    (_, r) => k = r + 2,
                 }
             }
         }
