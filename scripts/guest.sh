@@ -36,6 +36,16 @@ if [ -n "${HLRS_GUEST_ONLY:-}" ]; then
 fi
 for t in ${HLRS_GUEST_SKIP:-}; do rm -f "$OUT/root/tests/$t"; done
 [ -f "$BINS/hlrs" ] && cp "$BINS/hlrs" "$OUT/root/bin/hlrs"
+# A 32-bit (i386) program without libc that drives device 0 through the
+# upstream uAPI header built for 32 bit: the nodes' compat_ioctl (guest test
+# a_32_bit_process_reaches_info_and_memory_ioctls_on_both_nodes). gcc's -m32
+# code generation is all it needs, no 32-bit libc.
+KSRC=$(kernel_src)
+gcc -m32 -static -nostdlib -nostdinc -ffreestanding -fno-pic -fno-stack-protector \
+	-fno-builtin -O2 -w -D__user= -I"$KSRC/include/uapi" -I"$KSRC/arch/x86/include/uapi" \
+	-I"$KOBJ/arch/x86/include/generated/uapi" -o "$OUT/root/bin/hl-compat32" \
+	"$HLRS_ROOT/tests/guest/compat32/hl_compat32.c" ||
+	echo "@@HLRS-HOST hl-compat32 could not be built (gcc -m32)" >&2
 chmod +x "$OUT/root/init" "$OUT/root"/*.sh 2>/dev/null || true
 (cd "$OUT/root" && find . | cpio -o -H newc --quiet | gzip -1 >"$OUT/initrd.gz")
 

@@ -87,11 +87,12 @@ impl Drop for Context {
     fn drop(&mut self) {
         // Opens answer `EAGAIN` from here on (upstream `compute_ctx_in_release`).
         self.dev.begin_release();
+        crate::vm::hw_block::release_registers(self);
         // `hl_hw_block_mem_fini`: every block mapping holds a reference to
         // the context, so none can be left here.
         let blocks_left = self.vm.hw_blocks.lock().fini();
         if blocks_left > 0 {
-            pr_err!(
+            hl_err!(
                 "context {}: {} HW block mapping(s) left at teardown\n",
                 self.asid,
                 blocks_left
@@ -113,7 +114,7 @@ impl Drop for Context {
             );
         }
         if !settled {
-            pr_err!(
+            hl_err!(
                 "context {}: MMU invalidation failed at teardown; the device keeps its memory until one succeeds\n",
                 self.asid
             );

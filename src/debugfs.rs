@@ -16,91 +16,109 @@
 //! | `bench` | time per phase of host MAPs; write `pin ADDR SIZE` to time pin+unpin of the writer's buffer alone (`make bench`) |
 //! | `fail_invalidations` | how many of the next MMU cache invalidations the simulated device fails, and whether a teardown waits for one; write a count (`max`: until changed) to inject failures (tests) |
 //! | `dram` | simulated DRAM by physical address (tests): write `write ADDR HEX` to store bytes, `read ADDR LEN` to choose what reading shows |
+//!
+//! Each file is rendered once per open, without `seq_file`'s re-rendering
+//! at every buffer doubling (`ffi/debugfs.rs`). The files whose size grows
+//! with the context's state (`va`, `userptr`, `hw_blocks`, `ts_buffers`)
+//! copy their rows out in one pass under the lock, into a buffer sized
+//! beforehand (so nothing is allocated under it), and format them after
+//! unlocking: a reader holds a context lock for a copy of n small records,
+//! never for the formatting.
 
 use crate::{
     backend::DeviceStatus,
     device::HlDevice,
+    ffi::debugfs::{Dir, FileDef, Prepared},
     mmu::walk::WalkFault,
     vm::{mapping::Backing, va_range::VaRangeType},
 };
 use kernel::{
-    debugfs::{Dir, File},
+    alloc::KVVec,
     fmt,
     prelude::*,
     str::CString,
     sync::{
         atomic::{Atomic, Relaxed},
         Arc,
-    },
-    uaccess::UserSliceReader, //
+    }, //
 };
 
-/// The debugfs files of one device; removed when dropped.
-#[pin_data]
-pub(crate) struct DeviceDebugfs {
-    #[pin]
-    dram_pool: File<Arc<HlDevice>>,
-    #[pin]
-    memory: File<Arc<HlDevice>>,
-    #[pin]
-    status: File<Arc<HlDevice>>,
-    #[pin]
-    va: File<Arc<HlDevice>>,
-    #[pin]
-    mmu: File<MmuProbe>,
-    #[pin]
-    userptr: File<Arc<HlDevice>>,
-    #[pin]
-    hw_blocks: File<Arc<HlDevice>>,
-    #[pin]
-    ts_buffers: File<Arc<HlDevice>>,
-    #[pin]
-    dmabuf: File<Arc<HlDevice>>,
-    #[pin]
-    bench: File<BenchProbe>,
-    #[pin]
-    fail_invalidations: File<Arc<HlDevice>>,
-    #[pin]
-    dram: File<DramProbe>,
-    _dir: Dir,
+/// What the files of one device share: the device, the VA last written to
+/// `mmu`, and the last pinning-floor measurement of `bench`.
+pub(crate) struct DeviceFiles {
+    dev: Arc<HlDevice>,
+    /// The VA last written to `mmu`.
+    va: Atomic<u64>,
+    /// `[pages, pin ns, unpin ns]` of the last `pin` written to `bench`.
+    floor: [Atomic<u64>; 3],
+    /// The DRAM window reading `dram` shows: address and length.
+    dram: [Atomic<u64>; 2],
 }
 
-impl DeviceDebugfs {
-    /// Create `<root>/<index>/` and its files.
-    pub(crate) fn new(root: &Dir, dev: &Arc<HlDevice>) -> Result<impl PinInit<Self, Error>> {
-        let dir = root.subdir(&CString::try_from_fmt(fmt!("{}", dev.index))?);
-        let dev = dev.clone();
-        Ok(try_pin_init!(Self {
-            dram_pool <- dir.read_callback_file(c"dram_pool", dev.clone(), &show_dram_pool),
-            memory <- dir.read_callback_file(c"memory", dev.clone(), &show_memory),
-            va <- dir.read_callback_file(c"va", dev.clone(), &show_va),
-            userptr <- dir.read_callback_file(c"userptr", dev.clone(), &show_userptr),
-            hw_blocks <- dir.read_callback_file(c"hw_blocks", dev.clone(), &show_hw_blocks),
-            ts_buffers <- dir.read_callback_file(c"ts_buffers", dev.clone(), &show_ts_buffers),
-            dmabuf <- dir.read_callback_file(c"dmabuf", dev.clone(), &show_dmabuf),
-            mmu <- dir.read_write_callback_file(
-                c"mmu",
-                MmuProbe { dev: dev.clone(), va: Atomic::new(0) },
-                &show_mmu,
-                &write_mmu
-            ),
-            bench <- dir.read_write_callback_file(
-                c"bench",
-                BenchProbe { dev: dev.clone(), floor: [Atomic::new(0), Atomic::new(0), Atomic::new(0)] },
-                &show_bench,
-                &write_bench
-            ),
-            fail_invalidations <- dir.read_write_callback_file(
-                c"fail_invalidations",
-                dev.clone(),
-                &show_fail_invalidations,
-                &write_fail_invalidations
-            ),
-            dram <- dram_file(&dir, &dev),
-            status <- dir.read_write_callback_file(c"status", dev, &show_status, &write_status),
-            _dir: dir,
-        }))
+/// The files of one device, in `<root>/<index>/`.
+static DEVICE_FILES: [FileDef<DeviceFiles>; 12] = [
+    FileDef::ro(c"dram_pool", |d, f| show_dram_pool(&d.dev, f)),
+    FileDef::ro(c"memory", |d, f| show_memory(&d.dev, f)),
+    FileDef::ro(c"va", |d, f| show_va(&d.dev, f)),
+    FileDef::ro(c"userptr", |d, f| show_userptr(&d.dev, f)),
+    FileDef::ro(c"hw_blocks", |d, f| show_hw_blocks(&d.dev, f)),
+    FileDef::ro(c"ts_buffers", |d, f| show_ts_buffers(&d.dev, f)),
+    FileDef::ro(c"dmabuf", |d, f| show_dmabuf(&d.dev, f)),
+    FileDef::rw(c"mmu", show_mmu, write_mmu),
+    FileDef::rw(c"bench", show_bench, write_bench),
+    FileDef::rw(
+        c"status",
+        |d, f| show_status(&d.dev, f),
+        |d, t| write_status(&d.dev, t),
+    ),
+    FileDef::rw(
+        c"fail_invalidations",
+        |d, f| show_fail_invalidations(&d.dev, f),
+        |d, t| write_fail_invalidations(&d.dev, t),
+    ),
+    FileDef::rw(c"dram", show_dram, write_dram),
+];
+
+/// The debugfs files of one device; removed when dropped.
+pub(crate) type DeviceDebugfs = Dir<DeviceFiles>;
+
+/// Allocate the files of `dev` (`<root>/<index>/`); nothing is visible until
+/// [`Prepared::create`].
+pub(crate) fn prepare(dev: &Arc<HlDevice>) -> Result<Prepared<DeviceFiles>> {
+    let name = CString::try_from_fmt(fmt!("{}", dev.index))?;
+    let files = DeviceFiles {
+        dev: dev.clone(),
+        va: Atomic::new(0),
+        floor: [Atomic::new(0), Atomic::new(0), Atomic::new(0)],
+        dram: [Atomic::new(0), Atomic::new(0)],
+    };
+    Prepared::new(name, files, &DEVICE_FILES)
+}
+
+/// The VA/MMU state of the device's open compute context, if any.
+fn active_vm(dev: &HlDevice) -> Option<Arc<crate::vm::va_range::ContextVm>> {
+    dev.state.lock().active_vm.clone()
+}
+
+/// A buffer for `n` rows copied out from under a lock (allocated before the
+/// lock is taken).
+fn rows<T>(n: usize) -> core::result::Result<KVVec<T>, fmt::Error> {
+    KVVec::with_capacity(n, GFP_KERNEL).map_err(|_| fmt::Error)
+}
+
+/// Add `row` unless the buffer is full (more rows appeared since they were
+/// counted); count what did not fit.
+fn keep<T>(rows: &mut KVVec<T>, row: T, missed: &mut usize) {
+    if rows.push_within_capacity(row).is_err() {
+        *missed += 1;
     }
+}
+
+fn note_missed(f: &mut fmt::Formatter<'_>, missed: usize) -> fmt::Result {
+    if missed > 0 {
+        writeln!(f, "  ... {} more, added while the rows were copied", missed)?;
+    }
+    Ok(())
 }
 
 fn show_dram_pool(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -159,78 +177,114 @@ fn show_memory(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     result
 }
 
-/// `print_va_list_locked`, for every range of the active context.
+/// `print_va_list_locked`, for every range of the active context. Each
+/// range's blocks are copied out under its lock (24 bytes each) and
+/// formatted after.
 fn show_va(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    let Some(vm) = dev.state.lock().active_vm.clone() else {
+    let Some(vm) = active_vm(dev) else {
         return writeln!(f, "no open compute context");
     };
     for kind in VaRangeType::ALL {
-        let alloc = vm.range(kind).lock();
-        let span = alloc.span();
+        let range = vm.range(kind);
+        let n = {
+            let alloc = range.lock();
+            alloc.free_blocks() + alloc.allocated_blocks()
+        };
+        let mut blocks = rows::<(u64, u64, bool)>(n)?;
+        let mut missed = 0;
+        let (span, page_size, free, used, hint) = {
+            let alloc = range.lock();
+            alloc.for_each_block(|start, end, free| {
+                keep(&mut blocks, (start, end, free), &mut missed)
+            });
+            (
+                alloc.span(),
+                alloc.page_size(),
+                alloc.free_blocks(),
+                alloc.allocated_blocks(),
+                alloc.hint_reserved(),
+            )
+        };
         writeln!(
             f,
             "range {}: [{:#x}, {:#x}) page {:#x}, {} free block(s), {} allocation(s)",
             kind.name(),
             span.start,
             span.end,
-            alloc.page_size(),
-            alloc.free_blocks(),
-            alloc.allocated_blocks()
+            page_size,
+            free,
+            used
         )?;
-        if let Some(r) = alloc.hint_reserved() {
+        if let Some(r) = hint {
             writeln!(f, "  hint-reserved [{:#x}, {:#x})", r.start, r.end)?;
         }
-        let mut result = Ok(());
-        alloc.for_each_block(|start, end, free| {
-            if result.is_ok() {
-                let what = if free { "free" } else { "used" };
-                result = writeln!(
-                    f,
-                    "  {} [{:#x}, {:#x}) {:#x}",
-                    what,
-                    start,
-                    end,
-                    end - start
-                );
-            }
-        });
-        result?;
+        for &(start, end, free) in blocks.iter() {
+            let what = if free { "free" } else { "used" };
+            writeln!(
+                f,
+                "  {} [{:#x}, {:#x}) {:#x}",
+                what,
+                start,
+                end,
+                end - start
+            )?;
+        }
+        note_missed(f, missed)?;
     }
     Ok(())
 }
 
-/// Upstream's `userptr` file: every pinned host buffer of the open context.
+/// Upstream's `userptr` file: every pinned host buffer of the open context,
+/// copied out under the mapping table's lock and formatted after.
 fn show_userptr(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     writeln!(
         f,
         "pid    user address        size          pages    huge  device va"
     )?;
-    let Some(vm) = dev.state.lock().active_vm.clone() else {
+    let Some(vm) = active_vm(dev) else {
         return Ok(());
     };
-    let maps = vm.mappings.lock();
-    for (uva, m) in maps.iter() {
+    let n = vm.mappings.lock().len();
+    let mut hosts = rows(n)?;
+    let mut missed = 0;
+    for (uva, m) in vm.mappings.lock().iter() {
         if let Some(Backing::Host {
             pinned, page_size, ..
         }) = m.backing()
         {
-            writeln!(
-                f,
-                "{:<6} {:<#18x} {:<#13x} {:<8} {:<5} {:#x}",
+            let row = (
                 pinned.pid,
                 pinned.addr,
                 pinned.size,
                 pinned.npages(),
-                if *page_size > 4096 { "yes" } else { "no" },
-                uva
-            )?;
+                *page_size > 4096,
+                *uva,
+            );
+            keep(&mut hosts, row, &mut missed);
         }
     }
-    Ok(())
+    for &(pid, addr, size, pages, huge, uva) in hosts.iter() {
+        writeln!(
+            f,
+            "{:<6} {:<#18x} {:<#13x} {:<8} {:<5} {:#x}",
+            pid,
+            addr,
+            size,
+            pages,
+            if huge { "yes" } else { "no" },
+            uva
+        )?;
+    }
+    note_missed(f, missed)
 }
 
+/// Most non-zero registers `hw_blocks` lists (all 453 blocks hold about a
+/// million registers).
+const MAX_REGISTERS_SHOWN: usize = 4096;
+
 /// The registers userspace wrote through HW-block mappings (the simulated
-/// configuration space), and the open context's block mappings.
+/// configuration space), and the open context's block mappings. Both are
+/// copied out under their locks and formatted after.
 fn show_hw_blocks(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let cfg = &dev.sim.cfg_space;
     writeln!(
@@ -240,52 +294,69 @@ fn show_hw_blocks(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Resul
         crate::asic::NUM_USER_MAPPED_BLOCKS
     )?;
     writeln!(f, "non-zero registers:")?;
-    let mut result = Ok(());
-    cfg.for_each_nonzero(|id, off, value| {
-        if result.is_ok() {
-            let base = crate::asic::user_block(id.into()).map_or(0, |b| b.address);
-            result = writeln!(
-                f,
-                "  block {} {:#x} +{:#06x} = {:#010x}",
-                id,
-                crate::asic::CFG_BASE + base,
-                off,
-                value
-            );
-        }
-    });
-    result?;
-    let Some(vm) = dev.state.lock().active_vm.clone() else {
+    let mut regs = rows(MAX_REGISTERS_SHOWN)?;
+    let mut more = 0;
+    cfg.for_each_nonzero(|id, off, value| keep(&mut regs, (id, off, value), &mut more));
+    for &(id, off, value) in regs.iter() {
+        let base = crate::asic::user_block(id.into()).map_or(0, |b| b.address);
+        writeln!(
+            f,
+            "  block {} {:#x} +{:#06x} = {:#010x}",
+            id,
+            crate::asic::CFG_BASE + base,
+            off,
+            value
+        )?;
+    }
+    if more > 0 {
+        writeln!(f, "  ... and {} more", more)?;
+    }
+    let Some(vm) = active_vm(dev) else {
         return writeln!(f, "no open compute context");
     };
-    let list = vm.hw_blocks.lock();
-    writeln!(f, "mappings: {}", list.iter().count())?;
-    for r in list.iter() {
+    let n = vm.hw_blocks.lock().iter().count();
+    let mut maps = rows(n)?;
+    let mut missed = 0;
+    for r in vm.hw_blocks.lock().iter() {
+        keep(&mut maps, *r, &mut missed);
+    }
+    writeln!(f, "mappings: {}", maps.len() + missed)?;
+    for r in maps.iter() {
         writeln!(
             f,
             "  block {} at va {:#x} size {:#x}, {} vma(s)",
             r.id, r.va, r.size, r.vmas
         )?;
     }
-    Ok(())
+    note_missed(f, missed)
 }
 
-/// The open context's timestamp buffers.
+/// The open context's timestamp buffers: references to them are taken under
+/// the table's lock, and their elements read after it is dropped.
 fn show_ts_buffers(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     use crate::vm::ts_buffer::{live_buffers, TS_MAX_BYTES};
     writeln!(f, "alive in the module: {}", live_buffers())?;
-    let Some(vm) = dev.state.lock().active_vm.clone() else {
+    let Some(vm) = active_vm(dev) else {
         return writeln!(f, "no open compute context");
     };
-    let table = vm.ts_buffers.lock();
+    let n = vm.ts_buffers.lock().len();
+    let mut bufs = rows(n)?;
+    let mut missed = 0;
+    let bytes = {
+        let table = vm.ts_buffers.lock();
+        for b in table.iter() {
+            keep(&mut bufs, b.clone(), &mut missed);
+        }
+        table.bytes()
+    };
     writeln!(
         f,
         "buffers: {}, bytes: {} of {}",
-        table.len(),
-        table.bytes(),
+        bufs.len() + missed,
+        bytes,
         TS_MAX_BYTES
     )?;
-    for b in table.iter() {
+    for b in bufs.iter() {
         write!(
             f,
             "  id {}: {} element(s), {} mapped vma(s); non-zero:",
@@ -307,7 +378,7 @@ fn show_ts_buffers(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Resu
         }
         writeln!(f)?;
     }
-    Ok(())
+    note_missed(f, missed)
 }
 
 /// The device's dma-buf exports, how many importer sg tables of them are
@@ -339,16 +410,10 @@ fn show_dmabuf(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     Ok(())
 }
 
-/// The `mmu` file: the device and the last VA written to it.
-pub(crate) struct MmuProbe {
-    dev: Arc<HlDevice>,
-    va: Atomic<u64>,
-}
-
 /// Upstream's `mmu` debugfs: page-table statistics and the translation of the
 /// VA last written, by the page-walk oracle (from device memory, as the
 /// hardware reads it).
-fn show_mmu(p: &MmuProbe, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+fn show_mmu(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let dev = &p.dev;
     writeln!(f, "hop slots free:  {}", dev.dr_hops.lock().free_slots())?;
     writeln!(f, "PTE writes:      {}", dev.sim.pte_writes())?;
@@ -407,23 +472,7 @@ fn show_mmu(p: &MmuProbe, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     }
 }
 
-/// Read a short text written to a debugfs file, trimmed, into `buf`.
-fn read_text<'a>(reader: &mut UserSliceReader, buf: &'a mut [u8; 40]) -> Result<&'a str> {
-    let n = core::cmp::min(reader.len(), buf.len());
-    reader.read_slice(buf.get_mut(..n).ok_or(EINVAL)?)?;
-    Ok(core::str::from_utf8(buf.get(..n).ok_or(EINVAL)?)
-        .map_err(|_| EINVAL)?
-        .trim())
-}
-
-/// The `bench` file: the device and the last pinning-floor measurement
-/// (`[pages, pin ns, unpin ns]`).
-pub(crate) struct BenchProbe {
-    dev: Arc<HlDevice>,
-    floor: [Atomic<u64>; 3],
-}
-
-fn show_bench(p: &BenchProbe, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+fn show_bench(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let ([pin, lookup, account, pte], maps) = p.dev.host_map_profile.snapshot();
     writeln!(
         f,
@@ -442,9 +491,7 @@ fn show_bench(p: &BenchProbe, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 
 /// `pin ADDR SIZE` (hexadecimal address with or without `0x`, decimal size):
 /// pin and unpin that range of the writer's memory alone and keep the times.
-fn write_bench(p: &BenchProbe, reader: &mut UserSliceReader) -> Result {
-    let mut buf = [0u8; 40];
-    let text = read_text(reader, &mut buf)?;
+fn write_bench(p: &DeviceFiles, text: &str) -> Result {
     let mut words = text.split_whitespace();
     if words.next() != Some("pin") {
         return Err(EINVAL);
@@ -460,9 +507,7 @@ fn write_bench(p: &BenchProbe, reader: &mut UserSliceReader) -> Result {
     Ok(())
 }
 
-fn write_mmu(p: &MmuProbe, reader: &mut UserSliceReader) -> Result {
-    let mut buf = [0u8; 40];
-    let text = read_text(reader, &mut buf)?;
+fn write_mmu(p: &DeviceFiles, text: &str) -> Result {
     let hex = text.strip_prefix("0x").unwrap_or(text);
     p.va.store(u64::from_str_radix(hex, 16).map_err(|_| EINVAL)?, Relaxed);
     Ok(())
@@ -489,9 +534,7 @@ fn show_status(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     writeln!(f, "{}", name)
 }
 
-fn write_status(dev: &Arc<HlDevice>, reader: &mut UserSliceReader) -> Result {
-    let mut buf = [0u8; 40];
-    let text = read_text(reader, &mut buf)?;
+fn write_status(dev: &Arc<HlDevice>, text: &str) -> Result {
     let status = STATUS_NAMES
         .iter()
         .find(|(n, _)| *n == text)
@@ -514,9 +557,7 @@ fn show_fail_invalidations(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> f
     )
 }
 
-fn write_fail_invalidations(dev: &Arc<HlDevice>, reader: &mut UserSliceReader) -> Result {
-    let mut buf = [0u8; 40];
-    let text = read_text(reader, &mut buf)?;
+fn write_fail_invalidations(dev: &Arc<HlDevice>, text: &str) -> Result {
     let n = if text == "max" {
         u64::MAX
     } else {
@@ -526,29 +567,14 @@ fn write_fail_invalidations(dev: &Arc<HlDevice>, reader: &mut UserSliceReader) -
     Ok(())
 }
 
-/// The `dram` file (tests; to be superseded by upstream's debugfs `data64`):
-/// the device and the window reading shows.
-pub(crate) struct DramProbe {
-    dev: Arc<HlDevice>,
-    addr: Atomic<u64>,
-    len: Atomic<u64>,
-}
-
-/// Most bytes one `write` stores or one read shows.
+/// Most bytes one `write` stores or one read of `dram` shows (tests; to be
+/// superseded by upstream's debugfs `data64`).
 const DRAM_PROBE_MAX: usize = 4096;
 
-fn dram_file<'a>(dir: &'a Dir, dev: &Arc<HlDevice>) -> impl PinInit<File<DramProbe>> + 'a {
-    let probe = DramProbe {
-        dev: dev.clone(),
-        addr: Atomic::new(0),
-        len: Atomic::new(0),
-    };
-    dir.read_write_callback_file(c"dram", probe, &show_dram, &write_dram)
-}
-
 /// `ADDR: HEX` of the window chosen with `read ADDR LEN`.
-fn show_dram(p: &DramProbe, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    let (addr, len) = (p.addr.load(Relaxed), p.len.load(Relaxed));
+fn show_dram(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let [addr, len] = &p.dram;
+    let (addr, len) = (addr.load(Relaxed), len.load(Relaxed));
     let Ok(len) = usize::try_from(len) else {
         return Err(fmt::Error);
     };
@@ -572,14 +598,7 @@ fn show_dram(p: &DramProbe, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 /// physical address `ADDR` (hexadecimal, with or without `0x`); `read ADDR
 /// LEN` (`LEN` decimal, at most [`DRAM_PROBE_MAX`]) chooses what reading the
 /// file shows.
-fn write_dram(p: &DramProbe, reader: &mut UserSliceReader) -> Result {
-    let n = reader.len();
-    if n > 2 * DRAM_PROBE_MAX + 64 {
-        return Err(EINVAL);
-    }
-    let mut text = KVec::from_elem(0u8, n, GFP_KERNEL)?;
-    reader.read_slice(&mut text)?;
-    let text = core::str::from_utf8(&text).map_err(|_| EINVAL)?;
+fn write_dram(p: &DeviceFiles, text: &str) -> Result {
     let mut words = text.split_whitespace();
     let verb = words.next().ok_or(EINVAL)?;
     let addr = words.next().ok_or(EINVAL)?;
@@ -595,8 +614,9 @@ fn write_dram(p: &DramProbe, reader: &mut UserSliceReader) -> Result {
             if len == 0 || len > DRAM_PROBE_MAX as u64 {
                 return Err(EINVAL);
             }
-            p.addr.store(addr, Relaxed);
-            p.len.store(len, Relaxed);
+            let [a, l] = &p.dram;
+            a.store(addr, Relaxed);
+            l.store(len, Relaxed);
             Ok(())
         }
         "write" => {

@@ -306,7 +306,7 @@ impl HlDevice {
             |owner| owner == asid,
             |_, pack| self.account_dram(-(pack.total_size as i64)),
         );
-        pr_err!(
+        hl_err!(
             "device {}: ASID {} recycled with {} handle(s) of a previous context; freed\n",
             self.index,
             asid,

@@ -5,6 +5,7 @@
 //! - [`accel`]: accel + control node registration, file operations, ioctl
 //!   entry points, sysfs attributes, the `AsBytes`/`FromBytes` impls of the
 //!   uAPI structs.
+//! - [`debugfs`]: the debugfs directories and files, rendered once per open.
 //! - [`dmabuf`]: dma-buf export of device memory (EXPORT_DMABUF_FD) and its
 //!   callbacks, plus a test importer for KUnit.
 //! - [`host_page`]: a counted reference to a host page, the backing of
@@ -22,6 +23,7 @@
 //! `sg_page`, `dma_get_max_seg_size`, `cond_resched`).
 
 pub(crate) mod accel;
+pub(crate) mod debugfs;
 pub(crate) mod dmabuf;
 pub(crate) mod drm_mm;
 pub(crate) mod host_page;

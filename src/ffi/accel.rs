@@ -23,11 +23,19 @@
 //! - every fops table has `owner = THIS_MODULE`, so an open file (and later an
 //!   exported dma-buf) pins the module: it cannot be unloaded while any file
 //!   is open, so [`AccelDevice`]'s `Drop` never races an ioctl;
+//! - module init registers nodes only once everything that can fail before
+//!   them has succeeded ([`PreparedDevice`]), and a registration that fails
+//!   leaves that one device out instead of failing the load: a failed load
+//!   frees the module whatever is open, so no node may be visible then;
+//! - the control node's `struct device` and `struct cdev` are released by
+//!   the driver core and the char-device core, never by module code, so a
+//!   late kobject release (`CONFIG_DEBUG_KOBJECT_RELEASE`) is harmless;
 //! - sysfs `show` callbacks: the attributes are removed (`device_remove_file`,
-//!   then `cdev_device_del`/`drm_dev_unplug` delete the devices) before the
+//!   then the devices are unregistered and `drm_dev_unplug` runs) before the
 //!   references are dropped, and kernfs removal waits for running callbacks;
-//! - debugfs readers hold their own `Arc<HlDevice>` (the files' data), and
-//!   the files are removed at unload, which waits for readers in progress.
+//! - debugfs files own their data and their fops pin the module
+//!   (`ffi/debugfs.rs`); they are removed at unload, which waits for the
+//!   callbacks in progress.
 
 use crate::{
     context::Context,
@@ -40,7 +48,7 @@ use crate::{
     uapi::{self, HlInfoArgs, HlMemArgs},
 };
 use core::{
-    mem::{offset_of, size_of},
+    mem::{offset_of, size_of, ManuallyDrop},
     ptr::{addr_of_mut, NonNull},
 };
 use kernel::{
@@ -159,6 +167,25 @@ pub(crate) fn real_habana_devices() -> (u32, u16) {
     }
 }
 
+/// What is left of the current task's `/proc/thread-self/fail-nth` count
+/// (0: no fault is armed). Module init reports it, so that a sweep of
+/// injected faults over module loads (`tests/guest/tests/insmod.rs`) knows
+/// which fault points come before the init and which inside it.
+#[cfg(CONFIG_FAULT_INJECTION)]
+pub(crate) fn fail_nth_left() -> u32 {
+    let task = kernel::current!();
+    // SAFETY: the current task is alive for the call; `fail_nth` is a plain
+    // integer that only this task and writers of its `fail-nth` file change
+    // (a racy read gives one value or the other).
+    unsafe { core::ptr::addr_of!((*task.as_ptr()).fail_nth).read_volatile() }
+}
+
+/// Without `CONFIG_FAULT_INJECTION` no fault is ever armed.
+#[cfg(not(CONFIG_FAULT_INJECTION))]
+pub(crate) fn fail_nth_left() -> u32 {
+    0
+}
+
 /// Monotonic time in ns (`ktime_get`).
 pub(crate) fn monotonic_ns() -> i64 {
     // SAFETY: `ktime_get` has no preconditions.
@@ -187,11 +214,30 @@ struct HlDrm {
 
 use kernel::str::as_char_ptr_in_const_context as cptr;
 
+/// A `file_operations.compat_ioctl`.
+type CompatIoctl = Option<unsafe extern "C" fn(*mut bindings::file, c_uint, c_ulong) -> c_long>;
+
+/// 32-bit processes reach the same ioctls as 64-bit ones: every struct of
+/// the uAPI (`include/uapi/drm/habanalabs_accel.h`) has one layout on both,
+/// so the ioctl numbers are the same and nothing needs converting. On the
+/// compute node `drm_compat_ioctl` passes driver ioctls to `drm_ioctl` (as
+/// upstream's fops, common/habanalabs_drv.c:91); on the control node
+/// `compat_ptr_ioctl` passes them to `hl_ctrl_ioctl` with the argument as a
+/// pointer (upstream uses `hl_ioctl_control` itself). Kernels without
+/// `CONFIG_COMPAT` run no 32-bit processes.
+#[cfg(CONFIG_COMPAT)]
+const ACCEL_COMPAT_IOCTL: CompatIoctl = Some(bindings::drm_compat_ioctl);
+#[cfg(not(CONFIG_COMPAT))]
+const ACCEL_COMPAT_IOCTL: CompatIoctl = None;
+/// See [`ACCEL_COMPAT_IOCTL`] (`None` without `CONFIG_COMPAT`).
+const CTRL_COMPAT_IOCTL: CompatIoctl = bindings::compat_ptr_ioctl;
+
 static FOPS: AssertSync<bindings::file_operations> = AssertSync(bindings::file_operations {
     owner: kernel::module::this_module::<crate::LocalModule>().as_ptr(),
     open: Some(accel_open),
     release: Some(bindings::drm_release),
     unlocked_ioctl: Some(bindings::drm_ioctl),
+    compat_ioctl: ACCEL_COMPAT_IOCTL,
     poll: Some(bindings::drm_poll),
     read: Some(bindings::drm_read),
     llseek: Some(bindings::noop_llseek),
@@ -259,6 +305,7 @@ static CTRL_FOPS: AssertSync<bindings::file_operations> = AssertSync(bindings::f
     open: Some(hl_ctrl_open),
     release: Some(hl_ctrl_release),
     unlocked_ioctl: Some(hl_ctrl_ioctl),
+    compat_ioctl: CTRL_COMPAT_IOCTL,
     llseek: Some(bindings::noop_llseek),
     ..pin_init::zeroed()
 });
@@ -453,28 +500,57 @@ fn to_errno(rc: Result) -> c_int {
 ///
 /// # Invariants
 ///
-/// `cdev` was initialised with [`CTRL_FOPS`] and added together with `dev`;
-/// `hdev` comes from `Arc::into_raw`, and the node owns that strong reference
-/// until [`ControlNode::remove`] gives it back (the control device's drvdata
-/// is the same pointer). The node is heap-allocated and never moves while
-/// registered.
-#[repr(C)]
+/// `dev` was made by `device_create` (so its `release` is the driver
+/// core's) with drvdata `hdev`, and holds the attributes; `cdev` came from
+/// `cdev_alloc` (so its kobject release, in the char-device core, frees it)
+/// with [`CTRL_FOPS`], and was added for `dev`'s devt with `dev` as its
+/// kobject parent: it holds a reference to `dev` until that release runs,
+/// after the last open file of the node is closed. `hdev` comes from
+/// `Arc::into_raw`; the node owns that reference until
+/// [`ControlNode::remove`] gives it back.
+///
+/// No C object of the node is released by module code, so a release the
+/// kobject core runs late (`CONFIG_DEBUG_KOBJECT_RELEASE` delays each by 1-4
+/// s) neither touches memory the module freed nor runs after the module is
+/// gone.
 struct ControlNode {
-    cdev: bindings::cdev,
-    dev: *mut bindings::device,
+    cdev: NonNull<bindings::cdev>,
+    dev: NonNull<bindings::device>,
     hdev: *const HlDevice,
 }
 
-/// `release` of the control node's `struct device`: frees it.
+/// A control node's char device, allocated but not added (nothing can open
+/// it yet): dropping it frees it.
 ///
-/// # Safety
+/// # Invariants
 ///
-/// Only called by the device core, once, when the last reference to a
-/// control device made by [`ControlNode::add`] is dropped.
-unsafe extern "C" fn ctrl_dev_release(dev: *mut bindings::device) {
-    // SAFETY: the control `device` was allocated by `KBox::into_raw` in
-    // `ControlNode::add`, and the device core calls `release` exactly once.
-    drop(unsafe { KBox::from_raw(dev) });
+/// `0` came from `cdev_alloc` and was not added; we own its only reference.
+struct CdevAlloc(NonNull<bindings::cdev>);
+
+impl CdevAlloc {
+    /// `cdev_alloc` with the control node's fops and owner.
+    fn new() -> Result<Self> {
+        // SAFETY: no preconditions; the result is checked for null.
+        let cdev = NonNull::new(unsafe { bindings::cdev_alloc() }).ok_or(ENOMEM)?;
+        // SAFETY: a fresh cdev, not yet shared.
+        unsafe {
+            (*cdev.as_ptr()).ops = &CTRL_FOPS.0;
+            (*cdev.as_ptr()).owner = kernel::module::this_module::<crate::LocalModule>().as_ptr();
+        }
+        Ok(Self(cdev))
+    }
+}
+
+impl Drop for CdevAlloc {
+    fn drop(&mut self) {
+        // SAFETY: by the invariant the cdev was never added and this is its
+        // only reference; a parent set by a failed `cdev_add` took no
+        // reference, so it is cleared first (its release puts the parent).
+        unsafe {
+            (*self.0.as_ptr()).kobj.parent = core::ptr::null_mut();
+            bindings::kobject_put(addr_of_mut!((*self.0.as_ptr()).kobj));
+        }
+    }
 }
 
 /// `open` of the control node: any number of opens, no context.
@@ -483,15 +559,18 @@ unsafe extern "C" fn ctrl_dev_release(dev: *mut bindings::device) {
 ///
 /// Only called by `chrdev_open` for an inode of a control node of ours.
 unsafe extern "C" fn hl_ctrl_open(inode: *mut bindings::inode, filp: *mut bindings::file) -> c_int {
-    // SAFETY: `chrdev_open` set `i_cdev` to our cdev before calling us.
+    // SAFETY: `chrdev_open` set `i_cdev` to our cdev, and holds a reference
+    // to it (hence to its parent, the control device) for the call.
     let cdev = unsafe { (*inode).__bindgen_anon_5.i_cdev };
-    // SAFETY: every cdev with `CTRL_FOPS` is the `cdev` field of a `ControlNode`,
-    // alive while it can be opened (the open holds a module reference, so the
-    // node cannot be removed under it).
-    let node = unsafe { kernel::container_of!(cdev, ControlNode, cdev) };
-    // SAFETY: by the invariant of `ControlNode`, `hdev` came from `Arc::into_raw`
-    // and the node still owns that reference; the borrow ends in this call.
-    let dev: Arc<HlDevice> = unsafe { ArcBorrow::from_raw((*node).hdev) }.into();
+    // SAFETY: every cdev with `CTRL_FOPS` is the `cdev` of a `ControlNode`,
+    // whose kobject parent is the node's control device (invariant).
+    let dev = unsafe { kernel::container_of!((*cdev).kobj.parent, bindings::device, kobj) };
+    // SAFETY: the control device's drvdata is the node's `hdev`, a reference
+    // from `Arc::into_raw` that the node owns until `ControlNode::remove`,
+    // which runs only at module exit, when no open can be in progress (the
+    // open holds a module reference); the borrow ends in this call.
+    let dev: Arc<HlDevice> =
+        unsafe { ArcBorrow::from_raw((*dev).driver_data.cast::<HlDevice>()) }.into();
     match KBox::new(ControlFile { dev }, GFP_KERNEL) {
         Ok(f) => {
             // SAFETY: `inode` and `filp` are the valid objects of this open.
@@ -740,122 +819,153 @@ impl Drop for ChrdevRegion {
 }
 
 impl ControlNode {
-    /// Create and add `accel_controlD<index>` in the class of `accel_kdev`.
+    /// Create and add `accel_controlD<index>` in `class`: the device (with
+    /// its attributes) first, the char device last, so nothing can open the
+    /// node before the last step that can fail has succeeded.
     ///
     /// # Safety
     ///
-    /// `accel_kdev` must be the registered accel kdev of the device `hdev`
-    /// belongs to; `hdev` must outlive the node.
+    /// `class` must be the accel class; `hdev` must outlive the node.
     unsafe fn add(
         region: &ChrdevRegion,
         index: u32,
-        accel_kdev: *mut bindings::device,
+        name: &CStr,
+        class: *const bindings::class,
+        cdev: CdevAlloc,
         hdev: &Arc<HlDevice>,
-    ) -> Result<NonNull<ControlNode>> {
+    ) -> Result<ControlNode> {
         if index >= CTRL_MINORS {
             return Err(EINVAL);
         }
-        let name = CString::try_from_fmt(fmt!("accel_controlD{}", index))?;
-        let dev = KBox::into_raw(KBox::new(bindings::device::default(), GFP_KERNEL)?);
-        let node = KBox::into_raw(
-            KBox::new(
-                ControlNode {
-                    cdev: bindings::cdev::default(),
-                    dev,
-                    hdev: core::ptr::null(),
-                },
-                GFP_KERNEL,
-            )
-            .inspect_err(|_| {
-                // SAFETY: `dev` came from `KBox::into_raw` above and was never shared.
-                drop(unsafe { KBox::from_raw(dev) });
-            })?,
-        );
+        let devt = region.devt(index);
         // INVARIANT: the node owns this reference until `remove` (or the error
-        // path below) gives it back.
+        // paths below) gives it back.
         let hdev_ref = Arc::into_raw(hdev.clone());
-        // SAFETY: `node` is a fresh allocation of ours, not yet shared.
-        unsafe { (*node).hdev = hdev_ref };
-        // SAFETY: `node` and `dev` are fresh heap allocations owned by us; `dev` is
-        // initialised with `device_initialize` before any other use and from then on
-        // released only through `put_device` (whose `release` frees it).
-        unsafe {
-            bindings::cdev_init(addr_of_mut!((*node).cdev), &CTRL_FOPS.0);
-            (*node).cdev.owner = kernel::module::this_module::<crate::LocalModule>().as_ptr();
-            bindings::device_initialize(dev);
-            (*dev).devt = region.devt(index);
-            (*dev).class = (*accel_kdev).class;
-            (*dev).release = Some(ctrl_dev_release);
-            (*dev).driver_data = hdev_ref.cast_mut().cast();
-            let mut rc =
-                bindings::dev_set_name(dev, c_str!("%s").as_char_ptr(), name.as_char_ptr());
-            if rc == 0 {
-                rc = bindings::cdev_device_add(addr_of_mut!((*node).cdev), dev);
+        // SAFETY: `class` is the accel class; the format takes one C string.
+        let dev = unsafe {
+            bindings::device_create(
+                class,
+                core::ptr::null_mut(),
+                devt,
+                hdev_ref.cast_mut().cast(),
+                c_str!("%s").as_char_ptr(),
+                name.as_char_ptr(),
+            )
+        };
+        let dev = match kernel::error::from_err_ptr(dev) {
+            Ok(d) => NonNull::new(d).ok_or(ENOMEM),
+            Err(e) => Err(e),
+        };
+        let dev = match dev {
+            Ok(d) => d,
+            Err(e) => {
+                // SAFETY: nothing else got the reference.
+                drop(unsafe { Arc::from_raw(hdev_ref) });
+                return Err(e);
             }
-            if rc == 0 {
-                if let Err(e) = add_attrs(dev) {
-                    bindings::cdev_device_del(addr_of_mut!((*node).cdev), dev);
-                    rc = e.to_errno();
-                }
-            }
+        };
+        // SAFETY: `dev` is registered; the attributes are removed before it
+        // is unregistered.
+        let mut rc = unsafe { add_attrs(dev.as_ptr()) }.map_or_else(|e| e.to_errno(), |()| 0);
+        if rc == 0 {
+            // SAFETY: `dev` is initialised and registered; on success the cdev
+            // holds a reference to it (its parent) until its release.
+            rc = unsafe {
+                bindings::cdev_set_parent(cdev.0.as_ptr(), addr_of_mut!((*dev.as_ptr()).kobj));
+                bindings::cdev_add(cdev.0.as_ptr(), devt, 1)
+            };
             if rc != 0 {
-                bindings::put_device(dev);
-                drop(KBox::from_raw(node));
-                drop(Arc::from_raw(hdev_ref));
-                return Err(Error::from_errno(rc));
+                // SAFETY: added above.
+                unsafe { remove_attrs(dev.as_ptr()) };
             }
         }
-        // SAFETY: `node` came from `KBox::into_raw`, so it is not null.
-        Ok(unsafe { NonNull::new_unchecked(node) })
+        if rc != 0 {
+            // `cdev` is dropped unadded. The attributes are gone, and
+            // removing them waited for running `show` callbacks, the only
+            // users of `hdev_ref` so far.
+            // SAFETY: `dev` came from `device_create`; our reference to
+            // `hdev` is given back once.
+            unsafe {
+                bindings::device_unregister(dev.as_ptr());
+                drop(Arc::from_raw(hdev_ref));
+            }
+            return Err(Error::from_errno(rc));
+        }
+        let cdev = ManuallyDrop::new(cdev).0;
+        Ok(ControlNode {
+            cdev,
+            dev,
+            hdev: hdev_ref,
+        })
     }
 
-    /// Remove and free a node made by [`ControlNode::add`].
+    /// Remove the node. Its C objects are freed by their own releases (driver
+    /// and char-device core) once the last reference goes.
     ///
     /// # Safety
     ///
-    /// `node` must come from a successful `add` and not be used afterwards.
-    unsafe fn remove(node: NonNull<ControlNode>) {
-        let node = node.as_ptr();
-        // After `cdev_device_del` no new open can start and none is running
-        // (the module is being unloaded, so no file of ours is open), and the
-        // attributes, the only other users of `hdev`, are gone.
-        // SAFETY: per the contract the node is registered; its reference to
-        // `hdev` is given back exactly once, here.
+    /// Only at module exit (no open of the node can be in progress: an open
+    /// holds a module reference), once.
+    unsafe fn remove(&mut self) {
+        // SAFETY: per the type invariant the node is registered; no `show`
+        // runs after `remove_attrs` and no open after `cdev_del`, so the
+        // reference to `hdev` is given back last, once.
         unsafe {
-            let dev = (*node).dev;
-            remove_attrs(dev);
-            bindings::cdev_device_del(addr_of_mut!((*node).cdev), dev);
-            bindings::put_device(dev);
-            let node = KBox::from_raw(node);
-            drop(Arc::from_raw(node.hdev));
+            remove_attrs(self.dev.as_ptr());
+            bindings::device_unregister(self.dev.as_ptr());
+            bindings::cdev_del(self.cdev.as_ptr());
+            drop(Arc::from_raw(self.hdev));
         }
     }
 }
 
-/// One registered device: faux parent, accel node, control node.
+/// A DRM device allocated by [`PreparedDevice::new`] and not registered:
+/// dropping it drops the allocation reference (`release_hdev` then gives
+/// back the container's reference to the `HlDevice`).
 ///
 /// # Invariants
 ///
-/// `drm` is a registered DRM device allocated as an [`HlDrm`] whose `hdev` is
-/// a reference to the same device as `hdev`; `ctrl` is the added control node
-/// of that device; the attributes are added to the accel kdev.
-pub(crate) struct AccelDevice {
-    hdev: Arc<HlDevice>,
-    drm: NonNull<HlDrm>,
-    ctrl: NonNull<ControlNode>,
-    _faux: faux::Registration,
+/// `0` is an `HlDrm` from `__drm_dev_alloc` whose `hdev` is set and whose
+/// `drmm` action is registered; we own one reference to its `drm_device`.
+struct DrmAlloc(NonNull<HlDrm>);
+
+impl DrmAlloc {
+    fn drm_dev(&self) -> *mut bindings::drm_device {
+        // SAFETY: by the invariant the container is alive.
+        unsafe { addr_of_mut!((*self.0.as_ptr()).drm) }
+    }
 }
 
-// SAFETY: the raw pointers are only used in `Drop`, which the kernel serialises
-// with everything else (module exit); the DRM and control objects are
-// thread-safe kernel objects.
-unsafe impl Send for AccelDevice {}
-// SAFETY: `AccelDevice` has no `&self` methods that touch the pointers.
-unsafe impl Sync for AccelDevice {}
+impl Drop for DrmAlloc {
+    fn drop(&mut self) {
+        // SAFETY: by the invariant we own this reference.
+        unsafe { bindings::drm_dev_put(self.drm_dev()) };
+    }
+}
 
-impl AccelDevice {
-    /// Register `hdev` as `/dev/accel/accel<N>` + `/dev/accel/accel_controlD<N>`.
-    pub(crate) fn new(hdev: Arc<HlDevice>, region: &ChrdevRegion) -> Result<Self> {
+/// One device with everything that can fail done except registering its
+/// nodes: nothing of it can be opened yet. [`PreparedDevice::publish`]
+/// registers them.
+///
+/// Module init prepares every device first and publishes them last, so
+/// that once a user can open a node, no failure makes the module unload
+/// (which would free the module under the open file): a device whose
+/// registration fails is left out and the others stay, as upstream's PCI
+/// probe of one device fails alone.
+pub(crate) struct PreparedDevice {
+    hdev: Arc<HlDevice>,
+    faux: faux::Registration,
+    drm: DrmAlloc,
+    /// The DRM device's accel minor index, also the control node's.
+    index: u32,
+    ctrl_name: CString,
+    cdev: CdevAlloc,
+}
+
+impl PreparedDevice {
+    /// The faux parent, the DRM device (allocated, not registered) and the
+    /// control node's char device (allocated, not added).
+    pub(crate) fn new(hdev: Arc<HlDevice>) -> Result<Self> {
         let name = CString::try_from_fmt(fmt!("habanalabs_rs.{}", hdev.index))?;
         let faux = faux::Registration::new(&name, None)?;
         let parent: &kernel::device::Device = faux.as_ref().as_ref();
@@ -897,27 +1007,54 @@ impl AccelDevice {
             unsafe { bindings::drm_dev_put(drm_dev) };
             return Err(Error::from_errno(rc));
         }
+        // INVARIANT: set up as `DrmAlloc` requires; the reference is ours.
+        // SAFETY: `drm` is not null (not an error pointer).
+        let drm = DrmAlloc(unsafe { NonNull::new_unchecked(drm) });
+        // SAFETY: an allocated accel device has its accel minor (drm_dev_init).
+        let index = unsafe { (*(*drm_dev).accel).index };
+        let index = u32::try_from(index).map_err(|_| EINVAL)?;
+        let ctrl_name = CString::try_from_fmt(fmt!("accel_controlD{}", index))?;
+        Ok(Self {
+            hdev,
+            faux,
+            drm,
+            index,
+            ctrl_name,
+            cdev: CdevAlloc::new()?,
+        })
+    }
+
+    /// Register `/dev/accel/accel<N>` and `/dev/accel/accel_controlD<N>`:
+    /// the accel node, its attributes, the control device and its
+    /// attributes, and last the control node's char device. On failure
+    /// everything registered is undone; a user may have opened the accel
+    /// node meanwhile, which is safe: the open file keeps the DRM device,
+    /// its context and the module (and the module stays loaded).
+    pub(crate) fn publish(self, region: &ChrdevRegion) -> Result<AccelDevice> {
+        let Self {
+            hdev,
+            faux,
+            drm,
+            index,
+            ctrl_name,
+            cdev,
+        } = self;
+        let drm_dev = drm.drm_dev();
         // SAFETY: `drm_dev` is allocated and not yet registered.
         let rc = unsafe { bindings::drm_dev_register(drm_dev, 0) };
         if rc != 0 {
-            // SAFETY: drop the allocation reference.
-            unsafe { bindings::drm_dev_put(drm_dev) };
             return Err(Error::from_errno(rc));
         }
-        // SAFETY: a registered accel device has its accel minor.
-        let (index, kdev) = unsafe { ((*(*drm_dev).accel).index, (*(*drm_dev).accel).kdev) };
-        let index = u32::try_from(index).map_err(|_| EINVAL)?;
+        // SAFETY: a registered accel device has its accel minor and kdev.
+        let kdev = unsafe { (*(*drm_dev).accel).kdev };
         // SAFETY: `kdev` is registered and lives until `drm_dev_unplug`; `hdev`
-        // outlives the control node (both end in `Drop`).
-        let ctrl = unsafe { Self::add_nodes(region, index, kdev, &hdev) };
+        // outlives the control node (both end in `AccelDevice`'s `Drop`).
+        let ctrl = unsafe { AccelDevice::add_nodes(region, index, &ctrl_name, kdev, cdev, &hdev) };
         let ctrl = match ctrl {
             Ok(c) => c,
             Err(e) => {
-                // SAFETY: registered above; unplug then drop our reference.
-                unsafe {
-                    bindings::drm_dev_unplug(drm_dev);
-                    bindings::drm_dev_put(drm_dev);
-                }
+                // SAFETY: registered above; unplug, then `drm` drops our reference.
+                unsafe { bindings::drm_dev_unplug(drm_dev) };
                 return Err(e);
             }
         };
@@ -931,16 +1068,42 @@ impl AccelDevice {
             index,
             core::str::from_utf8(&hdev.bus_id()).unwrap_or("?")
         );
-        // SAFETY: `drm` is not null (not an error pointer).
-        let drm = unsafe { NonNull::new_unchecked(drm) };
-        Ok(Self {
+        let drm = ManuallyDrop::new(drm).0;
+        Ok(AccelDevice {
             hdev,
             drm,
             ctrl,
             _faux: faux,
         })
     }
+
+    /// The device being prepared.
+    pub(crate) fn hdev(&self) -> &Arc<HlDevice> {
+        &self.hdev
+    }
 }
+
+/// One registered device: faux parent, accel node, control node.
+///
+/// # Invariants
+///
+/// `drm` is a registered DRM device allocated as an [`HlDrm`] whose `hdev` is
+/// a reference to the same device as `hdev`, and we own one reference to it;
+/// `ctrl` is the added control node of that device; the attributes are added
+/// to the accel kdev.
+pub(crate) struct AccelDevice {
+    hdev: Arc<HlDevice>,
+    drm: NonNull<HlDrm>,
+    ctrl: ControlNode,
+    _faux: faux::Registration,
+}
+
+// SAFETY: the raw pointers are only used in `Drop`, which the kernel serialises
+// with everything else (module exit); the DRM and control objects are
+// thread-safe kernel objects.
+unsafe impl Send for AccelDevice {}
+// SAFETY: `AccelDevice` has no `&self` methods that touch the pointers.
+unsafe impl Sync for AccelDevice {}
 
 impl AccelDevice {
     /// Add the accel kdev's attributes and the control node; all or nothing.
@@ -952,13 +1115,15 @@ impl AccelDevice {
     unsafe fn add_nodes(
         region: &ChrdevRegion,
         index: u32,
+        name: &CStr,
         kdev: *mut bindings::device,
+        cdev: CdevAlloc,
         hdev: &Arc<HlDevice>,
-    ) -> Result<NonNull<ControlNode>> {
+    ) -> Result<ControlNode> {
         // SAFETY: per the contract.
         unsafe { add_attrs(kdev) }?;
-        // SAFETY: per the contract.
-        let node = unsafe { ControlNode::add(region, index, kdev, hdev) };
+        // SAFETY: per the contract; `kdev` is in the accel class.
+        let node = unsafe { ControlNode::add(region, index, name, (*kdev).class, cdev, hdev) };
         if node.is_err() {
             // SAFETY: the attributes were added above.
             unsafe { remove_attrs(kdev) };
@@ -973,7 +1138,7 @@ impl Drop for AccelDevice {
         // is open (the module is going away), so nothing uses `hdev` through the
         // DRM or control objects after this.
         unsafe {
-            ControlNode::remove(self.ctrl);
+            self.ctrl.remove();
             let drm_dev = addr_of_mut!((*self.drm.as_ptr()).drm);
             remove_attrs((*(*drm_dev).accel).kdev);
             bindings::drm_dev_unplug(drm_dev);

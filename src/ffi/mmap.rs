@@ -12,6 +12,7 @@
 //!   a window of the simulated Gaudi2's configuration space; user mappings
 //!   reach it with `remap_pfn_range`, the driver with volatile 32-bit accesses
 //!   (as `readl`/`writel` would on a BAR).
+//! - Only `MAP_SHARED` mappings are served (see [`is_shared`]).
 //!
 //! Every vma of a mapping, including the pieces a partial `munmap` or
 //! `mprotect` splits off and the copy an `mremap` move makes, holds one
@@ -115,22 +116,14 @@ impl RegisterBlock {
 impl Drop for RegisterBlock {
     fn drop(&mut self) {
         // SAFETY: by the invariant the allocation is ours and freed once, here;
-        // no user mapping can remain (they pin the device file, hence the
-        // module and the device that owns this block).
+        // no user mapping of it remains: blocks are dropped when the compute
+        // context that mapped them is torn down (every block vma holds a
+        // reference to that context, and the mm clears a vma's page-table
+        // entries before its `close` gives the reference back) or when the
+        // device goes (later still). `remap_pfn_range` took no page
+        // references, and `VM_IO | VM_PFNMAP` keeps `get_user_pages` away.
         unsafe { bindings::free_pages_exact(self.ptr.as_ptr().cast(), self.size) };
     }
-}
-
-/// Word `i` of `words`, a buffer that user mappings share (a timestamp
-/// buffer's user part), read as the device would: volatile, since userspace
-/// may write it at any time.
-pub(crate) fn read_shared_word(words: &[u64], i: usize) -> Option<u64> {
-    if i >= words.len() {
-        return None;
-    }
-    // SAFETY: `i` is in bounds; an aligned volatile read of memory that
-    // another agent (the user mapping) may write concurrently.
-    Some(unsafe { words.as_ptr().add(i).read_volatile() })
 }
 
 /// Flags upstream sets on a HW-block mapping (gaudi2.c:11628-11629).
@@ -187,6 +180,9 @@ pub(crate) unsafe extern "C" fn hl_mmap(
     if !unsafe { hlrs_access_ok(start as c_ulong, len as c_ulong) } {
         return EINVAL.to_errno();
     }
+    if !is_shared(area.flags()) {
+        return EINVAL.to_errno();
+    }
     let rc = match mmap_type(pgoff as u64) {
         HL_MMAP_TYPE_BLOCK => {
             // SAFETY: as above.
@@ -202,6 +198,30 @@ pub(crate) unsafe extern "C" fn hl_mmap(
         Ok(()) => 0,
         Err(e) => e.to_errno(),
     }
+}
+
+/// Whether a new vma with `flags` was asked for with `MAP_SHARED`: only
+/// those are served (**difference**: upstream maps `MAP_PRIVATE` too).
+///
+/// Both kinds of mapping exist to share memory with the device and the
+/// driver, and a private one is a copy-on-write mapping:
+///
+/// - a HW block: `remap_pfn_range` on a copy-on-write vma sets `vm_pgoff` to
+///   the first pfn (so the mm can tell its raw pfns from copied pages), and
+///   `/proc/self/maps` shows that offset: the physical address of a kernel
+///   page that a shared mapping of the same block lets the user fill.
+///   (Upstream sets `vm_pgoff` to the block id after the remap,
+///   memory.c:1510, which hides the address; the page stays a private
+///   copy-on-write view of the registers);
+/// - a timestamp buffer: the first write of the user to a private mapping
+///   copies the page, and from then on the user reads its copy instead of
+///   the timestamps the device writes.
+///
+/// `VM_MAYSHARE` is what `MAP_SHARED` sets in every case; `VM_SHARED` goes
+/// with it unless the fd is read-only, and then `VM_MAYWRITE` goes too, so
+/// such a mapping is not copy-on-write either.
+fn is_shared(flags: kernel::mm::virt::vm_flags_t) -> bool {
+    flags & kernel::mm::virt::flags::MAYSHARE != 0
 }
 
 /// `hl_hw_block_mmap`: map the registers of one HW block.

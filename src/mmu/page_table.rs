@@ -114,10 +114,10 @@ impl DrHopPool {
         match slot.and_then(|s| u32::try_from(s).ok()) {
             Some(s) if (self.max_asid..self.slots).contains(&s) => {
                 if self.free.push_within_capacity(s).is_err() {
-                    pr_err!("MMU: hop slot freed twice\n");
+                    hl_err!("MMU: hop slot freed twice\n");
                 }
             }
-            _ => pr_err!("MMU: freeing a hop outside the hop area\n"),
+            _ => hl_err!("MMU: freeing a hop outside the hop area\n"),
         }
     }
 }
@@ -236,11 +236,11 @@ impl HrHopPool {
     fn release(&mut self, phys: u64) {
         let slot = (phys - self.base) / HOP_TABLE_SIZE;
         if slot < u64::from(self.max_asid) || self.tables.remove(&phys).is_none() {
-            pr_err!("MMU: bad host-resident hop release\n");
+            hl_err!("MMU: bad host-resident hop release\n");
             return;
         }
         if self.free.push_within_capacity(slot).is_err() {
-            pr_err!("MMU: host-resident hop slot list full\n");
+            hl_err!("MMU: host-resident hop slot list full\n");
         }
     }
 
@@ -297,7 +297,7 @@ pub(crate) struct Hop {
 fn scrub_and_free(mem: &mut dyn HopMemory, phys: u64, hop: &Hop) {
     for (i, v) in hop.shadow.iter().enumerate() {
         if *v != 0 && mem.write_pte(phys + i as u64 * 8, 0).is_err() {
-            pr_err!("MMU: could not clear a PTE of a freed hop\n");
+            hl_err!("MMU: could not clear a PTE of a freed hop\n");
         }
     }
     mem.free_hop(phys);
@@ -406,7 +406,7 @@ impl Drop for DetachedHops {
         if let Some(a) = self.area {
             // Their slots stay taken for good (their shadows go): a leak, never
             // a reuse the MMU could still walk into.
-            pr_err!(
+            hl_err!(
                 "MMU: detached hops of ASID {} dropped without an invalidation; slots leaked\n",
                 a.asid
             );
@@ -630,7 +630,7 @@ impl PageTable {
             // Undo in reverse; the new hops are then unreachable and released.
             for &(hop, idx) in written.iter().take(n).rev() {
                 if self.write(mem, hop, idx, 0).is_err() {
-                    pr_err!(
+                    hl_err!(
                         "MMU: map rollback could not clear a PTE at {:#x}\n",
                         hop + idx * 8
                     );
@@ -795,7 +795,7 @@ impl PageTable {
                 .write_ptes(addr, ZERO_PTES.get(..k).ok_or(EINVAL)?)
                 .is_err()
             {
-                pr_err!("MMU: map rollback could not clear PTEs at {:#x}\n", addr);
+                hl_err!("MMU: map rollback could not clear PTEs at {:#x}\n", addr);
             }
             return Err(e);
         }
@@ -838,7 +838,7 @@ impl PageTable {
         let addr = hop + (idx as u64 + 1) * 8;
         if let Err(e) = mem.write_ptes(addr, ZERO_PTES.get(..k).ok_or(EINVAL)?) {
             if mem.write_ptes(addr, following).is_err() {
-                pr_err!(
+                hl_err!(
                     "MMU: unmap rollback could not restore PTEs at {:#x}\n",
                     addr
                 );
@@ -868,7 +868,7 @@ impl PageTable {
         let mut cleared = true;
         for i in 0..HOP_PTES {
             if self.entry(hop0, i).is_some_and(|v| v != 0) && self.write(mem, hop0, i, 0).is_err() {
-                pr_err!("MMU: teardown could not clear entry {} of hop 0\n", i);
+                hl_err!("MMU: teardown could not clear entry {} of hop 0\n", i);
                 cleared = false;
             }
         }

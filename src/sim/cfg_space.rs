@@ -4,10 +4,13 @@
 //! the registers behind the user-mappable HW blocks (`asic::USER_BLOCKS`).
 //!
 //! A block's registers are allocated (zeroed, physically contiguous) the first
-//! time it is mapped and stay until the device goes, like a BAR window that
-//! always exists; a block never mapped costs nothing (all 453 would be about
-//! 4 MiB per device). User mappings reach them with `remap_pfn_range`; the
-//! driver reads and writes them as 32-bit registers.
+//! time it is mapped and stay until the compute context that mapped them goes
+//! ([`CfgSpace::release_all`]): the next user of the device finds every
+//! register zeroed, as upstream's reset of a Gaudi2 when its user releases it
+//! leaves them (`reset_upon_device_release`, common/habanalabs_drv.c:374,
+//! common/device.c:484). A block never mapped costs nothing (all 453 would be
+//! about 4 MiB per device). User mappings reach them with `remap_pfn_range`;
+//! the driver reads and writes them as 32-bit registers.
 //!
 //! Lock order: the lock here is a leaf.
 
@@ -79,5 +82,21 @@ impl CfgSpace {
     /// Number of backed blocks.
     pub(crate) fn backed_blocks(&self) -> usize {
         self.blocks.lock().iter().count()
+    }
+
+    /// Free the registers of every backed block; the next mmap of a block
+    /// backs it again with zeroed registers. Returns how many blocks were
+    /// backed. Allocates nothing; the memory is freed after the lock is
+    /// dropped. O(n) in the backed blocks.
+    ///
+    /// Called only when no user mapping of any block can exist: at the
+    /// teardown of the device's compute context (every block vma holds a
+    /// reference to it, and the mm clears a vma's page-table entries before
+    /// its `close` gives that reference back), or when the device goes.
+    pub(crate) fn release_all(&self) -> usize {
+        let blocks = core::mem::take(&mut *self.blocks.lock());
+        let n = blocks.iter().count();
+        drop(blocks);
+        n
     }
 }

@@ -11,7 +11,9 @@
 //!
 //! On the simulated Gaudi2 a block's registers are host memory owned by the
 //! device (allocated on first mmap): what userspace writes through its
-//! mapping, the driver reads (debugfs `hw_blocks`).
+//! mapping, the driver reads (debugfs `hw_blocks`). They go with the compute
+//! context ([`release_registers`]), so a second opener of the device reads
+//! zeros where the first one wrote.
 
 use crate::{
     asic::{user_block, user_block_id},
@@ -32,6 +34,17 @@ pub(crate) fn map_block(addr: u64) -> Result<(u64, u32)> {
     let block = user_block(id.into()).ok_or(EINVAL)?;
     let size = u32::try_from(block.size).map_err(|_| EINVAL)?;
     Ok((mmap_handle(id.into(), HL_MMAP_TYPE_BLOCK), size))
+}
+
+/// The compute context `ctx` is being torn down (first step of
+/// `Context::drop`): free the registers of every HW block of its device, so
+/// that the next user reads zeros instead of what this one wrote (upstream
+/// resets a Gaudi2 when its user releases it). None is mapped any more:
+/// every block vma holds a reference to the context (its [`BlockVma`]), and
+/// the mm clears a vma's page-table entries before its `close` gives that
+/// reference back. Allocates nothing. Returns how many blocks were backed.
+pub(crate) fn release_registers(ctx: &Context) -> usize {
+    ctx.device().sim.cfg_space.release_all()
 }
 
 /// One live HW-block mapping of a context (upstream `struct hl_vm_hw_block_list_node`).
@@ -162,7 +175,6 @@ pub(crate) fn prepare_mmap(
         return Err(EINVAL);
     }
     let id = u32::try_from(id).map_err(|_| EINVAL)?;
-    let pfn = ctx.device().sim.cfg_space.block_pfn(id, block.size)?;
     let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
     let seq = {
         let mut list = ctx.vm().hw_blocks.lock();
@@ -177,6 +189,10 @@ pub(crate) fn prepare_mmap(
         },
         GFP_KERNEL,
     )?;
+    // The registers last: a failure above leaves none backed. (One made by
+    // a mapping that fails later, in the page-table work, stays backed and
+    // zeroed until the context goes.)
+    let pfn = ctx.device().sim.cfg_space.block_pfn(id, block.size)?;
     Ok(HwBlockMmap {
         pfn,
         record: HwBlockRecord {
@@ -257,6 +273,36 @@ mod tests {
         assert_eq!(d.sim.cfg_space.read(4, 0x10), Some(0xdead_beef));
         assert_eq!(d.sim.cfg_space.read(4, 0x8000), None);
         assert_eq!(d.sim.cfg_space.read(5, 0), None);
+        Ok(())
+    }
+
+    #[test]
+    fn the_next_context_finds_the_registers_the_last_one_wrote_zeroed() -> Result {
+        let d = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
+        let pg = |id: u64| mmap_handle(id, HL_MMAP_TYPE_BLOCK) >> HL_MMAP_PAGE_SHIFT;
+        let ctx = Arc::new(Context::new(d.clone(), 1)?, GFP_KERNEL)?;
+        for (id, size) in [(4u64, 0x8000u64), (0, 0x10000)] {
+            let vma = prepare_mmap(&ctx, pg(id), 0x7000_0000, size)?.publish();
+            d.sim.cfg_space.write(id as u32, 0x10, 0xdead_beef)?;
+            // The vma goes (munmap): its reference to the context with it.
+            vma.vma_closed();
+        }
+        assert_eq!(d.sim.cfg_space.backed_blocks(), 2);
+        assert_eq!(d.sim.cfg_space.read(4, 0x10), Some(0xdead_beef));
+        // The context goes: every block's registers with it.
+        drop(ctx);
+        assert_eq!(d.sim.cfg_space.backed_blocks(), 0);
+        assert_eq!(d.sim.cfg_space.read(4, 0x10), None);
+        // The next context backs the block again, zeroed.
+        let ctx = Arc::new(Context::new(d.clone(), 2)?, GFP_KERNEL)?;
+        let vma = prepare_mmap(&ctx, pg(4), 0x7000_0000, 0x8000)?.publish();
+        for off in (0..0x8000).step_by(4) {
+            assert_eq!(d.sim.cfg_space.read(4, off), Some(0));
+        }
+        vma.vma_closed();
+        drop(vma);
+        drop(ctx);
+        assert_eq!(d.sim.cfg_space.backed_blocks(), 0);
         Ok(())
     }
 }

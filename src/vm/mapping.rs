@@ -172,7 +172,7 @@ impl Mapping {
         })?;
         // The VA of a mapping is an allocation until here: this cannot fail.
         if vm.free(kind, va, size).is_err() {
-            pr_err!("mapping: VA {:#x} was not an allocation\n", va);
+            hl_err!("mapping: VA {:#x} was not an allocation\n", va);
         }
         if let Backing::Dram { handle, pack } = &backing {
             release_mapping_count(dev, *handle, pack);
@@ -303,7 +303,7 @@ impl MappingTable {
     fn forget_pin(&mut self, m: &Mapping) {
         if let Some(Backing::Host { pinned, .. }) = m.backing() {
             if !self.userptrs.remove(pinned.addr, pinned.size) {
-                pr_err!(
+                hl_err!(
                     "userptr index: {:#x}+{:#x} was not indexed\n",
                     pinned.addr,
                     pinned.size
@@ -452,7 +452,7 @@ impl ContextVm {
                 Err(e) => {
                     let left = unmap_pages(tree, mem, &s, va, page_size, i, batch, detached);
                     if left > 0 {
-                        pr_err!(
+                        hl_err!(
                             "MAP rollback: {} PTE(s) at {:#x} could not be cleared\n",
                             left,
                             va
@@ -513,7 +513,7 @@ impl ContextVm {
             let uva = *uva;
             if let Some(b) = m.held.get() {
                 if self.unmap_backing(dev, m.kind, m.va, b, &mut detached) > 0 {
-                    pr_err!("teardown: PTEs of {:#x} could not all be cleared\n", uva);
+                    hl_err!("teardown: PTEs of {:#x} could not all be cleared\n", uva);
                     m.ptes_left = true;
                 }
             }
@@ -824,7 +824,7 @@ fn settle(ctx: &Context, one: OneMapping, detached: DetachedHops) -> Result {
             Ok(())
         }
         Err(e) => {
-            pr_err!(
+            hl_err!(
                 "ASID {}: MMU invalidation of {:#x}+{:#x} failed; mapping quarantined\n",
                 area.asid,
                 area.start,
@@ -987,7 +987,7 @@ pub(crate) fn unmap_device_va(ctx: &Context, va: u64) -> Result {
         None => 0,
     };
     if left > 0 {
-        pr_err!("UNMAP: {} PTE(s) of {:#x} could not be cleared\n", left, va);
+        hl_err!("UNMAP: {} PTE(s) of {:#x} could not be cleared\n", left, va);
         if let Some(m) = one.get_mut() {
             m.ptes_left = true;
         }

@@ -56,6 +56,11 @@ pub(crate) struct TsRegistration {
     pub(crate) armed: u64,
 }
 
+/// Bytes of one element of the user part: the mapping exposes the atomics'
+/// memory as plain `u64`s.
+const WORD: usize = core::mem::size_of::<Atomic<u64>>();
+const _: () = assert!(WORD == 8 && core::mem::align_of::<Atomic<u64>>() == 8);
+
 /// Bytes of the user part of an `n`-element buffer, as mapped (page rounded).
 fn user_bytes(n: u32) -> u64 {
     (u64::from(n) * 8).div_ceil(PAGE_SIZE as u64) * PAGE_SIZE as u64
@@ -68,6 +73,11 @@ pub(crate) fn buffer_bytes(n: u32) -> u64 {
 
 /// One timestamp buffer.
 ///
+/// The user part is shared with userspace (and, on hardware, with the
+/// device), which may write any element at any time: the driver only ever
+/// sees it as atomics (`Atomic<u64>` has interior mutability, so a shared
+/// reference to it allows concurrent writers), never as `&[u64]`.
+///
 /// # Invariants
 ///
 /// `user` is a vmalloc allocation of exactly `user_bytes(elements)` bytes,
@@ -76,7 +86,7 @@ pub(crate) fn buffer_bytes(n: u32) -> u64 {
 pub(crate) struct TsBuffer {
     id: u32,
     elements: u32,
-    user: VVec<u64>,
+    user: VVec<Atomic<u64>>,
     kernel: VVec<TsRegistration>,
     vmas: Atomic<u32>,
 }
@@ -85,9 +95,14 @@ impl TsBuffer {
     /// Allocate both parts, zeroed and charged to the caller's memory cgroup.
     fn new(id: u32, elements: u32) -> Result<Self> {
         let flags = GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN;
-        let words = usize::try_from(user_bytes(elements) / 8).map_err(|_| EINVAL)?;
+        let words = usize::try_from(user_bytes(elements) / WORD as u64).map_err(|_| EINVAL)?;
         let n = usize::try_from(elements).map_err(|_| EINVAL)?;
-        let user = VVec::from_elem(0u64, words, flags)?;
+        let mut user = VVec::with_capacity(words, flags)?;
+        for _ in 0..words {
+            // Within the capacity reserved above: cannot fail.
+            user.push_within_capacity(Atomic::new(0))
+                .map_err(|_| ENOMEM)?;
+        }
         let kernel = VVec::from_elem(TsRegistration::default(), n, flags)?;
         LIVE.fetch_add(1, Relaxed);
         Ok(Self {
@@ -111,12 +126,13 @@ impl TsBuffer {
 
     /// Start and length (a page multiple) of the user part, for mapping.
     pub(crate) fn user_memory(&self) -> (*const u8, usize) {
-        (self.user.as_ptr().cast(), self.user.len() * 8)
+        (self.user.as_ptr().cast(), self.user.len() * WORD)
     }
 
-    /// Element `i` of the user part as the device would read it.
+    /// Element `i` of the user part as the device would read it: one atomic
+    /// load (`READ_ONCE`), since userspace may write it at any time.
     pub(crate) fn timestamp(&self, i: usize) -> Option<u64> {
-        crate::ffi::mmap::read_shared_word(&self.user, i)
+        self.user.get(i).map(|w| w.load(Relaxed))
     }
 
     /// Registration records (the kernel part).

@@ -185,13 +185,16 @@ fn map_and_unmap_host_memory() {
 fn hw_block_map_and_mmap() {
     guest_only!();
     let addr = gaudi2::block_addr(9).unwrap();
-    // A block's registers are allocated at its first mmap and kept: map it
-    // once first, so the sweep sees only the mmap's own allocations.
-    drop(Device::open_compute(0).unwrap().map_hw_block(addr).unwrap());
     sweep("MAP_BLOCK", |_| (), |d, _| d.map_block(addr), |_, _, _| {});
     sweep(
         "HW block mmap",
-        |d| d.map_block(addr).unwrap(),
+        |d| {
+            // A block's registers are allocated at its first mmap in a context
+            // and kept until the context goes: map it once in this one first,
+            // so the sweep sees only the mmap's own allocations.
+            drop(d.map_hw_block(addr).unwrap());
+            d.map_block(addr).unwrap()
+        },
         |d, &(h, size)| d.mmap_raw(h, size as usize),
         // SAFETY: the mapping the call made, used by nothing else.
         |d, &(_, size), a| unsafe { d.munmap(a, size as usize) }.unwrap(),

@@ -324,3 +324,21 @@ fn the_make_run_walk_succeeds() {
     assert!(text.contains("hint honoured"), "{text}");
     assert!(text.contains("usage back to idle: yes"), "{text}");
 }
+
+#[test]
+fn a_32_bit_process_reaches_info_and_memory_ioctls_on_both_nodes() {
+    guest_only!();
+    // An i386 program without libc, built against the upstream uAPI header
+    // by scripts/guest.sh: INFO on the control node, INFO, ALLOC, MAP,
+    // UNMAP and FREE on the compute node of device 0, all through
+    // compat_ioctl (without it, every one is ENOTTY).
+    let out = std::process::Command::new("/bin/hl-compat32")
+        .output()
+        .expect("/bin/hl-compat32 (built by scripts/guest.sh with gcc -m32)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && text.contains("hl-compat32: ok"),
+        "{:?}: {text}",
+        out.status
+    );
+}

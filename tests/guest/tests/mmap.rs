@@ -5,6 +5,7 @@
 
 use hlrs::{gaudi2, uapi::*, Device};
 use hlrs_guest_tests::{debugfs, expect_errno, guest_only, spawn_hold};
+use rustix::mm::{MapFlags, ProtFlags};
 
 const EINVAL: i32 = 22;
 const ENOMEM: i32 = 12;
@@ -354,4 +355,140 @@ fn a_killed_process_with_blocks_and_timestamps_leaves_nothing() {
     let d = Device::open_compute(0).unwrap();
     assert_eq!(d.dram_usage().unwrap().ctx_dram_mem, 0);
     assert!(debugfs(0, "hw_blocks").contains("mappings: 0"));
+}
+
+/// The registers of `ids`, written by one opener, then mapped again by the
+/// next one: every register must read zero.
+fn assert_blocks_read_zero(d: &Device, ids: &[usize]) {
+    for &id in ids {
+        let b = d.map_hw_block(gaudi2::block_addr(id).unwrap()).unwrap();
+        for off in (0..b.len()).step_by(4) {
+            assert_eq!(b.read(off), Some(0), "block {id} +{off:#x}");
+        }
+    }
+}
+
+#[test]
+fn a_second_opener_reads_zeroed_block_registers() {
+    guest_only!();
+    let ids = [0usize, 4, 70, 452];
+    {
+        let d = Device::open_compute(0).unwrap();
+        for &id in &ids {
+            let b = d.map_hw_block(gaudi2::block_addr(id).unwrap()).unwrap();
+            for off in [0, b.len() / 2, b.len() - 4] {
+                b.write(off, 0x5eed_0000 | id as u32).unwrap();
+            }
+        }
+        let regs = debugfs(0, "hw_blocks");
+        assert!(regs.contains("backed blocks: 4 of"), "{regs}");
+        assert!(regs.contains("= 0x5eed0046"), "{regs}");
+    }
+    // The context went with the fd: so did the registers it wrote.
+    let regs = debugfs(0, "hw_blocks");
+    assert!(
+        regs.contains("backed blocks: 0 of") && !regs.contains("= 0x"),
+        "{regs}"
+    );
+    let d = Device::open_compute(0).unwrap();
+    assert_blocks_read_zero(&d, &ids);
+}
+
+#[test]
+fn registers_of_a_mapping_that_outlived_its_fd_are_zeroed_for_the_next_opener() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let (h, size) = d.map_block(gaudi2::block_addr(3).unwrap()).unwrap();
+    let size = size as usize;
+    let addr = d.mmap_raw(h, size).unwrap();
+    // SAFETY: the last register of the live mapping made above.
+    unsafe { ((addr + size as u64 - 4) as *mut u32).write_volatile(0xdead_beef) };
+    drop(d);
+    // The mapping keeps the context: the register is still there.
+    assert!(debugfs(0, "hw_blocks").contains("= 0xdeadbeef"));
+    // SAFETY: the register is still mapped (as above).
+    assert_eq!(
+        unsafe { ((addr + size as u64 - 4) as *const u32).read_volatile() },
+        0xdead_beef
+    );
+    // SAFETY: the mapping made above, used by nothing else.
+    unsafe { Device::open_control(0).unwrap().munmap(addr, size) }.unwrap();
+    // The last munmap ended the context, and its registers.
+    assert!(debugfs(0, "hw_blocks").contains("backed blocks: 0 of"));
+    let d = Device::open_compute(0).unwrap();
+    assert_blocks_read_zero(&d, &[3]);
+}
+
+/// A raw `mmap` of the device fd with `flags` (`MAP_SHARED` or `MAP_PRIVATE`).
+fn mmap_with(
+    d: &Device,
+    offset: u64,
+    len: usize,
+    prot: ProtFlags,
+    flags: MapFlags,
+) -> Result<u64, i32> {
+    use std::os::fd::AsFd;
+    // SAFETY: a new mapping at an address the kernel chooses; it aliases no
+    // Rust object, and the callers unmap it.
+    unsafe { rustix::mm::mmap(std::ptr::null_mut(), len, prot, flags, d.as_fd(), offset) }
+        .map(|p| p as u64)
+        .map_err(|e| e.raw_os_error())
+}
+
+#[test]
+fn map_private_of_a_block_or_a_timestamp_buffer_is_refused() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let (block, size) = d.map_block(gaudi2::block_addr(4).unwrap()).unwrap();
+    let ts = d.ts_alloc(16).unwrap();
+    for (h, len) in [(block, size as usize), (ts, 4096)] {
+        for prot in [ProtFlags::READ, ProtFlags::READ | ProtFlags::WRITE] {
+            assert_eq!(
+                mmap_with(&d, h, len, prot, MapFlags::PRIVATE),
+                Err(EINVAL),
+                "handle {h:#x} {prot:?}"
+            );
+        }
+    }
+    // Nothing was recorded or backed, nothing claimed the buffer's mmap.
+    let regs = debugfs(0, "hw_blocks");
+    assert!(
+        regs.contains("mappings: 0") && regs.contains("backed blocks: 0 of"),
+        "{regs}"
+    );
+    assert!(debugfs(0, "ts_buffers").contains("0 mapped vma(s)"));
+    // The shared mappings work.
+    for (h, len) in [(block, size as usize), (ts, 4096)] {
+        let addr = mmap_with(
+            &d,
+            h,
+            len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::SHARED,
+        )
+        .unwrap();
+        // SAFETY: the mapping made just above.
+        unsafe { d.munmap(addr, len) }.unwrap();
+    }
+}
+
+/// The offset `/proc/self/maps` shows for the mapping that starts at `addr`.
+fn proc_maps_offset(addr: u64) -> u64 {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let line = maps
+        .lines()
+        .find(|l| l.starts_with(&format!("{addr:x}-")))
+        .unwrap_or_else(|| panic!("no mapping at {addr:#x} in\n{maps}"));
+    let offset = line.split_whitespace().nth(2).unwrap();
+    u64::from_str_radix(offset, 16).unwrap()
+}
+
+#[test]
+fn proc_maps_shows_the_handle_of_a_block_mapping_not_a_physical_address() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let block = d.map_hw_block(gaudi2::block_addr(4).unwrap()).unwrap();
+    assert_eq!(proc_maps_offset(block.addr()), block.handle());
+    let ts = d.timestamp_buffer(16).unwrap();
+    assert_eq!(proc_maps_offset(ts.addr()), ts.handle());
 }

@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The module's debugfs files: every `unsafe` of creating them and of their
+//! file operations. What they show is safe Rust in `debugfs.rs`.
+//!
+//! The kernel's Rust `debugfs` files are `seq_file`s opened with
+//! `single_open`: `seq_read` starts with one page and, each time the text
+//! does not fit, doubles the buffer and renders the whole file again, so a
+//! file of n lines is rendered O(log n) times, each time under the locks the
+//! rendering takes. Here a file is rendered **once**, when it is opened for
+//! reading, into a buffer that grows by doubling (what is rendered is
+//! copied, never rendered again); `read` serves that snapshot
+//! (`simple_read_from_buffer`) and `release` frees it. The renderers copy
+//! what they show out from under the context's locks and format it after
+//! unlocking (see `debugfs.rs`).
+//!
+//! The file operations have `owner = THIS_MODULE`, so an open file pins the
+//! module (the kernel's Rust `debugfs` leaves `owner` unset, so its `release`
+//! could run after the module is gone).
+//!
+//! Lifetime: a file's [`Node`] (its `i_private`) and the data it points to
+//! belong to the [`Dir`] the file is in, and are freed only after
+//! `debugfs_remove` of that directory, which waits for the file callbacks in
+//! progress and makes later ones fail (debugfs's proxy file operations);
+//! `release`, which still runs after that, touches only the file's own
+//! snapshot.
+
+use core::{fmt::Write as _, marker::PhantomData, ptr::null_mut};
+use kernel::{
+    alloc::KVVec,
+    bindings,
+    fmt,
+    prelude::*,
+    str::CString,
+    uaccess::{UserPtr, UserSlice}, //
+};
+
+/// `FMODE_READ` (include/linux/fs.h): the file was opened for reading.
+const FMODE_READ: bindings::fmode_t = 1;
+
+/// The longest text a write to one of our files may carry (`pin ADDR SIZE`
+/// is the longest command).
+const MAX_WRITE: usize = 2 * 4096 + 64;
+
+/// What one file shows when read and what a write to it does.
+pub(crate) struct FileDef<T: 'static> {
+    name: &'static CStr,
+    show: fn(&T, &mut fmt::Formatter<'_>) -> fmt::Result,
+    store: Option<fn(&T, &str) -> Result>,
+}
+
+impl<T> FileDef<T> {
+    /// A read-only file (mode 0400).
+    pub(crate) const fn ro(
+        name: &'static CStr,
+        show: fn(&T, &mut fmt::Formatter<'_>) -> fmt::Result,
+    ) -> Self {
+        Self {
+            name,
+            show,
+            store: None,
+        }
+    }
+
+    /// A read-write file (mode 0600): `store` gets the written text, trimmed.
+    pub(crate) const fn rw(
+        name: &'static CStr,
+        show: fn(&T, &mut fmt::Formatter<'_>) -> fmt::Result,
+        store: fn(&T, &str) -> Result,
+    ) -> Self {
+        Self {
+            name,
+            show,
+            store: Some(store),
+        }
+    }
+
+    fn mode(&self) -> bindings::umode_t {
+        if self.store.is_some() {
+            0o600
+        } else {
+            0o400
+        }
+    }
+}
+
+/// The `i_private` of one file: its definition and the directory's data.
+///
+/// # Invariants
+///
+/// `data` points to the data of the [`Dir`] that owns this node, alive and
+/// never moved while the node is.
+struct Node<T: 'static> {
+    data: *const T,
+    def: &'static FileDef<T>,
+}
+
+impl<T> Node<T> {
+    fn data(&self) -> &T {
+        // SAFETY: by the invariant the data outlives the node.
+        unsafe { &*self.data }
+    }
+}
+
+/// Renders a node through `core::fmt`, so the renderers keep the
+/// `Formatter` signature of the kernel's Rust debugfs callbacks.
+struct Show<'a, T: 'static>(&'a Node<T>);
+
+impl<T> core::fmt::Display for Show<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        (self.0.def.show)(self.0.data(), f)
+    }
+}
+
+/// A file's text, rendered once at open: a buffer that grows by doubling.
+struct Text(KVVec<u8>);
+
+impl fmt::Write for Text {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        self.0
+            .extend_from_slice(s.as_bytes(), GFP_KERNEL)
+            .map_err(|_| fmt::Error)
+    }
+}
+
+/// The file operations of files whose `i_private` is a `Node<T>`.
+struct Ops<T>(PhantomData<T>);
+
+impl<T: Send + Sync + 'static> Ops<T> {
+    const FOPS: bindings::file_operations = bindings::file_operations {
+        owner: kernel::module::this_module::<crate::LocalModule>().as_ptr(),
+        open: Some(open::<T>),
+        read: Some(read),
+        write: Some(write::<T>),
+        llseek: Some(bindings::default_llseek),
+        release: Some(release),
+        ..pin_init::zeroed()
+    };
+}
+
+/// `open`: render the file once into a snapshot of its own (only when it is
+/// opened for reading; `echo x > file` renders nothing).
+///
+/// # Safety
+///
+/// Only called by debugfs for a file created by [`Dir::create`] with
+/// [`Ops::<T>::FOPS`], with its removal protection held.
+unsafe extern "C" fn open<T: Send + Sync + 'static>(
+    inode: *mut bindings::inode,
+    file: *mut bindings::file,
+) -> c_int {
+    // SAFETY: the file is being opened; nothing else uses `private_data`.
+    unsafe { (*file).private_data = null_mut() };
+    // SAFETY: `file` is valid for the call.
+    if unsafe { (*file).f_mode } & FMODE_READ == 0 {
+        return 0;
+    }
+    // SAFETY: `i_private` is the file's `Node<T>` (set by `Dir::create`),
+    // alive while the file exists, and debugfs holds off its removal for
+    // the call.
+    let node = unsafe { &*(*inode).i_private.cast::<Node<T>>() };
+    let mut text = Text(KVVec::new());
+    if write!(text, "{}", Show(node)).is_err() {
+        return ENOMEM.to_errno();
+    }
+    match KBox::new(text, GFP_KERNEL) {
+        Ok(text) => {
+            // SAFETY: as above; `release` takes the snapshot back.
+            unsafe { (*file).private_data = KBox::into_raw(text).cast() };
+            0
+        }
+        Err(_) => ENOMEM.to_errno(),
+    }
+}
+
+/// `read`: serve the snapshot rendered at open.
+///
+/// # Safety
+///
+/// Only called by the VFS for a file opened by [`open`], with `buf` a user
+/// buffer of `count` bytes and `ppos` the file position.
+unsafe extern "C" fn read(
+    file: *mut bindings::file,
+    buf: *mut c_char,
+    count: usize,
+    ppos: *mut bindings::loff_t,
+) -> isize {
+    // SAFETY: `private_data` is null or the snapshot `open` made, which lives
+    // until `release`.
+    let Some(text) = (unsafe { (*file).private_data.cast::<Text>().as_ref() }) else {
+        return EINVAL.to_errno() as isize;
+    };
+    // SAFETY: `buf`/`count`/`ppos` come from the VFS; the source is the
+    // snapshot's `len` initialised bytes.
+    unsafe {
+        bindings::simple_read_from_buffer(
+            buf.cast(),
+            count,
+            ppos,
+            text.0.as_ptr().cast(),
+            text.0.len(),
+        )
+    }
+}
+
+/// `write`: hand the written text (at most [`MAX_WRITE`] bytes, trimmed)
+/// to the file's `store`.
+///
+/// # Safety
+///
+/// As [`open`], with `buf` a user buffer of `count` bytes.
+unsafe extern "C" fn write<T: Send + Sync + 'static>(
+    file: *mut bindings::file,
+    buf: *const c_char,
+    count: usize,
+    _ppos: *mut bindings::loff_t,
+) -> isize {
+    // SAFETY: `file` is valid; its inode's `i_private` is the `Node<T>` of
+    // the file, protected from removal for the call as in `open`.
+    let node = unsafe { &*(*(*file).f_inode).i_private.cast::<Node<T>>() };
+    match store(node, buf, count) {
+        Ok(()) => count as isize,
+        Err(e) => e.to_errno() as isize,
+    }
+}
+
+fn store<T>(node: &Node<T>, buf: *const c_char, count: usize) -> Result {
+    let store = node.def.store.ok_or(EPERM)?;
+    if count > MAX_WRITE {
+        return Err(EINVAL);
+    }
+    let mut bytes = KVec::from_elem(0u8, count, GFP_KERNEL)?;
+    let dst = bytes.get_mut(..count).ok_or(EINVAL)?;
+    UserSlice::new(UserPtr::from_ptr(buf.cast_mut().cast()), count)
+        .reader()
+        .read_slice(dst)?;
+    let text = core::str::from_utf8(dst).map_err(|_| EINVAL)?;
+    store(node.data(), text.trim())
+}
+
+/// `release`: free the snapshot.
+///
+/// # Safety
+///
+/// Only called by the VFS, once, for a file opened by [`open`].
+unsafe extern "C" fn release(_inode: *mut bindings::inode, file: *mut bindings::file) -> c_int {
+    // SAFETY: `private_data` is null or the snapshot from `KBox::into_raw` in
+    // `open`, taken back once, here.
+    let text = unsafe { (*file).private_data.cast::<Text>() };
+    if !text.is_null() {
+        // SAFETY: see above.
+        drop(unsafe { KBox::from_raw(text) });
+    }
+    0
+}
+
+/// A directory's files, allocated and ready to be created; nothing is
+/// visible yet ([`Prepared::create`] cannot fail).
+pub(crate) struct Prepared<T: Send + Sync + 'static> {
+    name: CString,
+    data: KBox<T>,
+    nodes: KVec<Node<T>>,
+}
+
+impl<T: Send + Sync + 'static> Prepared<T> {
+    /// Allocate a directory `name` holding `data` and a file per entry of
+    /// `defs`.
+    pub(crate) fn new(name: CString, data: T, defs: &'static [FileDef<T>]) -> Result<Self> {
+        let data = KBox::new(data, GFP_KERNEL)?;
+        let mut nodes = KVec::with_capacity(defs.len(), GFP_KERNEL)?;
+        for def in defs {
+            // INVARIANT: `data` is heap-allocated and moves into the `Dir`
+            // together with the nodes; it is freed after them.
+            nodes
+                .push_within_capacity(Node { data: &*data, def })
+                .map_err(|_| ENOMEM)?;
+        }
+        Ok(Self { name, data, nodes })
+    }
+
+    /// Create the directory under `parent` (the debugfs root when `None`)
+    /// and its files. A debugfs failure leaves them out, as the kernel asks
+    /// of debugfs users; nothing else can fail.
+    pub(crate) fn create<U: Send + Sync + 'static>(self, parent: Option<&Dir<U>>) -> Dir<T> {
+        let parent = parent.map_or(null_mut(), |p| p.dentry);
+        // SAFETY: `name` is a C string; `parent` is null or a live directory
+        // of ours (`Dir` values are dropped children first, see `Dir`).
+        let dentry = unsafe { bindings::debugfs_create_dir(self.name.as_char_ptr(), parent) };
+        // A promoted constant: it lives as long as the module.
+        let fops: &'static bindings::file_operations = &Ops::<T>::FOPS;
+        for node in self.nodes.iter() {
+            // SAFETY: the node lives in the `Dir` returned below, which
+            // removes the directory before freeing it; the fops are static.
+            // An error dentry is ignored (a missing file).
+            unsafe {
+                bindings::debugfs_create_file_full(
+                    node.def.name.as_char_ptr(),
+                    node.def.mode(),
+                    dentry,
+                    core::ptr::from_ref(node).cast_mut().cast(),
+                    null_mut(),
+                    fops,
+                )
+            };
+        }
+        Dir {
+            dentry,
+            _nodes: self.nodes,
+            _data: self.data,
+        }
+    }
+}
+
+/// A debugfs directory of ours and the data its files show; dropping it
+/// removes the directory and its files, then frees the data.
+///
+/// # Invariants
+///
+/// `dentry` is what `debugfs_create_dir` returned (possibly an error
+/// pointer); the files in it have `_nodes` as their `i_private`, which point
+/// to `_data`. A directory created under another is dropped before it.
+pub(crate) struct Dir<T: Send + Sync + 'static> {
+    dentry: *mut bindings::dentry,
+    _nodes: KVec<Node<T>>,
+    _data: KBox<T>,
+}
+
+// SAFETY: the dentry is only passed to debugfs (thread-safe); the nodes and
+// the data are shared with the file callbacks, which only read them (`T:
+// Sync`) from any thread.
+unsafe impl<T: Send + Sync + 'static> Send for Dir<T> {}
+// SAFETY: as above: no `&self` method touches the nodes or the data.
+unsafe impl<T: Send + Sync + 'static> Sync for Dir<T> {}
+
+impl<T: Send + Sync + 'static> Drop for Dir<T> {
+    fn drop(&mut self) {
+        // SAFETY: `dentry` came from `debugfs_create_dir` (error pointers
+        // are ignored by `debugfs_remove`); removal waits for the file
+        // callbacks in progress, after which no callback reaches the nodes
+        // or the data, which are freed after this.
+        unsafe { bindings::debugfs_remove(self.dentry) };
+    }
+}
