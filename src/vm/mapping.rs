@@ -828,7 +828,7 @@ fn settle(ctx: &Context, one: OneMapping, detached: DetachedHops) -> Result {
                 "ASID {}: MMU invalidation of {:#x}+{:#x} failed; mapping quarantined\n",
                 area.asid,
                 area.start,
-                area.end - area.start
+                area.end.saturating_sub(area.start)
             );
             vm.quarantined.add(1, Relaxed);
             vm.park_hops(kind, detached);
