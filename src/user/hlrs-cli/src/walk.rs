@@ -171,7 +171,41 @@ pub fn run(index: u32) -> io::Result<String> {
     }
     drop(fd);
 
-    let _ = writeln!(out, "\n7. UNMAP everything, FREE everything");
+    let _ = writeln!(
+        out,
+        "\n7. An UNMAP whose MMU invalidation fails (injected): the pages stay pinned until one succeeds"
+    );
+    let path = format!("/sys/kernel/debug/habanalabs_rs/{index}/fail_invalidations");
+    let buf = hlrs::HostBuffer::new(64 << 10)?;
+    let va = dev.map_host(buf.addr(), 64 << 10, 0, 0)?;
+    let locked = || vm_locked_kb().unwrap_or(0);
+    let before = locked();
+    if std::fs::write(&path, "1").is_ok() {
+        let r = dev.unmap(va);
+        let quarantined = debugfs("mmu")
+            .lines()
+            .find(|l| l.starts_with("quarantined:"))
+            .map(|l| l.trim().to_owned())
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  UNMAP {va:#x}: {}; {quarantined}; VmLck {} kB (was {before} kB)",
+            r.err().map_or("ok".into(), |e| e.to_string()),
+            locked()
+        );
+        // The next successful MAP+UNMAP invalidates everything and releases it.
+        dev.unmap(dev.map_host(buf.addr(), 4096, 0, 0)?)?;
+        let _ = writeln!(
+            out,
+            "  after a successful MAP+UNMAP: VmLck {} kB (the quarantined 64 KiB unpinned)",
+            locked()
+        );
+    } else {
+        dev.unmap(va)?;
+        let _ = writeln!(out, "  (debugfs not writable here: skipped)");
+    }
+
+    let _ = writeln!(out, "\n8. UNMAP everything, FREE everything");
     dev.unmap(va_h)?;
     dev.unmap(va_a)?;
     dev.unmap(va_b)?;
@@ -194,4 +228,11 @@ pub fn run(index: u32) -> io::Result<String> {
         return Err(io::Error::other("usage did not return to idle"));
     }
     Ok(out)
+}
+
+/// Locked (pinned) memory of this process in kB (`VmLck`).
+fn vm_locked_kb() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmLck:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
