@@ -63,10 +63,10 @@ if [ -x "$TSC_BIN" ] && KHZ=$("$TSC_BIN") && [ "${KHZ:-0}" -gt 100000 ]; then
 	TSC_ARGS="$TSC_ARGS tsc_early_khz=$KHZ"
 fi
 # The soft-lockup and hung-task detectors with lowered thresholds (soft
-# lockup after 2 x 3 s on a CPU without a schedule, a task blocked 60 s in D
+# lockup after 2 x 3 s on a CPU without a schedule, a task blocked 90 s in D
 # state; defaults 20 s and 120 s), so a long page-table loop that never
 # yields shows up as a report, which fails the run.
-LOCKUP_ARGS="watchdog_thresh=3 sysctl.kernel.hung_task_timeout_secs=60"
+LOCKUP_ARGS="watchdog_thresh=3 sysctl.kernel.hung_task_timeout_secs=90"
 ACCEL=(-accel tcg,thread=multi)
 if [ "${HLRS_KVM:-0}" = 1 ] && [ -w /dev/kvm ]; then ACCEL=(-enable-kvm -cpu host); fi
 rc=0
