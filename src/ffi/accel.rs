@@ -565,12 +565,13 @@ unsafe extern "C" fn hl_ctrl_open(inode: *mut bindings::inode, filp: *mut bindin
     // SAFETY: every cdev with `CTRL_FOPS` is the `cdev` of a `ControlNode`,
     // whose kobject parent is the node's control device (invariant).
     let dev = unsafe { kernel::container_of!((*cdev).kobj.parent, bindings::device, kobj) };
-    // SAFETY: the control device's drvdata is the node's `hdev`, a reference
-    // from `Arc::into_raw` that the node owns until `ControlNode::remove`,
-    // which runs only at module exit, when no open can be in progress (the
-    // open holds a module reference); the borrow ends in this call.
-    let dev: Arc<HlDevice> =
-        unsafe { ArcBorrow::from_raw((*dev).driver_data.cast::<HlDevice>()) }.into();
+    // The control device's drvdata is the node's `hdev`, a reference from
+    // `Arc::into_raw` that the node owns until `ControlNode::remove`, which
+    // runs only at module exit, when no open can be in progress (the open
+    // holds a module reference).
+    // SAFETY: that reference is live; the borrow ends in this call.
+    let hdev = unsafe { ArcBorrow::from_raw((*dev).driver_data.cast::<HlDevice>()) };
+    let dev: Arc<HlDevice> = hdev.into();
     match KBox::new(ControlFile { dev }, GFP_KERNEL) {
         Ok(f) => {
             // SAFETY: `inode` and `filp` are the valid objects of this open.

@@ -334,10 +334,10 @@ unsafe impl<T: Send + Sync + 'static> Sync for Dir<T> {}
 
 impl<T: Send + Sync + 'static> Drop for Dir<T> {
     fn drop(&mut self) {
+        // Removal waits for the file callbacks in progress, after which no
+        // callback reaches the nodes or the data, which are freed after this.
         // SAFETY: `dentry` came from `debugfs_create_dir` (error pointers
-        // are ignored by `debugfs_remove`); removal waits for the file
-        // callbacks in progress, after which no callback reaches the nodes
-        // or the data, which are freed after this.
+        // are ignored by `debugfs_remove`) and is removed once, here.
         unsafe { bindings::debugfs_remove(self.dentry) };
     }
 }

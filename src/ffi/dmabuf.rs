@@ -172,10 +172,10 @@ impl SgTable {
             return Err(EINVAL);
         }
         let mut sgt = bindings::sg_table::default();
+        // On failure the function frees whatever it allocated.
         // SAFETY: `sgt` is a zeroed table header of ours; `pages` is an array
         // of `n` page pointers (`HostPage` is a transparent `NonNull<page>`),
-        // each live while the slice is borrowed; on failure the function
-        // frees whatever it allocated.
+        // each live while the slice is borrowed.
         let rc = unsafe {
             bindings::sg_alloc_table_from_pages_segment(
                 &mut sgt,
@@ -293,10 +293,10 @@ impl ImporterSgt {
 impl Drop for ImporterSgt {
     fn drop(&mut self) {
         let m = &mut *self.inner;
-        // SAFETY: the table is mapped for `dev` in `dir` (invariant), and the
-        // dma-buf core unmaps before it detaches, so `dev` is still live.
         // The table itself and the page references go after this, with
         // `inner` (`SgTable` and `KVVec<HostPage>` drops).
+        // SAFETY: the table is mapped for `dev` in `dir` (invariant), and the
+        // dma-buf core unmaps before it detaches, so `dev` is still live.
         unsafe { bindings::dma_unmap_sgtable(m.dev.as_ptr(), &mut m.table.0, m.dir, 0) };
     }
 }
@@ -638,10 +638,9 @@ impl TestImporter {
             faux: kernel::faux::Registration::new(c"hlrs_test_importer", None)?,
         };
         let dev = this.dev();
-        // SAFETY: the device is ours and nothing maps for it yet;
-        // `dma_coerce_mask_and_coherent(dev, DMA_BIT_MASK(64))`: the mask
-        // pointer goes to the device's own coherent mask, which lives as
-        // long as the device.
+        // `dma_coerce_mask_and_coherent(dev, DMA_BIT_MASK(64))`.
+        // SAFETY: the device is ours and nothing maps for it yet; the mask
+        // pointer goes to its own coherent mask, which lives as long as it.
         unsafe {
             (*dev).coherent_dma_mask = u64::MAX;
             (*dev).dma_mask = &raw mut (*dev).coherent_dma_mask;

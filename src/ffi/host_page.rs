@@ -99,10 +99,10 @@ impl HostPage {
             return Err(EINVAL);
         }
         self.with_mapped(|addr| {
-            // SAFETY: `addr + off .. + len` is inside the mapped page (checked
-            // above) and `dst` is a writable buffer of `len` bytes; the C
-            // `memcpy` does the copy, so a racing user write to the page
+            // The C `memcpy` does the copy, so a racing user write to the page
             // is the same as one racing `copy_to_user`.
+            // SAFETY: `addr + off .. + len` is inside the mapped page (checked
+            // above) and `dst` is a writable buffer of `len` bytes.
             unsafe {
                 bindings::memcpy(
                     dst.as_mut_ptr().cast(),

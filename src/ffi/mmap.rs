@@ -115,13 +115,13 @@ impl RegisterBlock {
 
 impl Drop for RegisterBlock {
     fn drop(&mut self) {
-        // SAFETY: by the invariant the allocation is ours and freed once, here;
-        // no user mapping of it remains: blocks are dropped when the compute
+        // No user mapping of it remains: blocks are dropped when the compute
         // context that mapped them is torn down (every block vma holds a
         // reference to that context, and the mm clears a vma's page-table
         // entries before its `close` gives the reference back) or when the
         // device goes (later still). `remap_pfn_range` took no page
         // references, and `VM_IO | VM_PFNMAP` keeps `get_user_pages` away.
+        // SAFETY: by the invariant the allocation is ours and freed once, here.
         unsafe { bindings::free_pages_exact(self.ptr.as_ptr().cast(), self.size) };
     }
 }
