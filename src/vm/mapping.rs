@@ -312,6 +312,20 @@ impl MappingTable {
         }
     }
 
+    /// Move every mapping of `kept` (back) to the quarantine; returns how
+    /// many. O(k log n), no allocation.
+    fn requarantine(&mut self, mut kept: RBTree<u64, Mapping>) -> u32 {
+        let mut n = 0;
+        let mut cursor = kept.cursor_front_mut();
+        while let Some(c) = cursor {
+            let (next, node) = c.remove_current();
+            self.quarantine.insert(node);
+            n += 1;
+            cursor = next;
+        }
+        n
+    }
+
     /// Move an unmapped mapping to the quarantine. O(log n), no allocation.
     fn quarantine(&mut self, mut one: OneMapping) {
         if let Some(node) = one.tree.remove_node(&one.key) {
@@ -351,10 +365,11 @@ fn table_of<'a>(
     dev: &'a HlDevice,
     kind: VaRangeType,
 ) -> (&'a mut PageTable, Hops<'a>) {
-    match kind {
-        VaRangeType::Dram => (&mut mmu.dmmu, Hops::dr(dev)),
-        VaRangeType::Host | VaRangeType::HostHuge => (&mut mmu.pmmu, Hops::hr(dev)),
-    }
+    let tree = match kind {
+        VaRangeType::Dram => &mut mmu.dmmu,
+        VaRangeType::Host | VaRangeType::HostHuge => &mut mmu.pmmu,
+    };
+    (tree, hops_of(dev, kind))
 }
 
 /// The hop memory of one MMU of a device.
@@ -518,17 +533,10 @@ impl ContextVm {
                 }
             }
             self.park_hops(m.kind, detached);
-            let (next, node) = c.remove_current();
             let mut t = self.mappings.lock();
-            let mut one = OneMapping {
-                tree: RBTree::new(),
-                key: uva,
-            };
-            one.tree.insert(node);
-            if let Some(m) = one.get() {
-                t.forget_pin(m);
-            }
-            t.quarantine(one);
+            t.forget_pin(m);
+            let (next, node) = c.remove_current();
+            t.quarantine.insert(node);
             drop(t);
             cursor = next;
         }
@@ -640,12 +648,7 @@ impl ContextVm {
                 release_or_keep(self, dev, one, &proof, &mut kept);
             }
             let mut t = self.mappings.lock();
-            let mut cursor = kept.cursor_front_mut();
-            while let Some(c) = cursor {
-                let (next, node) = c.remove_current();
-                t.quarantine.insert(node);
-                cursor = next;
-            }
+            t.requarantine(kept);
             settled &= !t.quarantine.iter().any(|(_, m)| ranges.contains(&m.kind));
         }
         if settled {
@@ -728,26 +731,6 @@ fn unmap_pages(
     // The tree detaches hops under the VAs it is keyed by (scrambled for the
     // DMMU); the invalidation that frees them names `[va, + n pages)`.
     let mut emptied = DetachedHops::new();
-    let left = unmap_run(tree, mem, s, va, page_size, n, batch, &mut emptied);
-    let size = n.saturating_mul(page_size);
-    detached.absorb_for(
-        emptied,
-        MmuArea::new(tree.mmu_kind(), tree.asid(), va, size),
-    );
-    left
-}
-
-#[allow(clippy::too_many_arguments)]
-fn unmap_run(
-    tree: &mut PageTable,
-    mem: &mut dyn HopMemory,
-    s: &dyn Fn(u64) -> u64,
-    va: u64,
-    page_size: u64,
-    n: u64,
-    batch: bool,
-    detached: &mut DetachedHops,
-) -> usize {
     let (mut i, mut left) = (0, 0);
     while i < n {
         if i > 0 {
@@ -762,13 +745,18 @@ fn unmap_run(
         } else {
             0
         };
-        match tree.unmap(mem, s(page_va), detached) {
+        match tree.unmap(mem, s(page_va), &mut emptied) {
             Ok(_) => {}
             Err(e) if e == EINVAL => {}
             Err(_) => left += 1,
         }
         i += 1 + rest;
     }
+    let size = n.saturating_mul(page_size);
+    detached.absorb_for(
+        emptied,
+        MmuArea::new(tree.mmu_kind(), tree.asid(), va, size),
+    );
     left
 }
 
@@ -813,14 +801,8 @@ fn settle(ctx: &Context, one: OneMapping, detached: DetachedHops) -> Result {
             }
             let mut kept = RBTree::new();
             release_or_keep(vm, dev, one, &proof, &mut kept);
-            let mut t = vm.mappings.lock();
-            let mut cursor = kept.cursor_front_mut();
-            while let Some(c) = cursor {
-                let (next, node) = c.remove_current();
-                vm.quarantined.add(1, Relaxed);
-                t.quarantine.insert(node);
-                cursor = next;
-            }
+            let n = vm.mappings.lock().requarantine(kept);
+            vm.quarantined.add(n, Relaxed);
             Ok(())
         }
         Err(e) => {

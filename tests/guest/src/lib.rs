@@ -122,3 +122,10 @@ impl FailNth {
         String::from_utf8_lossy(&b[..n]).trim().parse().unwrap()
     }
 }
+
+/// Locked (pinned and charged) memory of this process, in kB (`VmLck`).
+pub fn vm_locked_kb() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmLck:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}

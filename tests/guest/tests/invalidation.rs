@@ -11,17 +11,10 @@
 //! `fail_invalidations` of the simulated device.
 
 use hlrs::{Device, HostBuffer};
-use hlrs_guest_tests::{debugfs, expect_errno, guest_only};
+use hlrs_guest_tests::{debugfs, expect_errno, guest_only, vm_locked_kb};
 
 const EIO: i32 = 5;
 const EAGAIN: i32 = 11;
-
-/// Locked (pinned and charged) memory of this process, in kB.
-fn vm_locked_kb() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmLck:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
 
 /// Make the next `n` invalidations of device 0 fail (`max`: until changed).
 fn fail_invalidations(n: &str) {

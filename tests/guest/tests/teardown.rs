@@ -12,20 +12,13 @@
 //!   and lockdep/KFENCE (checked on the guest log) stay quiet.
 
 use hlrs::{uapi::*, Device};
-use hlrs_guest_tests::{debugfs, expect_errno, guest_only, FailNth};
+use hlrs_guest_tests::{debugfs, expect_errno, guest_only, vm_locked_kb, FailNth};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 const EINVAL: i32 = 22;
 const ENOMEM: i32 = 12;
 const PAGE: u64 = 0x3000_0000;
-
-/// Locked (pinned and charged) memory of this process, in kB.
-fn vm_locked_kb() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmLck:")).unwrap();
-    line.split_whitespace().nth(1).unwrap().parse().unwrap()
-}
 
 /// What the debugfs views of device 0 must show with no context state: no
 /// handle, no pinned buffer, and (with `open`) an empty context.
