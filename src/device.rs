@@ -9,12 +9,12 @@
 
 use crate::{
     asic::{AsicProperties, MAX_ASID},
-    backend::{Backend, DeviceStatus},
+    hw::backend::{Backend, DeviceStatus},
     mmu::{
         page_table::{DrHopPool, HrHopPool},
         pte::Scrambler,
     },
-    sim::SimGaudi2,
+    hw::sim::SimGaudi2,
     vm::{dram_pool::DramPool, handles::HandleTable, va_range::ContextVm},
 };
 use kernel::{

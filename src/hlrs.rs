@@ -27,17 +27,17 @@ macro_rules! hl_err {
 pub mod uapi;
 
 mod asic;
-mod backend;
+#[cfg(CONFIG_KUNIT)]
 mod bench;
 mod context;
-mod debugfs;
 mod device;
-mod ffi;
 mod file;
+mod hw;
 mod ioctl;
+mod kapi;
 mod mmu;
 mod params;
-mod sim;
+mod shell;
 mod vm;
 
 module! {
@@ -75,16 +75,16 @@ struct HabanaLabsRs {
     config: params::Config,
     /// The registered devices and their debugfs files; dropped (unregistered)
     /// before `_region` and `_debugfs`.
-    devices: KVec<(ffi::accel::AccelDevice, debugfs::DeviceDebugfs)>,
-    _region: ffi::accel::ChrdevRegion,
+    devices: KVec<(shell::accel::AccelDevice, shell::debugfs::DeviceDebugfs)>,
+    _region: shell::accel::ChrdevRegion,
     /// `/sys/kernel/debug/habanalabs_rs/` with `pci_scan`; removed after the
     /// devices' directories in it.
-    _debugfs: ffi::debugfs::Dir<PciScan>,
+    _debugfs: kapi::debugfs::Dir<PciScan>,
 }
 
 /// The files at the debugfs root.
-static ROOT_FILES: [ffi::debugfs::FileDef<PciScan>; 1] =
-    [ffi::debugfs::FileDef::ro(c"pci_scan", show_pci_scan)];
+static ROOT_FILES: [kapi::debugfs::FileDef<PciScan>; 1] =
+    [kapi::debugfs::FileDef::ro(c"pci_scan", show_pci_scan)];
 
 impl kernel::Module for HabanaLabsRs {
     /// Two phases. First everything that can fail, with nothing a user can
@@ -100,10 +100,10 @@ impl kernel::Module for HabanaLabsRs {
         // A load under systematic fault injection (the insmod sweep of the
         // guest tests) learns where the init, its registration phase and its
         // end fall among the load's fault points.
-        let armed = ffi::accel::fail_nth_left() > 0;
+        let armed = shell::accel::fail_nth_left() > 0;
         let mark = |phase: &str, index: u32| {
             if armed {
-                let left = ffi::accel::fail_nth_left();
+                let left = shell::accel::fail_nth_left();
                 pr_info!(
                     "fault injection armed: {} point(s) to go at {} {}\n",
                     left,
@@ -130,7 +130,7 @@ impl kernel::Module for HabanaLabsRs {
         );
         // On a host with real Gaudis this module stays away from them: it only
         // creates simulated devices, and says so (kernel log and debugfs).
-        let pci = ffi::accel::real_habana_devices();
+        let pci = shell::accel::real_habana_devices();
         match pci {
             (0, _) => pr_info!("{}\n", NO_HABANA_PCI),
             (n, id) => pr_info!(
@@ -141,8 +141,8 @@ impl kernel::Module for HabanaLabsRs {
             ),
         }
         // Phase 1: everything that can fail; nothing can be opened yet.
-        let region = ffi::accel::ChrdevRegion::new()?;
-        let root = ffi::debugfs::Prepared::new(
+        let region = shell::accel::ChrdevRegion::new()?;
+        let root = kapi::debugfs::Prepared::new(
             CString::try_from_fmt(fmt!("habanalabs_rs"))?,
             PciScan(pci),
             &ROOT_FILES,
@@ -152,8 +152,8 @@ impl kernel::Module for HabanaLabsRs {
         let mut devices = KVec::with_capacity(n, GFP_KERNEL)?;
         for index in 0..config.devices {
             let hdev = Arc::pin_init(device::HlDevice::new(index, p.clone()), GFP_KERNEL)?;
-            let files = debugfs::prepare(&hdev)?;
-            let dev = ffi::accel::PreparedDevice::new(hdev)?;
+            let files = shell::debugfs::prepare(&hdev)?;
+            let dev = shell::accel::PreparedDevice::new(hdev)?;
             prepared.push((dev, files), GFP_KERNEL)?;
         }
         // Phase 2: register; nothing from here on fails the load.

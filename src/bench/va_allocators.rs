@@ -47,7 +47,7 @@ use crate::{
     asic::{AsicProperties, VaSpan},
     bench::upstream_va_list::UpstreamVaList,
     device::HlDevice,
-    ffi::drm_mm::DrmMm,
+    kapi::drm_mm::DrmMm,
     vm::{
         va_alloc::VaRequest,
         va_range::{ContextVm, VaRangeType},

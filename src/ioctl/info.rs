@@ -270,7 +270,7 @@ pub(crate) fn info_ioctl(
 #[kunit_tests(hlrs_info)]
 mod tests {
     use super::*;
-    use crate::{asic::AsicProperties, backend::DeviceStatus};
+    use crate::{asic::AsicProperties, hw::backend::DeviceStatus};
     use kernel::sync::Arc;
 
     /// A sink that records what would reach the user buffer.

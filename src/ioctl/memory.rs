@@ -10,12 +10,11 @@
 //! `out.handle` on success only.
 
 use crate::{
-    ffi::dmabuf::{export_fd, OpenFile},
     file::ComputeFile,
     uapi::*,
     vm::{
         device_memory::{alloc_device_memory, free_device_memory},
-        dmabuf::prepare_export,
+        dmabuf::{prepare_export, DmabufExport},
         hw_block::map_block,
         mapping::{map_device_va, map_host_va, unmap_device_va},
         ts_buffer::ts_alloc,
@@ -23,13 +22,21 @@ use crate::{
 };
 use kernel::prelude::*;
 
-/// Serve one MEMORY ioctl for a compute file. `open` is the compute node's
-/// `struct file` (which an exported dma-buf keeps a reference to); KUnit
-/// passes `None`.
+/// What turns a prepared export into a dma-buf and its fd: the shell's
+/// dma-buf glue (`shell::dmabuf`), which this floor does not import.
+pub(crate) trait DmabufExporter {
+    /// Export `export` as a dma-buf with file flags `flags` and install an fd
+    /// for it; on failure the export is dropped (nothing stays exported).
+    fn export_fd(&self, export: KBox<DmabufExport>, flags: u32) -> Result<i32>;
+}
+
+/// Serve one MEMORY ioctl for a compute file. `exporter` makes the dma-buf
+/// of an EXPORT_DMABUF_FD (the shell's, holding the compute node's `struct
+/// file`; KUnit's holds none).
 pub(crate) fn memory_ioctl(
     file: &ComputeFile,
     args: &mut HlMemArgs,
-    open: Option<&OpenFile>,
+    exporter: &dyn DmabufExporter,
 ) -> Result {
     let ctx = &file.ctx;
     if !ctx.device().status().is_operational() {
@@ -86,7 +93,7 @@ pub(crate) fn memory_ioctl(
                 args.export_offset(),
                 flags,
             )
-            .and_then(|e| export_fd(e, flags, open));
+            .and_then(|e| exporter.export_fd(e, flags));
             // As upstream: the union is zeroed and `out.fd` is -EBADF on failure.
             args.set_out_fd_zeroed(*rc.as_ref().unwrap_or(&EBADF.to_errno()));
             rc.map(|_| ())

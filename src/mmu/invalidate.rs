@@ -26,7 +26,7 @@
 //! (hop) entry, used for a VA in that range; a full invalidation drops all of
 //! one MMU's caches, for every ASID.
 
-use crate::backend::{Backend, MmuKind};
+use crate::hw::backend::{Backend, MmuKind};
 use kernel::prelude::*;
 
 /// The PTEs something was reachable through: one MMU, one ASID, a VA range.

@@ -24,7 +24,7 @@
 
 use crate::{
     asic::{MmuGeometry, HOP_PTES, HOP_TABLE_SIZE},
-    backend::{Backend, MmuKind},
+    hw::backend::{Backend, MmuKind},
     mmu::{
         invalidate::{Invalidated, MmuArea},
         pte::Pte,
@@ -888,7 +888,7 @@ impl PageTable {
             detached.detach(node, everything);
             left += 1;
             if left % HOP_PTES as usize == 0 {
-                crate::ffi::sched::cond_resched();
+                crate::kapi::sched::cond_resched();
             }
             cursor = next;
         }

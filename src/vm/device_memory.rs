@@ -98,7 +98,7 @@ pub(crate) fn free_all_of(ctx: &Context) -> usize {
 mod tests {
     use super::*;
     use crate::{
-        asic::AsicProperties, device::HlDevice, file::ComputeFile, ioctl::memory::memory_ioctl,
+        asic::AsicProperties, device::HlDevice, file::ComputeFile, ioctl::memory::memory_ioctl, shell::dmabuf::FdExporter,
         uapi::*,
     };
 
@@ -305,7 +305,7 @@ mod tests {
                 ctx_id: 5,
                 num_of_elements: 7,
             };
-            memory_ioctl(&file, &mut a, None)?;
+            memory_ioctl(&file, &mut a, &FdExporter(None))?;
             assert!(a.out_u64() >= 1);
             assert_eq!((a.arg1, a.arg2, a.op, a.ctx_id), (0, 0, 0, 0));
         }
@@ -317,7 +317,7 @@ mod tests {
             op: HL_MEM_OP_ALLOC,
             ..Default::default()
         };
-        assert_eq!(memory_ioctl(&file, &mut a, None), Err(EINVAL));
+        assert_eq!(memory_ioctl(&file, &mut a, &FdExporter(None)), Err(EINVAL));
         assert_eq!(a, HlMemArgs::default());
         // FREE writes nothing back.
         let mut f = HlMemArgs {
@@ -327,21 +327,21 @@ mod tests {
             ..Default::default()
         };
         let before = f;
-        memory_ioctl(&file, &mut f, None)?;
+        memory_ioctl(&file, &mut f, &FdExporter(None))?;
         assert_eq!(f, before);
         // Unknown op, and the device not operational.
         let mut u = HlMemArgs {
             op: 7,
             ..Default::default()
         };
-        assert_eq!(memory_ioctl(&file, &mut u, None), Err(EINVAL));
-        d.sim.set_status(crate::backend::DeviceStatus::NeedsReset);
+        assert_eq!(memory_ioctl(&file, &mut u, &FdExporter(None)), Err(EINVAL));
+        d.sim.set_status(crate::hw::backend::DeviceStatus::NeedsReset);
         let mut a = HlMemArgs {
             arg0: 1,
             op: HL_MEM_OP_ALLOC,
             ..Default::default()
         };
-        assert_eq!(memory_ioctl(&file, &mut a, None), Err(EBUSY));
+        assert_eq!(memory_ioctl(&file, &mut a, &FdExporter(None)), Err(EBUSY));
         assert_eq!(d.dram_used(), 3 * PAGE);
         Ok(())
     }

@@ -10,7 +10,7 @@
 //! and gets an sg table that the device's backend made for that importer
 //! from the export's DRAM pieces ([`DramPieces`]): on the simulated Gaudi2,
 //! whose DRAM is host memory, the host pages behind the range, DMA-mapped
-//! for the importer's device (see `ffi/dmabuf.rs` and `crate::backend`).
+//! for the importer's device (see `ffi/dmabuf.rs` and `crate::hw::backend`).
 //!
 //! This file is the safe part: parameter checks, the export record (which
 //! keeps the mapping from being unmapped and the context alive, and gives
@@ -25,6 +25,7 @@
 
 use crate::{
     context::Context,
+    hw::backend::DramPieces,
     vm::{mapping::Backing, page_pack::PhysPgPack},
 };
 use kernel::{
@@ -96,7 +97,7 @@ impl DmabufExport {
 
     /// The DRAM pieces of the exported range (see [`DramPieces`]).
     pub(crate) fn pieces(&self) -> Result<DramPieces<'_>> {
-        DramPieces::new(&self.pack, self.offset, self.size)
+        DramPieces::new(&*self.pack, self.offset, self.size)
     }
 
     /// The DRAM physical address of byte `at` of the export; `None` past
@@ -195,65 +196,6 @@ pub(crate) fn prepare_export(
         seq,
     };
     Ok(KBox::new(export, GFP_KERNEL)?)
-}
-
-/// The DRAM pieces of an export: physical address and length of each run
-/// of physically consecutive DRAM in `[offset, offset + size)` of a pack
-/// (whole pages covered by `offset` are skipped, consecutive pages merged).
-/// What a backend makes an importer's sg table from. Lazy: no allocation,
-/// O(1) per piece.
-pub(crate) struct DramPieces<'a> {
-    pack: &'a PhysPgPack,
-    /// Next pack offset to emit, and bytes left.
-    pos: u64,
-    left: u64,
-}
-
-impl<'a> DramPieces<'a> {
-    /// `EINVAL` if the range is not inside the pack.
-    pub(crate) fn new(pack: &'a PhysPgPack, offset: u64, size: u64) -> Result<Self> {
-        if offset
-            .checked_add(size)
-            .is_none_or(|end| end > pack.total_size)
-        {
-            return Err(EINVAL);
-        }
-        Ok(Self {
-            pack,
-            pos: offset,
-            left: size,
-        })
-    }
-
-    /// Bytes not yet emitted (all of them before the first piece).
-    pub(crate) fn bytes(&self) -> u64 {
-        self.left
-    }
-}
-
-impl Iterator for DramPieces<'_> {
-    type Item = (u64, u64);
-
-    fn next(&mut self) -> Option<(u64, u64)> {
-        let psz = self.pack.page_size;
-        let mut piece: Option<(u64, u64)> = None;
-        while self.left > 0 {
-            let idx = self.pos.checked_div(psz)?;
-            let in_page = self.pos.checked_rem(psz)?;
-            let len = psz.checked_sub(in_page)?.min(self.left);
-            let pa = self.pack.page_addr(idx)?.checked_add(in_page)?;
-            match piece {
-                None => piece = Some((pa, len)),
-                Some((start, n)) if start.checked_add(n) == Some(pa) => {
-                    piece = Some((start, n.checked_add(len)?))
-                }
-                Some(_) => break,
-            }
-            self.pos = self.pos.checked_add(len)?;
-            self.left = self.left.checked_sub(len)?;
-        }
-        piece
-    }
 }
 
 #[kunit_tests(hlrs_dmabuf)]
@@ -383,8 +325,8 @@ mod tests {
         assert_eq!(e.dram_addr(DPAGE - PAGE - 1), Some(p1 + DPAGE - 1));
         assert_eq!(e.dram_addr(DPAGE - PAGE), Some(p2));
         // Outside the pack: refused.
-        assert!(DramPieces::new(&s.pack, 3 * DPAGE - PAGE, 2 * PAGE).is_err());
-        assert!(DramPieces::new(&s.pack, u64::MAX - PAGE + 1, PAGE).is_err());
+        assert!(DramPieces::new(&*s.pack, 3 * DPAGE - PAGE, 2 * PAGE).is_err());
+        assert!(DramPieces::new(&*s.pack, u64::MAX - PAGE + 1, PAGE).is_err());
         Ok(())
     }
 
@@ -442,7 +384,7 @@ mod tests {
     #[test]
     fn importer_gets_addresses_mapped_for_its_device() -> Result {
         let (d, ctx) = setup()?;
-        let imp = crate::ffi::dmabuf::TestImporter::new()?;
+        let imp = crate::shell::dmabuf::TestImporter::new()?;
         let (h, va, offset, size) = scattered_export_setup(&ctx)?;
         // The 4th page of the range is never written: the importer still
         // gets a (zeroed) host page for it.
@@ -488,7 +430,7 @@ mod tests {
     #[test]
     fn importer_mapping_holds_the_backing_pages_until_unmapped() -> Result {
         let (d, ctx) = setup()?;
-        let imp = crate::ffi::dmabuf::TestImporter::new()?;
+        let imp = crate::shell::dmabuf::TestImporter::new()?;
         let (h, va, offset, size) = scattered_export_setup(&ctx)?;
         fill_and_read(&d, &ctx, va, offset, size, u64::MAX)?;
         let pages = size / PAGE;
@@ -535,7 +477,7 @@ mod tests {
 
     #[test]
     fn a_map_failing_at_any_allocation_keeps_nothing() -> Result {
-        use crate::ffi::dmabuf::TestImporter;
+        use crate::shell::dmabuf::TestImporter;
         let (d, ctx) = setup()?;
         let imp = TestImporter::new()?;
         let (h, va, offset, size) = scattered_export_setup(&ctx)?;

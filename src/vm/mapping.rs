@@ -34,7 +34,7 @@ use crate::{
     asic::MmuGeometry,
     context::Context,
     device::HlDevice,
-    ffi::{pin::PinnedUserPages, sched},
+    kapi::{pin::PinnedUserPages, sched},
     mmu::{
         invalidate::{invalidate_all, invalidate_range, Held, Invalidated, MmuArea},
         page_table::{DetachedHops, DrHops, HopMemory, HrHops, PageTable},
@@ -594,7 +594,7 @@ impl ContextVm {
     /// Returns whether nothing is left in quarantine. Allocates nothing.
     /// O(q log q) in the quarantine.
     pub(crate) fn settle_quarantine(&self, dev: &HlDevice, force: bool) -> bool {
-        use crate::backend::MmuKind;
+        use crate::hw::backend::MmuKind;
         if !force && self.quarantined.load(Relaxed) == 0 {
             return true;
         }

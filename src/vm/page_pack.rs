@@ -166,3 +166,17 @@ impl Drop for PhysPgPack {
         }
     }
 }
+
+impl crate::hw::backend::DramPages for PhysPgPack {
+    fn page_size(&self) -> u64 {
+        self.page_size
+    }
+
+    fn total_size(&self) -> u64 {
+        self.total_size
+    }
+
+    fn page_addr(&self, i: u64) -> Option<u64> {
+        PhysPgPack::page_addr(self, i)
+    }
+}

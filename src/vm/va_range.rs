@@ -10,7 +10,7 @@
 
 use crate::{
     asic::{self, AsicProperties, MmuGeometry, VaSpan},
-    backend::MmuKind,
+    hw::backend::MmuKind,
     device::HlDevice,
     mmu::page_table::{DrHops, HrHops, PageTable},
     vm::{

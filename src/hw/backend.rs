@@ -3,7 +3,7 @@
 //! What the memory code needs from the hardware.
 //!
 //! The memory subsystem (contexts, page packs, the MMU code) talks to a device
-//! only through [`Backend`]. The simulated Gaudi2 ([`crate::sim::SimGaudi2`])
+//! only through [`Backend`]. The simulated Gaudi2 ([`crate::hw::sim::SimGaudi2`])
 //! implements it today; a PCI backend for a real Gaudi2 would implement the
 //! same trait (PTE writes through the DRAM BAR, MMU cache invalidation through
 //! the STLB/HMMU registers) without touching the memory code.
@@ -36,12 +36,9 @@
 //! that importer's device: an address that was not mapped for the importer
 //! cannot reach it.
 
-use crate::{
-    ffi::{
-        dmabuf::{DmaDirection, Importer, ImporterSgt},
-        host_page::HostPage,
-    },
-    vm::dmabuf::DramPieces,
+use crate::kapi::{
+    dma::{DmaDirection, Importer, ImporterSgt},
+    host_page::HostPage,
 };
 use kernel::prelude::*;
 
@@ -156,4 +153,74 @@ pub(crate) trait Backend: Send + Sync {
 
     /// Write `data` to device DRAM at `addr` (tests and debugfs).
     fn dram_write(&self, addr: u64, data: &[u8]) -> Result;
+}
+
+/// Device DRAM pages of equal size, by index: what [`DramPieces`] walks
+/// (the VM's page packs implement it).
+pub(crate) trait DramPages {
+    /// Page size in bytes.
+    fn page_size(&self) -> u64;
+    /// Bytes of all the pages.
+    fn total_size(&self) -> u64;
+    /// The DRAM address of page `i`, `None` past the end. O(1).
+    fn page_addr(&self, i: u64) -> Option<u64>;
+}
+
+/// The DRAM pieces of an export: physical address and length of each run
+/// of physically consecutive DRAM in `[offset, offset + size)` of a set of
+/// pages (whole pages covered by `offset` are skipped, consecutive pages
+/// merged). What a backend makes an importer's sg table from. Lazy: no
+/// allocation, O(1) per piece.
+pub(crate) struct DramPieces<'a> {
+    pack: &'a dyn DramPages,
+    /// Next pack offset to emit, and bytes left.
+    pos: u64,
+    left: u64,
+}
+
+impl<'a> DramPieces<'a> {
+    /// `EINVAL` if the range is not inside the pack.
+    pub(crate) fn new(pack: &'a dyn DramPages, offset: u64, size: u64) -> Result<Self> {
+        if offset
+            .checked_add(size)
+            .is_none_or(|end| end > pack.total_size())
+        {
+            return Err(EINVAL);
+        }
+        Ok(Self {
+            pack,
+            pos: offset,
+            left: size,
+        })
+    }
+
+    /// Bytes not yet emitted (all of them before the first piece).
+    pub(crate) fn bytes(&self) -> u64 {
+        self.left
+    }
+}
+
+impl Iterator for DramPieces<'_> {
+    type Item = (u64, u64);
+
+    fn next(&mut self) -> Option<(u64, u64)> {
+        let psz = self.pack.page_size();
+        let mut piece: Option<(u64, u64)> = None;
+        while self.left > 0 {
+            let idx = self.pos.checked_div(psz)?;
+            let in_page = self.pos.checked_rem(psz)?;
+            let len = psz.checked_sub(in_page)?.min(self.left);
+            let pa = self.pack.page_addr(idx)?.checked_add(in_page)?;
+            match piece {
+                None => piece = Some((pa, len)),
+                Some((start, n)) if start.checked_add(n) == Some(pa) => {
+                    piece = Some((start, n.checked_add(len)?))
+                }
+                Some(_) => break,
+            }
+            self.pos = self.pos.checked_add(len)?;
+            self.left = self.left.checked_sub(len)?;
+        }
+        piece
+    }
 }

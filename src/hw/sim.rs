@@ -6,7 +6,7 @@
 //! host memory (a tree of pages keyed by chunk index), so a simulated 96 GiB
 //! Gaudi2 costs nothing until it is used; unwritten DRAM reads as zeros.
 //! Since DRAM is host memory, dma-buf importers are served those pages (the
-//! "host pages" flavour of [`Backend`], see `crate::backend`): mapping an
+//! "host pages" flavour of [`Backend`], see `crate::hw::backend`): mapping an
 //! export for an importer, or touching a CPU mapping of it, populates the
 //! chunks of the range that were never written (zeroed pages). Page-table
 //! entries live in that same DRAM, exactly where a real Gaudi2 keeps its
@@ -18,13 +18,13 @@
 pub(crate) mod cfg_space;
 
 use crate::asic::AsicProperties;
-use crate::backend::{Backend, DeviceStatus, MmuKind};
+use crate::hw::backend::{Backend, DeviceStatus, MmuKind};
 use crate::{
-    ffi::{
-        dmabuf::{DmaDirection, Importer, ImporterSgt},
+    hw::backend::DramPieces,
+    kapi::{
+        dma::{DmaDirection, Importer, ImporterSgt},
         host_page::HostPage,
     },
-    vm::dmabuf::DramPieces,
 };
 use kernel::{
     alloc::KVVec,
@@ -327,7 +327,7 @@ impl Backend for SimGaudi2 {
             while at < end {
                 if pages.len() % 512 == 511 {
                     // Once per 2 MiB: an export can be many GiB.
-                    crate::ffi::sched::cond_resched();
+                    crate::kapi::sched::cond_resched();
                 }
                 pages
                     .push_within_capacity(self.dram_host_page(at)?)

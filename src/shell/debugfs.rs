@@ -26,9 +26,9 @@
 //! never for the formatting.
 
 use crate::{
-    backend::DeviceStatus,
+    hw::backend::DeviceStatus,
     device::HlDevice,
-    ffi::debugfs::{Dir, FileDef, Prepared},
+    kapi::debugfs::{Dir, FileDef, Prepared},
     mmu::walk::WalkFault,
     vm::{mapping::Backing, va_range::VaRangeType},
 };
@@ -385,7 +385,7 @@ fn show_ts_buffers(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Resu
 /// mapped, and for the open context each export's DRAM pieces (physical
 /// address and length, consecutive pages merged).
 fn show_dmabuf(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    use crate::vm::dmabuf::DramPieces;
+    use crate::hw::backend::DramPieces;
     writeln!(f, "exports: {}", dev.dmabuf_exports())?;
     writeln!(f, "importer mappings: {}", dev.dmabuf_mappings())?;
     let Some(vm) = dev.state.lock().active_vm.clone() else {
@@ -398,7 +398,7 @@ fn show_dmabuf(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             "va {:#x} offset {:#x} size {:#x}:",
             r.va, r.offset, r.size
         )?;
-        match DramPieces::new(pack, r.offset, r.size) {
+        match DramPieces::new(&**pack, r.offset, r.size) {
             Ok(pieces) => {
                 for (pa, len) in pieces {
                     writeln!(f, "  dram {:#x} + {:#x}", pa, len)?;
@@ -500,7 +500,7 @@ fn write_bench(p: &DeviceFiles, text: &str) -> Result {
     let addr =
         u64::from_str_radix(addr.strip_prefix("0x").unwrap_or(addr), 16).map_err(|_| EINVAL)?;
     let size: u64 = words.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL)?;
-    let (pin, unpin, pages) = crate::ffi::pin::pin_floor(addr, size)?;
+    let (pin, unpin, pages) = crate::kapi::pin::pin_floor(addr, size)?;
     for (slot, v) in p.floor.iter().zip([pages as u64, pin, unpin]) {
         slot.store(v, Relaxed);
     }

@@ -242,7 +242,7 @@ static FOPS: AssertSync<bindings::file_operations> = AssertSync(bindings::file_o
     read: Some(bindings::drm_read),
     llseek: Some(bindings::noop_llseek),
     // HW blocks and timestamp buffers (`hl_mmap`).
-    mmap: Some(crate::ffi::mmap::hl_mmap),
+    mmap: Some(crate::shell::mmap::hl_mmap),
     // Without it `drm_open_helper` refuses the open with EINVAL (drm_file.c:329).
     fop_flags: bindings::FOP_UNSIGNED_OFFSET,
     ..pin_init::zeroed()
@@ -466,12 +466,12 @@ unsafe extern "C" fn hl_memory_ioctl(
     let open = NonNull::new(filp).map(|f| {
         // SAFETY: the compute node's file, alive for this ioctl; `open` does
         // not outlive it.
-        unsafe { crate::ffi::dmabuf::OpenFile::new(f) }
+        unsafe { crate::shell::dmabuf::OpenFile::new(f) }
     });
     // SAFETY: the contract of this function is `with_compute_args`'s.
     unsafe {
         with_compute_args(file, data, |f, args: &mut HlMemArgs| {
-            memory_ioctl(f, args, open.as_ref())
+            memory_ioctl(f, args, &crate::shell::dmabuf::FdExporter(open.as_ref()))
         })
     }
 }

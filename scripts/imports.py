@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""The module's file-level import graph, from its `use` lines and `crate::`
+paths, without test code (`#[kunit_tests]` suites, `#[cfg(CONFIG_KUNIT)]`
+items, `#[cfg(test)]`).
+
+    scripts/imports.py            print the graph, floor by floor
+    scripts/imports.py --check    also fail (exit 1) on a cycle or an import
+                                  of a higher floor
+    scripts/imports.py --dot      the graph in Graphviz dot
+
+Floors (each file imports only its own floor or those below; within a floor
+the files must not import each other in a cycle) are the table FLOORS below,
+the same table as the README's layout section.
+"""
+
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src"
+CRATE_ROOT = SRC / "hlrs.rs"
+
+# (path prefix relative to src/, floor, name). The first matching prefix wins.
+FLOORS = [
+    ("uapi.rs", 1, "ground"),
+    ("asic", 1, "ground"),
+    ("params.rs", 1, "ground"),
+    ("kapi", 2, "wrappers"),
+    ("hw", 3, "hardware"),
+    ("mmu", 4, "mmu"),
+    ("vm", 5, "vm"),
+    ("context.rs", 6, "context, device"),
+    ("device.rs", 6, "context, device"),
+    ("file.rs", 6, "context, device"),
+    ("ioctl", 7, "ioctl"),
+    ("shell", 8, "shell"),
+    ("hlrs.rs", 8, "shell"),
+    ("bench", 9, "benchmarks (KUnit builds only)"),
+]
+
+
+def floor_of(rel):
+    for prefix, floor, name in FLOORS:
+        if rel == prefix or rel.startswith(prefix.rstrip("/") + "/") or rel.startswith(
+            prefix.removesuffix(".rs") + ".rs"
+        ):
+            return floor, name
+    return None, None
+
+
+def strip_comments(text):
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        elif c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append('""')
+            i = j + 1
+        elif c == "'" and i + 2 < n and (text[i + 2] == "'" or text[i + 1] == "\\"):
+            j = text.find("'", i + 2 if text[i + 1] == "\\" else i + 1)
+            out.append("' '")
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+TEST_ATTR = re.compile(
+    r"#\[(?:(?:kernel::macros::)?kunit_tests\([^)]*\)|cfg\((?:test|CONFIG_KUNIT(?:\s*=\s*\"y\")?|\"\"|kunit)\))\]"
+)
+
+
+def skip_item(text, i):
+    """The end of the item that starts at i: its matching brace, or its ';'."""
+    n = len(text)
+    depth = 0
+    while i < n:
+        c = text[i]
+        if c in "([":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+        elif c == ";" and depth == 0:
+            return i + 1
+        elif c == "{" and depth == 0:
+            d = 0
+            while i < n:
+                if text[i] == "{":
+                    d += 1
+                elif text[i] == "}":
+                    d -= 1
+                    if d == 0:
+                        return i + 1
+                i += 1
+            return n
+        i += 1
+    return n
+
+
+def strip_tests(text):
+    while True:
+        m = TEST_ATTR.search(text)
+        if not m:
+            return text
+        text = text[: m.start()] + text[skip_item(text, m.end()) :]
+
+
+def module_path(f):
+    rel = f.relative_to(SRC).with_suffix("")
+    if f == CRATE_ROOT:
+        return []
+    return list(rel.parts)
+
+
+def file_of(segments):
+    """The file that defines the module named by the longest prefix of segments."""
+    for k in range(len(segments), 0, -1):
+        p = SRC.joinpath(*segments[:k]).with_suffix(".rs")
+        if p.exists():
+            return p
+    return CRATE_ROOT
+
+
+def expand_use(body):
+    """`a::{b, c::{d}}` -> [a::b, a::c::d]."""
+    body = re.sub(r"\s+", "", body)
+    out = []
+
+    def rec(prefix, s):
+        depth, start, parts = 0, 0, []
+        for i, c in enumerate(s):
+            if c == "{":
+                depth += 1
+            elif c == "}":
+                depth -= 1
+            elif c == "," and depth == 0:
+                parts.append(s[start:i])
+                start = i + 1
+        parts.append(s[start:])
+        for p in parts:
+            if not p:
+                continue
+            if "{" in p:
+                head, rest = p.split("{", 1)
+                rec(prefix + head, rest[: rest.rfind("}")])
+            else:
+                out.append(prefix + p.split(" as ")[0])
+
+    rec("", body)
+    return out
+
+
+def resolve(path, here):
+    segs = path.split("::")
+    base = module_path(here)
+    # A file `foo.rs` is the module foo; `super` of it is its parent.
+    if segs[0] == "crate":
+        segs = segs[1:]
+    elif segs[0] in ("super", "self"):
+        cur = list(base)
+        while segs and segs[0] in ("super", "self"):
+            if segs[0] == "super":
+                cur = cur[:-1]
+            segs = segs[1:]
+        segs = cur + segs
+    else:
+        return None
+    segs = [s for s in segs if s and s != "self" and s != "*"]
+    return file_of(segs)
+
+
+def edges_of(f):
+    text = strip_tests(strip_comments(f.read_text()))
+    targets = set()
+    for m in re.finditer(r"\buse\s+([^;]+);", text):
+        for p in expand_use(m.group(1)):
+            t = resolve(p, f)
+            if t:
+                targets.add(t)
+    # `crate::LocalModule` / `THIS_MODULE` are the module's identity, made by
+    # the `module!` macro for the kernel (`owner` fields), not project code.
+    text = re.sub(r"crate::(LocalModule|THIS_MODULE)\b", "", text)
+    for m in re.finditer(r"(?<![\w:])((?:crate|super)(?:::\w+)+)", text):
+        t = resolve(m.group(1), f)
+        if t:
+            targets.add(t)
+    targets.discard(f)
+    return targets
+
+
+def sccs(nodes, graph):
+    index, low, stack, on, out = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in nodes:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def main():
+    files = sorted(p for p in SRC.rglob("*.rs") if "user" not in p.relative_to(SRC).parts)
+    graph = {f: edges_of(f) for f in files}
+    rel = lambda p: str(p.relative_to(SRC))
+    problems = []
+    if "--dot" in sys.argv:
+        print("digraph imports {\n  rankdir=BT;")
+        for f in files:
+            for t in sorted(graph[f]):
+                print(f'  "{rel(f)}" -> "{rel(t)}";')
+        print("}")
+        return 0
+    by_floor = {}
+    for f in files:
+        fl, name = floor_of(rel(f))
+        if fl is None:
+            problems.append(f"{rel(f)}: on no floor (add it to FLOORS in {Path(__file__).name})")
+            fl, name = 0, "none"
+        by_floor.setdefault((fl, name), []).append(f)
+    for (fl, name), fs in sorted(by_floor.items(), reverse=True):
+        print(f"floor {fl}  {name}")
+        for f in fs:
+            deps = ", ".join(rel(t) for t in sorted(graph[f])) or "-"
+            print(f"  {rel(f)} -> {deps}")
+    for f in files:
+        ff, _ = floor_of(rel(f))
+        for t in graph[f]:
+            tf, _ = floor_of(rel(t))
+            if ff is not None and tf is not None and tf > ff:
+                problems.append(f"up: {rel(f)} (floor {ff}) imports {rel(t)} (floor {tf})")
+    for comp in sccs(files, graph):
+        problems.append("cycle: " + ", ".join(rel(c) for c in comp))
+    n_edges = sum(len(v) for v in graph.values())
+    print(f"{len(files)} files, {n_edges} imports, {len(problems)} problem(s)")
+    for p in problems:
+        print("  " + p)
+    return 1 if problems and "--check" in sys.argv else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

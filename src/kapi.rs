@@ -1,0 +1,32 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Safe wrappers of the kernel C APIs the `kernel` crate lacks: leaves that
+//! import nothing of the project (floor 2). Their `unsafe` stays here.
+//!
+//! - [`debugfs`]: debugfs directories and files rendered once per open, with
+//!   writes parsed by a safe callback.
+//! - [`dma`]: the importer side of a dma-buf attachment and the sg table
+//!   DMA-mapped for it.
+//! - [`drm_mm`] (KUnit builds only): the kernel's `drm_mm` range allocator
+//!   behind a safe type, for the VA allocator benchmark.
+//! - [`host_page`]: a counted reference to a host page.
+//! - [`pin`]: pinning of user pages (`pin_user_pages_fast`) and their
+//!   accounting against `RLIMIT_MEMLOCK`.
+//! - [`register_page`]: contiguous zeroed memory standing for a window of
+//!   device registers, for `remap_pfn_range`.
+//! - [`sched`]: `cond_resched` and `fatal_signal_pending` for long loops.
+//!
+//! `kapi/helpers.c` (prototypes in `kapi/helpers.h`) wraps the static inlines
+//! these and the shell need (`page_to_phys`, `totalram_pages`,
+//! `fatal_signal_pending`, `access_ok`, `virt_to_pfn`, `get_page`,
+//! `put_page`, `page_count`, `sg_page`, `dma_get_max_seg_size`,
+//! `cond_resched`).
+
+pub(crate) mod debugfs;
+pub(crate) mod dma;
+#[cfg(CONFIG_KUNIT)]
+pub(crate) mod drm_mm;
+pub(crate) mod host_page;
+pub(crate) mod pin;
+pub(crate) mod register_page;
+pub(crate) mod sched;
