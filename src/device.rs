@@ -11,7 +11,7 @@ use crate::{
     asic::{AsicProperties, MAX_ASID},
     hw::backend::{Backend, DeviceStatus},
     mmu::{
-        page_table::{DrHopPool, HrHopPool},
+        hop_pool::{DrHopPool, HrHopPool},
         pte::Scrambler,
     },
     hw::sim::SimGaudi2,

@@ -24,6 +24,8 @@
 //! upstream guards with `userptr_lock`) is taken on its own, never together
 //! with 3.
 
+pub(crate) mod device_mmu;
+pub(crate) mod hop_pool;
 pub(crate) mod invalidate;
 pub(crate) mod page_table;
 pub(crate) mod pte;

@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The device-wide MMU owner (upstream: the `mmu_priv`/`mmu_lock` part of
+//! `struct hl_device`, in the spirit of Tyr's `Mmu`): the hardware behind the
+//! page tables, Gaudi2's DRAM address scrambler, and the hop pools of the two
+//! MMUs. Per-context page tables borrow their hop memory from here, through
+//! [`DeviceMmu::hops`], the one place a hop-memory handle is made.
+
+use crate::{
+    asic::{AsicProperties, MmuGeometry, HMMU_PAGE_TABLES_SIZE, MAX_ASID},
+    hw::backend::{Backend, MmuKind},
+    mmu::{
+        hop_pool::{DrHopPool, DrHops, HopMemory, HrHopPool, HrHops},
+        page_table::PageTable,
+        pte::Scrambler,
+    },
+};
+use kernel::{
+    new_mutex,
+    prelude::*,
+    sync::{Arc, Mutex},
+};
+
+/// The MMUs of one device.
+#[pin_data]
+pub(crate) struct DeviceMmu {
+    /// The hardware the tables are written to and whose caches are
+    /// invalidated.
+    backend: Arc<dyn Backend>,
+    /// Gaudi2's DRAM address scrambling for this HBM count.
+    pub(crate) scrambler: Scrambler,
+    /// The DMMU leaf page size (1 GiB on Gaudi2: one leaf per DRAM page).
+    pub(crate) dmmu_page_size: u64,
+    /// The device-resident hop slots of the DMMU page tables.
+    #[pin]
+    pub(crate) dr_hops: Mutex<DrHopPool>,
+    /// The host-resident hop tables of the PMMU page tables.
+    #[pin]
+    pub(crate) hr_hops: Mutex<HrHopPool>,
+}
+
+impl DeviceMmu {
+    /// The MMUs of a device with `asic`'s geometry on `backend`: hop pools
+    /// for every ASID, nothing mapped.
+    pub(crate) fn new(asic: &AsicProperties, backend: Arc<dyn Backend>) -> impl PinInit<Self, Error> {
+        let dr_hops = DrHopPool::new(asic.mmu_pgt_addr, HMMU_PAGE_TABLES_SIZE, MAX_ASID);
+        try_pin_init!(Self {
+            backend,
+            scrambler: Scrambler::new(asic.hbms),
+            dmmu_page_size: asic.dmmu_page_size,
+            dr_hops <- new_mutex!(dr_hops?),
+            hr_hops <- new_mutex!(HrHopPool::new(MAX_ASID)?),
+        })
+    }
+
+    /// The hardware behind the tables.
+    pub(crate) fn backend(&self) -> &dyn Backend {
+        &*self.backend
+    }
+
+    /// The hop memory of the MMU of `kind`. O(1).
+    pub(crate) fn hops(&self, kind: MmuKind) -> Hops<'_> {
+        match kind {
+            MmuKind::Dram => Hops::Dr(DrHops {
+                pool: &self.dr_hops,
+                backend: self.backend(),
+            }),
+            MmuKind::Host => Hops::Hr(HrHops {
+                pool: &self.hr_hops,
+            }),
+        }
+    }
+
+    /// The two empty page tables of a new context with `asid`
+    /// (`hl_mmu_ctx_init`): the DMMU tree and the PMMU tree, each on the
+    /// ASID's hop 0, cleared in its real memory. `EINVAL` for an ASID out of
+    /// range.
+    pub(crate) fn new_tables(&self, asid: u32) -> Result<(PageTable, PageTable)> {
+        let hop0 = self.dr_hops.lock().hop0(asid).ok_or(EINVAL)?;
+        let dmmu = PageTable::new(
+            MmuGeometry::DMMU,
+            MmuKind::Dram,
+            asid,
+            hop0,
+            self.hops(MmuKind::Dram).mem(),
+        )?;
+        let hr_hop0 = self.hr_hops.lock().hop0(asid).ok_or(EINVAL)?;
+        let pmmu = PageTable::new(
+            MmuGeometry::PMMU,
+            MmuKind::Host,
+            asid,
+            hr_hop0,
+            self.hops(MmuKind::Host).mem(),
+        )?;
+        Ok((dmmu, pmmu))
+    }
+}
+
+/// The hop memory of one MMU of a device, borrowed from its [`DeviceMmu`].
+pub(crate) enum Hops<'a> {
+    /// Device-resident (DMMU).
+    Dr(DrHops<'a>),
+    /// Host-resident (PMMU).
+    Hr(HrHops<'a>),
+}
+
+impl Hops<'_> {
+    /// The hop memory, for the page-table calls.
+    pub(crate) fn mem(&mut self) -> &mut dyn HopMemory {
+        match self {
+            Self::Dr(d) => d,
+            Self::Hr(h) => h,
+        }
+    }
+}
