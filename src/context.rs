@@ -3,14 +3,11 @@
 //! The per-open compute context (upstream `struct hl_ctx`): one per open of
 //! the compute node. It owns the user ASID; closing the file tears it down.
 
-use crate::{device::HlDevice, vm::va_range::ContextVm};
-use kernel::{
-    prelude::*,
-    sync::{
-        atomic::{Atomic, Relaxed},
-        Arc,
-    }, //
+use crate::{
+    device::HlDevice,
+    vm::{context_vm::ContextVm, device_memory::free_all_of},
 };
+use kernel::{prelude::*, sync::Arc};
 
 /// A user context.
 ///
@@ -21,10 +18,9 @@ use kernel::{
 pub(crate) struct Context {
     dev: Arc<HlDevice>,
     asid: u32,
-    /// The context's VA ranges (also reachable from the device for debugfs).
+    /// The context's VA ranges, page tables and mappings (also reachable
+    /// from the device for debugfs).
     vm: Arc<ContextVm>,
-    /// Bytes of DRAM this context allocated (`dram_phys_mem`).
-    dram_phys_mem: Atomic<u64>,
 }
 
 impl Context {
@@ -32,7 +28,7 @@ impl Context {
     /// with the errno of `HlDevice::open_compute`.
     pub(crate) fn new(dev: Arc<HlDevice>, now_ns: i64) -> Result<Self> {
         let asid = dev.open_compute(now_ns)?;
-        let vm = match ContextVm::new(&dev, asid).and_then(|init| Arc::pin_init(init, GFP_KERNEL)) {
+        let vm = match ContextVm::new(&dev.vm, asid).and_then(|init| Arc::pin_init(init, GFP_KERNEL)) {
             Ok(vm) => vm,
             Err(e) => {
                 dev.close_compute(asid);
@@ -45,7 +41,6 @@ impl Context {
             dev,
             asid,
             vm,
-            dram_phys_mem: Atomic::new(0),
         })
     }
 
@@ -56,17 +51,12 @@ impl Context {
 
     /// Bytes of DRAM this context allocated.
     pub(crate) fn dram_phys_mem(&self) -> u64 {
-        self.dram_phys_mem.load(Relaxed)
+        self.vm.dram_phys_mem()
     }
 
     /// The context's VA ranges, page tables and mappings.
-    pub(crate) fn vm(&self) -> &ContextVm {
+    pub(crate) fn vm(&self) -> &Arc<ContextVm> {
         &self.vm
-    }
-
-    /// Add `delta` bytes (negative: subtract) to the context's DRAM usage.
-    pub(crate) fn account_dram(&self, delta: i64) {
-        self.dram_phys_mem.fetch_add(delta as u64, Relaxed);
     }
 
     /// The context's ASID.
@@ -87,7 +77,10 @@ impl Drop for Context {
     fn drop(&mut self) {
         // Opens answer `EAGAIN` from here on (upstream `compute_ctx_in_release`).
         self.dev.begin_release();
-        crate::vm::hw_block::release_registers(self);
+        // The registers of every HW block go, so the next user reads zeros
+        // (upstream resets a Gaudi2 when its user releases it). None is
+        // mapped any more: every block vma holds a reference to this context.
+        self.dev.backend().release_registers();
         // `hl_hw_block_mem_fini`: every block mapping holds a reference to
         // the context, so none can be left here.
         let blocks_left = self.vm.hw_blocks.lock().fini();
@@ -101,10 +94,10 @@ impl Drop for Context {
         // `hl_mem_mgr_fini`: the timestamp buffers go (a live mmap would keep
         // its buffer, but it also keeps the file, so there is none).
         self.vm.ts_buffers.lock().clear();
-        let maps_left = self.vm.unmap_all(&self.dev);
-        let hops_left = self.vm.teardown_mmu(&self.dev);
-        let settled = self.vm.settle_quarantine(&self.dev, true);
-        let left = crate::vm::device_memory::free_all_of(self);
+        let maps_left = self.vm.unmap_all();
+        let hops_left = self.vm.teardown_mmu();
+        let settled = self.vm.settle_quarantine(true);
+        let left = free_all_of(&self.vm);
         if maps_left > 0 || hops_left > 0 {
             pr_debug!(
                 "context {}: unmapped {} mapping(s) left behind; {} hop(s) were left\n",

@@ -9,22 +9,18 @@
 
 use crate::{
     asic::{AsicProperties, MAX_ASID},
-    hw::backend::{Backend, DeviceStatus},
-    mmu::{
-        hop_pool::{DrHopPool, HrHopPool},
-        pte::Scrambler,
+    hw::{
+        backend::{Backend, DeviceStatus},
+        sim::SimGaudi2,
     },
-    hw::sim::SimGaudi2,
-    vm::{dram_pool::DramPool, handles::HandleTable, va_range::ContextVm},
+    mmu::device_mmu::DeviceMmu,
+    vm::{context_vm::ContextVm, device_vm::DeviceVm},
 };
 use kernel::{
     new_mutex,
     prelude::*,
     str::CString,
-    sync::{
-        atomic::{Atomic, Relaxed},
-        Arc, Mutex,
-    },
+    sync::{Arc, Mutex},
     time::{Instant, Monotonic}, //
 };
 
@@ -81,11 +77,13 @@ pub(crate) struct DeviceState {
     pub(crate) active_vm: Option<Arc<ContextVm>>,
 }
 
-/// One Gaudi2 (simulated).
+/// One Gaudi2 (simulated): identity, open bookkeeping, and the device-wide
+/// owners of the floors below (hardware, MMUs, memory).
 ///
 /// # Invariants
 ///
-/// `index` is unique among the devices of this module load; `asic` never changes.
+/// `index` is unique among the devices of this module load; `asic` never
+/// changes; `mmu` and `vm.mmu` are the same owner, on `sim`.
 #[pin_data(PinnedDrop)]
 pub(crate) struct HlDevice {
     /// Index of the device within this module (0-based); also its fake PCI bus.
@@ -93,57 +91,30 @@ pub(crate) struct HlDevice {
     /// The ASIC model.
     pub(crate) asic: AsicProperties,
     /// The hardware (simulated).
-    #[pin]
-    pub(crate) sim: SimGaudi2,
+    pub(crate) sim: Arc<SimGaudi2>,
+    /// The MMUs: hop pools, scrambler.
+    pub(crate) mmu: Arc<DeviceMmu>,
+    /// The memory: DRAM pool, handles, usage counters.
+    pub(crate) vm: Arc<DeviceVm>,
     /// Open/ASID bookkeeping.
     #[pin]
     pub(crate) state: Mutex<DeviceState>,
-    /// Bytes of DRAM allocated by all contexts (`dram_used_mem`).
-    dram_used: Atomic<u64>,
-    /// The DRAM page pool over `[dram_user_base, dram_end)`. Page packs hold a
-    /// reference to it (not to the device, which holds them in `handles`).
-    pub(crate) pool: Arc<Mutex<DramPool>>,
-    /// Handle -> page pack, device-wide (handles of every context).
-    #[pin]
-    pub(crate) handles: Mutex<HandleTable>,
-    /// The device-resident hop slots of the DMMU page tables.
-    #[pin]
-    pub(crate) dr_hops: Mutex<DrHopPool>,
-    /// The host-resident hop tables of the PMMU page tables.
-    #[pin]
-    pub(crate) hr_hops: Mutex<HrHopPool>,
-    /// Gaudi2's DRAM address scrambling for this HBM count.
-    pub(crate) scrambler: Scrambler,
-    /// Live dma-buf exports of the device (`dmabuf_export_cnt`).
-    dmabuf_exports: Atomic<u64>,
-    /// Importers' sg tables of those exports currently mapped.
-    dmabuf_mappings: Atomic<u64>,
-    /// Time spent in each phase of host MAPs (debugfs `bench`).
-    pub(crate) host_map_profile: crate::vm::map_profile::HostMapProfile,
 }
+
+/// The device-wide owners of a new device, bottom-up.
+type Owners = (Arc<SimGaudi2>, Arc<DeviceMmu>, Arc<DeviceVm>);
 
 impl HlDevice {
     /// A new, operational device.
     pub(crate) fn new(index: u32, asic: AsicProperties) -> impl PinInit<Self, Error> {
-        let pool = DramPool::new(
-            asic.dram_user_base,
-            asic.dram_page_size,
-            asic.user_dram_pages(),
-        )
-        .and_then(|p| Arc::pin_init(new_mutex!(p), GFP_KERNEL));
-        let dr_hops = DrHopPool::new(
-            asic.mmu_pgt_addr,
-            crate::asic::HMMU_PAGE_TABLES_SIZE,
-            MAX_ASID,
-        );
-        let scrambler = Scrambler::new(asic.hbms);
+        let (sim, mmu, vm) = match Self::owners(&asic) {
+            Ok((s, m, v)) => (Ok(s), Ok(m), Ok(v)),
+            Err(e) => (Err(e), Err(e), Err(e)),
+        };
         try_pin_init!(Self {
-            pool: pool?,
-            dr_hops <- new_mutex!(dr_hops?),
-            hr_hops <- new_mutex!(HrHopPool::new(MAX_ASID)?),
-            scrambler,
-            handles <- new_mutex!(HandleTable::new()),
-            sim <- SimGaudi2::new(&asic),
+            sim: sim?,
+            mmu: mmu?,
+            vm: vm?,
             index,
             asic,
             state <- new_mutex!(DeviceState {
@@ -157,55 +128,19 @@ impl HlDevice {
                 last_session_ms: 0,
                 active_vm: None,
             }),
-            dram_used: Atomic::new(0),
-            dmabuf_exports: Atomic::new(0),
-            dmabuf_mappings: Atomic::new(0),
-            host_map_profile: crate::vm::map_profile::HostMapProfile::new(),
         })
+    }
+
+    fn owners(asic: &AsicProperties) -> Result<Owners> {
+        let sim = Arc::pin_init(SimGaudi2::new(asic), GFP_KERNEL)?;
+        let mmu = Arc::pin_init(DeviceMmu::new(asic, sim.clone()), GFP_KERNEL)?;
+        let vm = Arc::pin_init(DeviceVm::new(asic.clone(), mmu.clone()), GFP_KERNEL)?;
+        Ok((sim, mmu, vm))
     }
 
     /// The hardware behind this device.
     pub(crate) fn backend(&self) -> &dyn Backend {
-        &self.sim
-    }
-
-    /// Bytes of DRAM allocated on the device.
-    pub(crate) fn dram_used(&self) -> u64 {
-        self.dram_used.load(Relaxed)
-    }
-
-    /// Add `delta` bytes (negative: subtract) to the device's DRAM usage.
-    pub(crate) fn account_dram(&self, delta: i64) {
-        self.dram_used.fetch_add(delta as u64, Relaxed);
-    }
-
-    /// Count a dma-buf export made (`true`) or released.
-    pub(crate) fn dmabuf_exported(&self, made: bool) {
-        if made {
-            self.dmabuf_exports.fetch_add(1, Relaxed);
-        } else {
-            self.dmabuf_exports.fetch_sub(1, Relaxed);
-        }
-    }
-
-    /// Live dma-buf exports of the device.
-    pub(crate) fn dmabuf_exports(&self) -> u64 {
-        self.dmabuf_exports.load(Relaxed)
-    }
-
-    /// Count an importer's sg table of one of the device's exports mapped
-    /// (`true`) or unmapped.
-    pub(crate) fn dmabuf_mapped(&self, mapped: bool) {
-        if mapped {
-            self.dmabuf_mappings.fetch_add(1, Relaxed);
-        } else {
-            self.dmabuf_mappings.fetch_sub(1, Relaxed);
-        }
-    }
-
-    /// Importers' sg tables of the device's exports currently mapped.
-    pub(crate) fn dmabuf_mappings(&self) -> u64 {
-        self.dmabuf_mappings.load(Relaxed)
+        &*self.sim
     }
 
     /// The device state (`hl_device_status`).
@@ -261,7 +196,7 @@ impl HlDevice {
         }
         let mut st = self.state.lock();
         if let Some(vm) = st.parked.take() {
-            if !vm.settle_quarantine(self, true) {
+            if !vm.settle_quarantine(true) {
                 st.parked = Some(vm);
                 return Err(EAGAIN);
             }
@@ -298,14 +233,10 @@ impl HlDevice {
     /// and reported before a new context can pass the owner checks with it.
     /// O(1) when there is nothing to purge.
     fn purge_leftovers(&self, asid: u32) {
-        let mut handles = self.handles.lock();
-        if handles.owned_by(asid) == 0 {
+        let n = self.vm.purge_owned_by(asid);
+        if n == 0 {
             return;
         }
-        let n = handles.remove_owned_by(
-            |owner| owner == asid,
-            |_, pack| self.account_dram(-(pack.total_size as i64)),
-        );
         hl_err!(
             "device {}: ASID {} recycled with {} handle(s) of a previous context; freed\n",
             self.index,
@@ -378,7 +309,7 @@ impl PinnedDrop for HlDevice {
         // owed.
         let parked = self.state.lock().parked.take();
         if let Some(vm) = parked {
-            if vm.settle_quarantine(&self, true) {
+            if vm.settle_quarantine(true) {
                 vm.clear();
             } else {
                 pr_err!(
@@ -390,7 +321,7 @@ impl PinnedDrop for HlDevice {
         }
         // Contexts free their handles at teardown, so any left here (a kernel
         // ASID allocation, or a bug) are reported and released now.
-        let left = self.handles.lock().remove_owned_by(|_| true, |_, _| {});
+        let left = self.vm.handles.lock().remove_owned_by(|_| true, |_, _| {});
         if left > 0 {
             pr_warn!(
                 "device {}: {} handle(s) still allocated at removal\n",
@@ -398,7 +329,7 @@ impl PinnedDrop for HlDevice {
                 left
             );
         }
-        let pool = self.pool.lock();
+        let pool = self.vm.pool.lock();
         if pool.free_pages() != pool.pages() {
             pr_warn!(
                 "device {}: {} DRAM page(s) not back in the pool at removal\n",

@@ -8,6 +8,8 @@
 //! own file.
 
 pub(crate) mod device_memory;
+pub(crate) mod context_vm;
+pub(crate) mod device_vm;
 pub(crate) mod dmabuf;
 pub(crate) mod dram_pool;
 pub(crate) mod handles;
@@ -21,7 +23,13 @@ pub(crate) mod va_alloc;
 pub(crate) mod va_range;
 
 use crate::uapi::{HL_MEM_FLAGS_ALL, HL_MEM_FORCE_HINT};
-use kernel::prelude::*;
+use kernel::{prelude::*, sync::Arc};
+
+/// A reference that keeps the context owning a VM alive (its teardown, ASID
+/// and HW-block registers), as upstream's `hl_ctx_get`: held by what outlives
+/// an ioctl (dma-buf exports, HW-block vmas). The VM does not name the
+/// context, which sits on a floor above it, so the reference is opaque.
+pub(crate) type ContextRef = Arc<dyn Send + Sync>;
 
 /// Refuse `HL_MEM_*` flag bits the uAPI does not define (`EINVAL`). Upstream
 /// ignores them (spec 7.4 item 22), so no new flag could be added safely.

@@ -50,7 +50,8 @@ use crate::{
     kapi::drm_mm::DrmMm,
     vm::{
         va_alloc::VaRequest,
-        va_range::{ContextVm, VaRangeType},
+        context_vm::ContextVm,
+        va_range::VaRangeType,
     },
 };
 use kernel::{
@@ -132,7 +133,7 @@ impl Ours {
     /// A device and a context with empty ranges.
     fn new(asic: &AsicProperties) -> Result<Self> {
         let dev = Arc::pin_init(HlDevice::new(0, asic.clone()), GFP_KERNEL)?;
-        let vm = Arc::pin_init(ContextVm::new(&dev, 1)?, GFP_KERNEL)?;
+        let vm = Arc::pin_init(ContextVm::new(&dev.vm, 1)?, GFP_KERNEL)?;
         Ok(Self { _dev: dev, vm })
     }
 

@@ -102,8 +102,16 @@ impl DeviceStatus {
     }
 }
 
-/// The hardware operations the memory subsystem needs.
-pub(crate) trait Backend: Send + Sync {
+mod private {
+    /// Seals [`super::Backend`]: only this crate's hardware implements it.
+    pub(crate) trait Sealed {}
+}
+pub(crate) use private::Sealed;
+
+/// The hardware operations the layers above need of a device: everything
+/// production code asks of it goes through here (sealed: implemented by the
+/// simulated Gaudi2 only, and one day a PCI Gaudi2).
+pub(crate) trait Backend: Sealed + Send + Sync {
     /// Write one 64-bit page-table entry at device-DRAM address `addr`
     /// (device-resident page tables; upstream `write_pte` through the DRAM BAR).
     fn write_pte(&self, addr: u64, value: u64) -> Result;
@@ -153,6 +161,16 @@ pub(crate) trait Backend: Send + Sync {
 
     /// Write `data` to device DRAM at `addr` (tests and debugfs).
     fn dram_write(&self, addr: u64, data: &[u8]) -> Result;
+
+    /// The page frame number of user-mappable HW block `id` (`size` bytes,
+    /// its exact size) for `remap_pfn_range` (upstream
+    /// `gaudi2_hw_block_mmap`: the block's BAR address). O(log blocks).
+    fn block_pfn(&self, id: u32, size: u64) -> Result<u64>;
+
+    /// The compute context is gone: its HW blocks' registers are reset (the
+    /// next user finds them zeroed, as upstream's reset upon device release).
+    /// No user mapping of them may remain. Returns how many were backed.
+    fn release_registers(&self) -> usize;
 }
 
 /// Device DRAM pages of equal size, by index: what [`DramPieces`] walks

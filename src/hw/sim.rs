@@ -242,6 +242,8 @@ fn pieces(addr: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usi
     })
 }
 
+impl crate::hw::backend::Sealed for SimGaudi2 {}
+
 impl Backend for SimGaudi2 {
     fn write_pte(&self, addr: u64, value: u64) -> Result {
         if addr % 8 != 0 {
@@ -364,6 +366,14 @@ impl Backend for SimGaudi2 {
             }
         }
         Ok(())
+    }
+
+    fn block_pfn(&self, id: u32, size: u64) -> Result<u64> {
+        self.cfg_space.block_pfn(id, size)
+    }
+
+    fn release_registers(&self) -> usize {
+        self.cfg_space.release_all()
     }
 
     fn dram_write(&self, addr: u64, data: &[u8]) -> Result {

@@ -112,7 +112,7 @@ fn copy_str(dst: &mut [u8], src: &[u8]) {
 /// `HL_INFO_DRAM_USAGE` (`dram_usage_info`, habanalabs_ioctl.c:155-177).
 pub(crate) fn dram_usage(dev: &HlDevice, ctx: Option<&Context>) -> HlInfoDramUsage {
     HlInfoDramUsage {
-        dram_free_mem: dev.asic.user_dram_size().saturating_sub(dev.dram_used()),
+        dram_free_mem: dev.asic.user_dram_size().saturating_sub(dev.vm.dram_used()),
         ctx_dram_mem: ctx.map_or(0, |c| c.dram_phys_mem()),
     }
 }

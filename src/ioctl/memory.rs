@@ -46,16 +46,16 @@ pub(crate) fn memory_ioctl(
         HL_MEM_OP_ALLOC => {
             let size = args.alloc_mem_size();
             let flags = args.flags;
-            let rc = alloc_device_memory(ctx, size, flags);
+            let rc = alloc_device_memory(ctx.vm(), size, flags);
             args.set_out_u64_zeroed(rc.as_ref().map_or(0, |&h| u64::from(h)));
             rc.map(|_| ())
         }
-        HL_MEM_OP_FREE => free_device_memory(ctx, args.free_handle()),
+        HL_MEM_OP_FREE => free_device_memory(ctx.vm(), args.free_handle()),
         HL_MEM_OP_MAP => {
             let flags = args.flags;
             let rc = if flags & HL_MEM_USERPTR != 0 {
                 map_host_va(
-                    ctx,
+                    ctx.vm(),
                     args.map_host_virt_addr(),
                     args.map_host_mem_size(),
                     args.map_host_hint_addr(),
@@ -63,7 +63,7 @@ pub(crate) fn memory_ioctl(
                 )
             } else {
                 map_device_va(
-                    ctx,
+                    ctx.vm(),
                     args.map_device_handle(),
                     args.map_device_hint_addr(),
                     flags,
@@ -72,7 +72,7 @@ pub(crate) fn memory_ioctl(
             args.set_out_u64_zeroed(*rc.as_ref().unwrap_or(&0));
             rc.map(|_| ())
         }
-        HL_MEM_OP_UNMAP => unmap_device_va(ctx, args.unmap_device_virt_addr()),
+        HL_MEM_OP_UNMAP => unmap_device_va(ctx.vm(), args.unmap_device_virt_addr()),
         HL_MEM_OP_MAP_BLOCK => {
             let rc = map_block(args.map_block_addr());
             let (handle, size) = *rc.as_ref().unwrap_or(&(0, 0));
@@ -87,7 +87,8 @@ pub(crate) fn memory_ioctl(
         HL_MEM_OP_EXPORT_DMABUF_FD => {
             let flags = args.flags;
             let rc = prepare_export(
-                ctx,
+                ctx.vm(),
+                ctx.clone(),
                 args.export_addr(),
                 args.export_mem_size(),
                 args.export_offset(),

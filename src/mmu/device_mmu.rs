@@ -44,10 +44,12 @@ impl DeviceMmu {
     /// for every ASID, nothing mapped.
     pub(crate) fn new(asic: &AsicProperties, backend: Arc<dyn Backend>) -> impl PinInit<Self, Error> {
         let dr_hops = DrHopPool::new(asic.mmu_pgt_addr, HMMU_PAGE_TABLES_SIZE, MAX_ASID);
+        let scrambler = Scrambler::new(asic.hbms);
+        let dmmu_page_size = asic.dmmu_page_size;
         try_pin_init!(Self {
             backend,
-            scrambler: Scrambler::new(asic.hbms),
-            dmmu_page_size: asic.dmmu_page_size,
+            scrambler,
+            dmmu_page_size,
             dr_hops <- new_mutex!(dr_hops?),
             hr_hops <- new_mutex!(HrHopPool::new(MAX_ASID)?),
         })

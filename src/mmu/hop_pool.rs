@@ -16,7 +16,7 @@ use crate::{
 };
 use kernel::{
     prelude::*,
-    rbtree::{RBTree, RBTreeNode, RBTreeNodeReservation},
+    rbtree::{RBTree, RBTreeNodeReservation},
     sync::Mutex, //
 };
 
@@ -39,7 +39,7 @@ pub(crate) trait HopMemory {
 }
 
 /// Zeros for clearing up to a hop's worth of PTEs in one [`HopMemory::write_ptes`].
-static ZERO_PTES: [u64; HOP_PTES as usize] = [0; HOP_PTES as usize];
+pub(crate) static ZERO_PTES: [u64; HOP_PTES as usize] = [0; HOP_PTES as usize];
 
 /// The device-resident hop area of a device: `[mmu_pgt_addr, + size)` in DRAM
 /// (gaudi2/gaudi2.c:2727-2741). Hop 0 of ASID `a` is slot `a`; the other slots

@@ -23,18 +23,17 @@
 //! points at it.
 
 use crate::{
-    asic::{MmuGeometry, HOP_PTES, HOP_TABLE_SIZE},
+    asic::{MmuGeometry, HOP_PTES},
     hw::backend::MmuKind,
     mmu::{
-        hop_pool::HopMemory,
+        hop_pool::{HopMemory, ZERO_PTES},
         invalidate::{Invalidated, MmuArea},
         pte::Pte,
     },
 };
 use kernel::{
     prelude::*,
-    rbtree::{RBTree, RBTreeNode, RBTreeNodeReservation},
-    sync::Mutex, //
+    rbtree::{RBTree, RBTreeNode, RBTreeNodeReservation}, //
 };
 
 /// One hop: the host shadow of its 512 PTEs and how many are valid.
@@ -650,7 +649,7 @@ impl PageTable {
 #[kunit_tests(hlrs_page_table)]
 mod tests {
     use super::*;
-    use crate::mmu::hop_pool::{DrHops, HrHopPool, HrHops};
+    use crate::mmu::hop_pool::{DrHops, HrHops};
     use crate::{
         asic::AsicProperties,
         device::HlDevice,
@@ -675,10 +674,10 @@ mod tests {
     fn map_unmap_round_trip_with_the_oracle() -> Result {
         let (d, mut t) = setup()?;
         let mut mem = DrHops {
-            pool: &d.dr_hops,
+            pool: &d.mmu.dr_hops,
             backend: d.backend(),
         };
-        let free0 = d.dr_hops.lock().free_slots();
+        let free0 = d.mmu.dr_hops.lock().free_slots();
         let base_va = 0x1001_0020_0000_0000u64;
         for i in 0..8u64 {
             t.map(
@@ -690,7 +689,7 @@ mod tests {
         }
         // One hop per level below hop 0 for neighbouring 1 GiB leaves.
         assert_eq!(t.hop_count(), 3);
-        assert_eq!(d.dr_hops.lock().free_slots(), free0 - 3);
+        assert_eq!(d.mmu.dr_hops.lock().free_slots(), free0 - 3);
         let read = |a: u64| d.backend().read_pte(a);
         for i in 0..8u64 {
             for off in [0u64, 4096, GIB - 1] {
@@ -721,9 +720,9 @@ mod tests {
         // to the pool after the invalidation.
         assert_eq!(t.hop_count(), 0);
         assert_eq!(det.len(), 3);
-        assert_eq!(d.dr_hops.lock().free_slots(), free0 - 3);
+        assert_eq!(d.mmu.dr_hops.lock().free_slots(), free0 - 3);
         assert_eq!(flush(&d, &mut mem, det, MmuKind::Dram)?, 3);
-        assert_eq!(d.dr_hops.lock().free_slots(), free0);
+        assert_eq!(d.mmu.dr_hops.lock().free_slots(), free0);
         let mut det = DetachedHops::new();
         assert_eq!(t.unmap(&mut mem, base_va, &mut det), Err(EINVAL));
         let tr = translate(&MmuGeometry::DMMU, &read, t.hop0(), base_va, None);
@@ -738,7 +737,7 @@ mod tests {
     fn distant_vas_use_separate_hops_and_free_them() -> Result {
         let (d, mut t) = setup()?;
         let mut mem = DrHops {
-            pool: &d.dr_hops,
+            pool: &d.mmu.dr_hops,
             backend: d.backend(),
         };
         let a = 0x1001_0020_0000_0000u64;
@@ -768,21 +767,21 @@ mod tests {
         // A fresh map writes 4 PTEs (leaf + 3 links): fail each one in turn.
         for k in 1..=4u64 {
             let mut mem = DrHops {
-                pool: &d.dr_hops,
+                pool: &d.mmu.dr_hops,
                 backend: d.backend(),
             };
-            let free0 = d.dr_hops.lock().free_slots();
+            let free0 = d.mmu.dr_hops.lock().free_slots();
             d.sim.inject_pte_write_failure(k);
             assert_eq!(t.map(&mut mem, base_va, 0x1001_0000_4000_0000, 3), Err(EIO));
             d.sim.inject_pte_write_failure(0);
             assert_eq!(t.hop_count(), 0);
-            assert_eq!(d.dr_hops.lock().free_slots(), free0);
+            assert_eq!(d.mmu.dr_hops.lock().free_slots(), free0);
             let tr = translate(&MmuGeometry::DMMU, &read, t.hop0(), base_va, None);
             assert!(tr.is_err());
         }
         // And the same map then works.
         let mut mem = DrHops {
-            pool: &d.dr_hops,
+            pool: &d.mmu.dr_hops,
             backend: d.backend(),
         };
         t.map(&mut mem, base_va, 0x1001_0000_4000_0000, 3)?;
@@ -796,10 +795,10 @@ mod tests {
     fn emptied_hops_are_reused_only_after_an_invalidation() -> Result {
         let (d, mut t) = setup()?;
         let mut mem = DrHops {
-            pool: &d.dr_hops,
+            pool: &d.mmu.dr_hops,
             backend: d.backend(),
         };
-        let free0 = d.dr_hops.lock().free_slots();
+        let free0 = d.mmu.dr_hops.lock().free_slots();
         let va = 0x1001_0020_0000_0000u64;
         let pa = 0x1001_0000_4000_0000u64;
         t.map(&mut mem, va, pa, 3)?;
@@ -807,7 +806,7 @@ mod tests {
         t.unmap(&mut mem, va, &mut det)?;
         // The three emptied hops are out of the tree but not in the pool.
         assert_eq!((t.hop_count(), det.len()), (0, 3));
-        assert_eq!(d.dr_hops.lock().free_slots(), free0 - 3);
+        assert_eq!(d.mmu.dr_hops.lock().free_slots(), free0 - 3);
         // A failed invalidation, or one of another range or MMU, keeps them.
         d.sim.inject_invalidation_failure();
         assert!(invalidate_all(d.backend(), MmuKind::Dram).is_err());
@@ -818,7 +817,7 @@ mod tests {
         let det = det.release(&mut mem, &p).err().ok_or(EINVAL)?;
         // A new map meanwhile gets other hops.
         t.map(&mut mem, va, pa, 3)?;
-        assert_eq!(d.dr_hops.lock().free_slots(), free0 - 6);
+        assert_eq!(d.mmu.dr_hops.lock().free_slots(), free0 - 6);
         // Parked in the tree (quarantine), they stay out of the pool through
         // the tree's teardown, until the teardown's own invalidation.
         t.park(det);
@@ -828,7 +827,7 @@ mod tests {
         let mut all = DetachedHops::new();
         assert_eq!(t.teardown(&mut mem, &mut all), (3, true));
         assert_eq!((t.stale_count(), all.len()), (0, 6));
-        assert_eq!(d.dr_hops.lock().free_slots(), free0 - 6);
+        assert_eq!(d.mmu.dr_hops.lock().free_slots(), free0 - 6);
         // A range invalidation does not cover a whole teardown.
         let p = crate::mmu::invalidate::invalidate_range(
             d.backend(),
@@ -836,7 +835,7 @@ mod tests {
         )?;
         let all = all.release(&mut mem, &p).err().ok_or(EINVAL)?;
         assert_eq!(flush(&d, &mut mem, all, MmuKind::Dram)?, 6);
-        assert_eq!(d.dr_hops.lock().free_slots(), free0);
+        assert_eq!(d.mmu.dr_hops.lock().free_slots(), free0);
         Ok(())
     }
 
@@ -844,22 +843,22 @@ mod tests {
     fn out_of_hops_is_enomem_without_leaks() -> Result {
         let (d, mut t) = setup()?;
         let mut mem = DrHops {
-            pool: &d.dr_hops,
+            pool: &d.mmu.dr_hops,
             backend: d.backend(),
         };
         // Use up all hop slots but two.
         let mut taken = KVec::new();
-        while d.dr_hops.lock().free_slots() > 2 {
-            taken.push(d.dr_hops.lock().alloc().ok_or(ENOMEM)?, GFP_KERNEL)?;
+        while d.mmu.dr_hops.lock().free_slots() > 2 {
+            taken.push(d.mmu.dr_hops.lock().alloc().ok_or(ENOMEM)?, GFP_KERNEL)?;
         }
         assert_eq!(
             t.map(&mut mem, 0x1001_0020_0000_0000, 0x1001_0000_4000_0000, 3),
             Err(ENOMEM)
         );
         assert_eq!(t.hop_count(), 0);
-        assert_eq!(d.dr_hops.lock().free_slots(), 2);
+        assert_eq!(d.mmu.dr_hops.lock().free_slots(), 2);
         for h in taken.iter() {
-            d.dr_hops.lock().free(*h);
+            d.mmu.dr_hops.lock().free(*h);
         }
         Ok(())
     }
@@ -868,10 +867,10 @@ mod tests {
     fn teardown_frees_hops_left_behind() -> Result {
         let (d, mut t) = setup()?;
         let mut mem = DrHops {
-            pool: &d.dr_hops,
+            pool: &d.mmu.dr_hops,
             backend: d.backend(),
         };
-        let free0 = d.dr_hops.lock().free_slots();
+        let free0 = d.mmu.dr_hops.lock().free_slots();
         t.map(&mut mem, 0x1001_0020_0000_0000, 0x1001_0000_4000_0000, 3)?;
         t.map(&mut mem, 0x1002_0020_0000_0000, 0x1001_0000_4000_0000, 3)?;
         let mut det = DetachedHops::new();
@@ -881,17 +880,17 @@ mod tests {
         for i in 0..HOP_PTES {
             assert_eq!(d.backend().read_pte(t.hop0() + i * 8)?, 0);
         }
-        assert_eq!(d.dr_hops.lock().free_slots(), free0 - 5);
+        assert_eq!(d.mmu.dr_hops.lock().free_slots(), free0 - 5);
         assert_eq!(flush(&d, &mut mem, det, MmuKind::Dram)?, 5);
-        assert_eq!(d.dr_hops.lock().free_slots(), free0);
+        assert_eq!(d.mmu.dr_hops.lock().free_slots(), free0);
         Ok(())
     }
 
     #[test]
     fn host_resident_pmmu_with_4k_and_2m_leaves() -> Result {
         let d = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
-        let hop0 = d.hr_hops.lock().hop0(1).ok_or(EINVAL)?;
-        let mut mem = HrHops { pool: &d.hr_hops };
+        let hop0 = d.mmu.hr_hops.lock().hop0(1).ok_or(EINVAL)?;
+        let mut mem = HrHops { pool: &d.mmu.hr_hops };
         let mut t = PageTable::new(MmuGeometry::PMMU, MmuKind::Host, 1, hop0, &mut mem)?;
         let g = MmuGeometry::PMMU;
         let (l4k, l2m) = (
@@ -906,7 +905,7 @@ mod tests {
         t.map(&mut mem, va + (2 << 20), 0x4000_0000, l2m)?;
         // hop 1..4 shared, one hop 5 for the 4 KiB leaves.
         assert_eq!(t.hop_count(), 5);
-        let read = |a: u64| d.hr_hops.lock().read(a);
+        let read = |a: u64| d.mmu.hr_hops.lock().read(a);
         for i in 0..4u64 {
             let tr = translate(&g, &read, hop0, va + i * 4096 + 7, None).map_err(|_| EINVAL)?;
             assert_eq!((tr.pa, tr.leaf), (0x1234_5007 + i * 0x1000, 5));
@@ -925,21 +924,21 @@ mod tests {
         }
         t.unmap(&mut mem, va + (2 << 20), &mut det)?;
         assert_eq!(t.hop_count(), 0);
-        assert_eq!(d.hr_hops.lock().in_use(), 5);
+        assert_eq!(d.mmu.hr_hops.lock().in_use(), 5);
         flush(&d, &mut mem, det, MmuKind::Host)?;
-        assert_eq!(d.hr_hops.lock().in_use(), 0);
+        assert_eq!(d.mmu.hr_hops.lock().in_use(), 0);
         // Many hop-5 tables at once, all given back (the free list never needs
         // to allocate on release).
         for i in 0..6u64 {
             t.map(&mut mem, va + i * (2 << 20), 0x1000, l4k)?;
         }
-        assert_eq!(d.hr_hops.lock().in_use(), 4 + 6);
+        assert_eq!(d.mmu.hr_hops.lock().in_use(), 4 + 6);
         let mut det = DetachedHops::new();
         for i in 0..6u64 {
             t.unmap(&mut mem, va + i * (2 << 20), &mut det)?;
         }
         flush(&d, &mut mem, det, MmuKind::Host)?;
-        assert_eq!(d.hr_hops.lock().in_use(), 0);
+        assert_eq!(d.mmu.hr_hops.lock().in_use(), 0);
         assert!(translate(&g, &read, hop0, va, None).is_err());
         Ok(())
     }
@@ -976,16 +975,16 @@ mod tests {
     #[test]
     fn batched_runs_map_like_single_pages_and_undo_failed_writes() -> Result {
         let d = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
-        let hop0 = d.hr_hops.lock().hop0(1).ok_or(EINVAL)?;
+        let hop0 = d.mmu.hr_hops.lock().hop0(1).ok_or(EINVAL)?;
         let mut mem = FailingBatches {
-            inner: HrHops { pool: &d.hr_hops },
+            inner: HrHops { pool: &d.mmu.hr_hops },
             fail: false,
             prefix: 0,
         };
         let mut t = PageTable::new(MmuGeometry::PMMU, MmuKind::Host, 1, hop0, &mut mem)?;
         let g = MmuGeometry::PMMU;
         let l4k = g.leaf_hop(4096).ok_or(EINVAL)?;
-        let read = |a: u64| d.hr_hops.lock().read(a);
+        let read = |a: u64| d.mmu.hr_hops.lock().read(a);
         let pa = |i: u64| 0x8000_0000 + i * 0x3000;
         let tr = |va: u64| translate(&g, &read, hop0, va, None).map(|x| x.pa).ok();
         // The first page at index 300 of its leaf hop: 211 entries follow it.
@@ -1036,15 +1035,15 @@ mod tests {
         t.unmap(&mut mem, va, &mut det)?;
         assert_eq!(t.hop_count(), 0);
         flush(&d, &mut mem, det, MmuKind::Host)?;
-        assert_eq!(d.hr_hops.lock().in_use(), 0);
+        assert_eq!(d.mmu.hr_hops.lock().in_use(), 0);
         Ok(())
     }
 
     fn setup() -> Result<(Arc<HlDevice>, PageTable)> {
         let d = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
-        let hop0 = d.dr_hops.lock().hop0(1).ok_or(EINVAL)?;
+        let hop0 = d.mmu.dr_hops.lock().hop0(1).ok_or(EINVAL)?;
         let mut mem = DrHops {
-            pool: &d.dr_hops,
+            pool: &d.mmu.dr_hops,
             backend: d.backend(),
         };
         let t = PageTable::new(MmuGeometry::DMMU, MmuKind::Dram, 1, hop0, &mut mem)?;

@@ -96,7 +96,7 @@ pub(crate) fn prepare(dev: &Arc<HlDevice>) -> Result<Prepared<DeviceFiles>> {
 }
 
 /// The VA/MMU state of the device's open compute context, if any.
-fn active_vm(dev: &HlDevice) -> Option<Arc<crate::vm::va_range::ContextVm>> {
+fn active_vm(dev: &HlDevice) -> Option<Arc<crate::vm::context_vm::ContextVm>> {
     dev.state.lock().active_vm.clone()
 }
 
@@ -122,7 +122,7 @@ fn note_missed(f: &mut fmt::Formatter<'_>, missed: usize) -> fmt::Result {
 }
 
 fn show_dram_pool(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    let pool = dev.pool.lock();
+    let pool = dev.vm.pool.lock();
     let (pages, free, size) = (pool.pages(), pool.free_pages(), pool.page_size());
     writeln!(f, "base:        {:#x}", dev.asic.dram_user_base)?;
     writeln!(f, "page size:   {:#x} ({} MiB)", size, size >> 20)?;
@@ -137,7 +137,7 @@ fn show_dram_pool(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Resul
         f,
         "used bytes:  {} (DRAM_USAGE: {} used)",
         (pages - free) * size,
-        dev.dram_used()
+        dev.vm.dram_used()
     )?;
     write!(f, "map:         ")?;
     for i in 0..pages {
@@ -151,7 +151,7 @@ fn show_memory(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f,
         "handle  asid  size                pages  contiguous  shared  mappings  first page"
     )?;
-    let table = dev.handles.lock();
+    let table = dev.vm.handles.lock();
     let mut result = Ok(());
     table.for_each(|h, e| {
         let p = &e.pack;
@@ -386,8 +386,8 @@ fn show_ts_buffers(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Resu
 /// address and length, consecutive pages merged).
 fn show_dmabuf(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     use crate::hw::backend::DramPieces;
-    writeln!(f, "exports: {}", dev.dmabuf_exports())?;
-    writeln!(f, "importer mappings: {}", dev.dmabuf_mappings())?;
+    writeln!(f, "exports: {}", dev.vm.dmabuf_exports())?;
+    writeln!(f, "importer mappings: {}", dev.vm.dmabuf_mappings())?;
     let Some(vm) = dev.state.lock().active_vm.clone() else {
         return writeln!(f, "no open compute context");
     };
@@ -415,7 +415,7 @@ fn show_dmabuf(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 /// hardware reads it).
 fn show_mmu(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let dev = &p.dev;
-    writeln!(f, "hop slots free:  {}", dev.dr_hops.lock().free_slots())?;
+    writeln!(f, "hop slots free:  {}", dev.mmu.dr_hops.lock().free_slots())?;
     writeln!(f, "PTE writes:      {}", dev.sim.pte_writes())?;
     let Some(vm) = dev.state.lock().active_vm.clone() else {
         return writeln!(f, "no open compute context");
@@ -453,7 +453,7 @@ fn show_mmu(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     if va == 0 {
         return writeln!(f, "(write a VA to this file to translate it)");
     }
-    match vm.translate(dev, va) {
+    match vm.translate(va) {
         Ok(t) => {
             write!(
                 f,
@@ -473,7 +473,7 @@ fn show_mmu(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 }
 
 fn show_bench(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    let ([pin, lookup, account, pte], maps) = p.dev.host_map_profile.snapshot();
+    let ([pin, lookup, account, pte], maps) = p.dev.vm.host_map_profile.snapshot();
     writeln!(
         f,
         "host_map: maps {} pin_ns {} lookup_ns {} account_ns {} pte_ns {}",

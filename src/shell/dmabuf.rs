@@ -216,7 +216,7 @@ unsafe extern "C" fn hl_dmabuf_attach(
     let Some(importer) = (unsafe { Importer::new(attach) }) else {
         return EINVAL.to_errno();
     };
-    if !export.context().device().backend().peer_to_peer(&importer) {
+    if !export.vm().dev.backend().peer_to_peer(&importer) {
         // SAFETY: `attach` is being set up by the core for us.
         unsafe { (*attach).peer2peer = false };
     }
@@ -240,7 +240,7 @@ unsafe extern "C" fn hl_map_dmabuf(
     let Some(importer) = (unsafe { Importer::new(attach) }) else {
         return err_ptr(EINVAL);
     };
-    let dev = export.context().device();
+    let dev = &export.vm().dev;
     let mapped = export.pieces().and_then(|pieces| {
         dev.backend()
             .map_for_importer(&importer, DmaDirection(dir), pieces)
@@ -275,7 +275,7 @@ unsafe extern "C" fn hl_unmap_dmabuf(
     drop(unsafe { ImporterSgt::from_raw(sgt) });
     // SAFETY: per the contract: a live attachment to one of our dma-bufs.
     let export = unsafe { export_of((*attach).dmabuf) };
-    export.context().device().dmabuf_mapped(false);
+    export.vm().dev.dmabuf_mapped(false);
 }
 
 /// `dma_buf_ops.release` (`hl_release_dmabuf`): everything the export took is
@@ -369,7 +369,7 @@ unsafe extern "C" fn hl_dmabuf_vm_fault(vmf: *mut bindings::vm_fault) -> binding
         .and_then(|p| p.checked_mul(PAGE_SIZE as u64))
         .and_then(|at| export.dram_addr(at))
         .ok_or(EINVAL)
-        .and_then(|pa| export.context().device().backend().dram_host_page(pa));
+        .and_then(|pa| export.vm().dev.backend().dram_host_page(pa));
     match page {
         Ok(page) => {
             // SAFETY: `vmf` is the fault being handled; the core maps the

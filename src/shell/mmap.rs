@@ -152,7 +152,7 @@ unsafe fn map_hw_block(
     len: u64,
 ) -> Result {
     // The checks, the backing registers and the record: safe Rust.
-    let plan: HwBlockMmap = crate::vm::hw_block::prepare_mmap(&f.ctx, pgoff, start, len)?;
+    let plan: HwBlockMmap = crate::vm::hw_block::prepare_mmap(f.ctx.vm(), f.ctx.clone(), pgoff, start, len)?;
     // SAFETY: the vma is not yet visible to anyone else.
     unsafe { (*vma).__bindgen_anon_2.vm_flags |= BLOCK_VM_FLAGS };
     let size = c_ulong::try_from(len).map_err(|_| EINVAL)?;

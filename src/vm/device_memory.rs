@@ -4,13 +4,12 @@
 //! `free_device_memory`, common/memory.c:87-211, 353-386).
 
 use crate::{
-    context::Context,
     uapi::HL_MEM_CONTIGUOUS,
-    vm::{handles::HandleReservation, page_pack::PhysPgPack},
+    vm::{context_vm::ContextVm, handles::HandleReservation, page_pack::PhysPgPack},
 };
 use kernel::{prelude::*, sync::Arc};
 
-/// Allocate `mem_size` bytes of DRAM for `ctx`, rounded up to whole DRAM pages;
+/// Allocate `mem_size` bytes of DRAM for `vm`'s context, rounded up to whole DRAM pages;
 /// returns the new handle (>= 1).
 ///
 /// Errors: `EINVAL` for a zero size, a size whose rounding overflows (upstream
@@ -22,9 +21,9 @@ use kernel::{prelude::*, sync::Arc};
 /// Cost: O(npages) for the page addresses of a non-contiguous pack, O(log n)
 /// for the handle; one accounting update (upstream takes one pool reference
 /// per page).
-pub(crate) fn alloc_device_memory(ctx: &Context, mem_size: u64, flags: u32) -> Result<u32> {
+pub(crate) fn alloc_device_memory(vm: &ContextVm, mem_size: u64, flags: u32) -> Result<u32> {
     crate::vm::check_flags(flags)?;
-    let dev = ctx.device();
+    let dev = &*vm.dev;
     // The ALLOC page size is always the default one: `supports_user_set_page_size`
     // is never set for Gaudi2 upstream, so `alloc.page_size` is ignored.
     let page_size = dev.asic.dram_page_size;
@@ -34,14 +33,13 @@ pub(crate) fn alloc_device_memory(ctx: &Context, mem_size: u64, flags: u32) -> R
     let npages = mem_size.checked_add(page_size - 1).ok_or(EINVAL)? / page_size;
     let contiguous = flags & HL_MEM_CONTIGUOUS != 0;
     let pack = Arc::new(
-        PhysPgPack::alloc(dev, ctx.asid(), flags, npages, contiguous)?,
+        PhysPgPack::alloc(dev, vm.asid, flags, npages, contiguous)?,
         GFP_KERNEL,
     )?;
     let total = pack.total_size;
     let res = HandleReservation::new()?;
     let handle = dev.handles.lock().insert(pack, res)?;
-    dev.account_dram(total as i64);
-    ctx.account_dram(total as i64);
+    vm.account_dram(total as i64);
     Ok(handle)
 }
 
@@ -50,10 +48,10 @@ pub(crate) fn alloc_device_memory(ctx: &Context, mem_size: u64, flags: u32) -> R
 /// Errors: `EINVAL` for an unknown handle, or one with live mappings (the
 /// memory stays allocated); `EPERM` for a handle another context owns
 /// (upstream does not check ownership).
-pub(crate) fn free_device_memory(ctx: &Context, handle: u64) -> Result {
-    let dev = ctx.device();
+pub(crate) fn free_device_memory(vm: &ContextVm, handle: u64) -> Result {
+    let dev = &*vm.dev;
     let handle = handle as u32;
-    let asid = ctx.asid();
+    let asid = vm.asid;
     let pack = dev.handles.lock().remove_if(handle, |e| {
         if e.pack.asid != asid {
             Err(EPERM)
@@ -63,14 +61,13 @@ pub(crate) fn free_device_memory(ctx: &Context, handle: u64) -> Result {
             Ok(())
         }
     })?;
-    dev.account_dram(-(pack.total_size as i64));
-    ctx.account_dram(-(pack.total_size as i64));
+    vm.account_dram(-(pack.total_size as i64));
     // The pages go back to the pool when the last reference is dropped here.
     drop(pack);
     Ok(())
 }
 
-/// Free every allocation `ctx` still owns (the DRAM part of `hl_vm_ctx_fini`,
+/// Free every allocation `vm`'s context still owns (the DRAM part of `hl_vm_ctx_fini`,
 /// common/memory.c:2787-2804), including `HL_MEM_SHARED` ones, as upstream.
 /// Returns how many there were.
 ///
@@ -78,9 +75,9 @@ pub(crate) fn free_device_memory(ctx: &Context, handle: u64) -> Result {
 /// either): when it returns, no handle of the context's ASID is left, so the
 /// next context that gets the same ASID cannot reach this one's DRAM. O(n) in
 /// the device's live handles.
-pub(crate) fn free_all_of(ctx: &Context) -> usize {
-    let dev = ctx.device();
-    let asid = ctx.asid();
+pub(crate) fn free_all_of(vm: &ContextVm) -> usize {
+    let dev = &*vm.dev;
+    let asid = vm.asid;
     let mut handles = dev.handles.lock();
     // The packs' pages go back to the pool as each one is dropped (pool lock
     // inside the handle lock, as documented in `device.rs`): the context's
@@ -88,8 +85,7 @@ pub(crate) fn free_all_of(ctx: &Context) -> usize {
     handles.remove_owned_by(
         |owner| owner == asid,
         |_, pack| {
-            dev.account_dram(-(pack.total_size as i64));
-            ctx.account_dram(-(pack.total_size as i64));
+            vm.account_dram(-(pack.total_size as i64));
         },
     )
 }
@@ -97,6 +93,7 @@ pub(crate) fn free_all_of(ctx: &Context) -> usize {
 #[kunit_tests(hlrs_device_memory)]
 mod tests {
     use super::*;
+    use crate::context::Context;
     use crate::{
         asic::AsicProperties, device::HlDevice, file::ComputeFile, ioctl::memory::memory_ioctl, shell::dmabuf::FdExporter,
         uapi::*,
@@ -108,47 +105,47 @@ mod tests {
     #[test]
     fn handles_start_at_one_and_are_reused_lowest_first() -> Result {
         let (d, ctx) = setup(0)?;
-        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 1);
-        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 2);
-        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 3);
-        free_device_memory(&ctx, 1)?;
-        free_device_memory(&ctx, 3)?;
-        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 1);
-        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 3);
-        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 4);
-        assert_eq!(d.handles.lock().len(), 4);
+        assert_eq!(alloc_device_memory(ctx.vm(), 1, 0)?, 1);
+        assert_eq!(alloc_device_memory(ctx.vm(), 1, 0)?, 2);
+        assert_eq!(alloc_device_memory(ctx.vm(), 1, 0)?, 3);
+        free_device_memory(ctx.vm(), 1)?;
+        free_device_memory(ctx.vm(), 3)?;
+        assert_eq!(alloc_device_memory(ctx.vm(), 1, 0)?, 1);
+        assert_eq!(alloc_device_memory(ctx.vm(), 1, 0)?, 3);
+        assert_eq!(alloc_device_memory(ctx.vm(), 1, 0)?, 4);
+        assert_eq!(d.vm.handles.lock().len(), 4);
         Ok(())
     }
 
     #[test]
     fn sizes_round_up_to_whole_dram_pages() -> Result {
         let (d, ctx) = setup(0)?;
-        let h = alloc_device_memory(&ctx, 1, 0)?;
+        let h = alloc_device_memory(ctx.vm(), 1, 0)?;
         assert_eq!(ctx.dram_phys_mem(), PAGE);
-        assert_eq!(d.dram_used(), PAGE);
-        alloc_device_memory(&ctx, PAGE + 1, 0)?;
+        assert_eq!(d.vm.dram_used(), PAGE);
+        alloc_device_memory(ctx.vm(), PAGE + 1, 0)?;
         assert_eq!(ctx.dram_phys_mem(), 3 * PAGE);
-        free_device_memory(&ctx, u64::from(h))?;
+        free_device_memory(ctx.vm(), u64::from(h))?;
         assert_eq!(ctx.dram_phys_mem(), 2 * PAGE);
-        assert_eq!(d.pool.lock().free_pages(), 125);
+        assert_eq!(d.vm.pool.lock().free_pages(), 125);
         Ok(())
     }
 
     #[test]
     fn bad_sizes_and_flags_are_einval() -> Result {
         let (d, ctx) = setup(0)?;
-        assert_eq!(alloc_device_memory(&ctx, 0, 0), Err(EINVAL));
+        assert_eq!(alloc_device_memory(ctx.vm(), 0, 0), Err(EINVAL));
         // Upstream's rounding wraps to 0 pages here; ours is checked.
-        assert_eq!(alloc_device_memory(&ctx, u64::MAX, 0), Err(EINVAL));
+        assert_eq!(alloc_device_memory(ctx.vm(), u64::MAX, 0), Err(EINVAL));
         assert_eq!(
-            alloc_device_memory(&ctx, u64::MAX - PAGE + 2, 0),
+            alloc_device_memory(ctx.vm(), u64::MAX - PAGE + 2, 0),
             Err(EINVAL)
         );
         for bad in [0x10u32, 0x20, 0x8000_0000] {
-            assert_eq!(alloc_device_memory(&ctx, 1, bad), Err(EINVAL));
+            assert_eq!(alloc_device_memory(ctx.vm(), 1, bad), Err(EINVAL));
         }
-        assert_eq!(d.dram_used(), 0);
-        assert_eq!(d.handles.lock().len(), 0);
+        assert_eq!(d.vm.dram_used(), 0);
+        assert_eq!(d.vm.handles.lock().len(), 0);
         Ok(())
     }
 
@@ -156,13 +153,13 @@ mod tests {
     fn exhaustion_is_enomem_and_leaks_nothing() -> Result {
         for flags in [0, HL_MEM_CONTIGUOUS] {
             let (d, ctx) = setup(0)?;
-            assert_eq!(alloc_device_memory(&ctx, USER + 1, flags), Err(ENOMEM));
-            assert_eq!(d.dram_used(), 0);
-            assert_eq!(d.pool.lock().free_pages(), 127);
-            let h = alloc_device_memory(&ctx, USER, flags)?;
-            assert_eq!(alloc_device_memory(&ctx, 1, flags), Err(ENOMEM));
-            free_device_memory(&ctx, u64::from(h))?;
-            assert_eq!(alloc_device_memory(&ctx, 1, flags)?, 1);
+            assert_eq!(alloc_device_memory(ctx.vm(), USER + 1, flags), Err(ENOMEM));
+            assert_eq!(d.vm.dram_used(), 0);
+            assert_eq!(d.vm.pool.lock().free_pages(), 127);
+            let h = alloc_device_memory(ctx.vm(), USER, flags)?;
+            assert_eq!(alloc_device_memory(ctx.vm(), 1, flags), Err(ENOMEM));
+            free_device_memory(ctx.vm(), u64::from(h))?;
+            assert_eq!(alloc_device_memory(ctx.vm(), 1, flags)?, 1);
         }
         Ok(())
     }
@@ -170,9 +167,9 @@ mod tests {
     #[test]
     fn contiguous_packs_store_no_per_page_entries() -> Result {
         let (d, ctx) = setup(0)?;
-        let a = alloc_device_memory(&ctx, 3 * PAGE, HL_MEM_CONTIGUOUS)?;
-        let b = alloc_device_memory(&ctx, 3 * PAGE, 0)?;
-        let handles = d.handles.lock();
+        let a = alloc_device_memory(ctx.vm(), 3 * PAGE, HL_MEM_CONTIGUOUS)?;
+        let b = alloc_device_memory(ctx.vm(), 3 * PAGE, 0)?;
+        let handles = d.vm.handles.lock();
         let pa = handles.get(a).ok_or(EINVAL)?.pack.clone();
         let pb = handles.get(b).ok_or(EINVAL)?.pack.clone();
         drop(handles);
@@ -194,44 +191,45 @@ mod tests {
     #[test]
     fn free_checks_handle_mapping_and_owner() -> Result {
         let (d, ctx) = setup(0)?;
-        assert_eq!(free_device_memory(&ctx, 1), Err(EINVAL));
-        let h = alloc_device_memory(&ctx, 1, HL_MEM_SHARED)?;
+        assert_eq!(free_device_memory(ctx.vm(), 1), Err(EINVAL));
+        let h = alloc_device_memory(ctx.vm(), 1, HL_MEM_SHARED)?;
         // Mapped: refused, memory stays.
-        d.handles.lock().get_mut(h).ok_or(EINVAL)?.mapping_cnt = 1;
-        assert_eq!(free_device_memory(&ctx, u64::from(h)), Err(EINVAL));
-        assert_eq!(d.dram_used(), PAGE);
-        d.handles.lock().get_mut(h).ok_or(EINVAL)?.mapping_cnt = 0;
+        d.vm.handles.lock().get_mut(h).ok_or(EINVAL)?.mapping_cnt = 1;
+        assert_eq!(free_device_memory(ctx.vm(), u64::from(h)), Err(EINVAL));
+        assert_eq!(d.vm.dram_used(), PAGE);
+        d.vm.handles.lock().get_mut(h).ok_or(EINVAL)?.mapping_cnt = 0;
         // Only the low 32 bits of the handle count.
-        free_device_memory(&ctx, (1u64 << 32) | u64::from(h))?;
-        assert_eq!(d.dram_used(), 0);
-        assert_eq!(free_device_memory(&ctx, u64::from(h)), Err(EINVAL));
+        free_device_memory(ctx.vm(), (1u64 << 32) | u64::from(h))?;
+        assert_eq!(d.vm.dram_used(), 0);
+        assert_eq!(free_device_memory(ctx.vm(), u64::from(h)), Err(EINVAL));
         // A pack of another ASID (the kernel's) cannot be freed by the user context.
-        let foreign = Arc::new(PhysPgPack::alloc(&d, 0, 0, 1, true)?, GFP_KERNEL)?;
+        let foreign = Arc::new(PhysPgPack::alloc(&d.vm, 0, 0, 1, true)?, GFP_KERNEL)?;
         let fh = d
+            .vm
             .handles
             .lock()
             .insert(foreign, HandleReservation::new()?)?;
-        assert_eq!(free_device_memory(&ctx, u64::from(fh)), Err(EPERM));
-        assert_eq!(d.pool.lock().free_pages(), 126);
-        drop(d.handles.lock().remove_if(fh, |_| Ok(()))?);
-        assert_eq!(d.pool.lock().free_pages(), 127);
+        assert_eq!(free_device_memory(ctx.vm(), u64::from(fh)), Err(EPERM));
+        assert_eq!(d.vm.pool.lock().free_pages(), 126);
+        drop(d.vm.handles.lock().remove_if(fh, |_| Ok(()))?);
+        assert_eq!(d.vm.pool.lock().free_pages(), 127);
         Ok(())
     }
 
     #[test]
     fn teardown_frees_everything_left_behind() -> Result {
         let (d, ctx) = setup(0)?;
-        alloc_device_memory(&ctx, 5 * PAGE, HL_MEM_CONTIGUOUS)?;
-        alloc_device_memory(&ctx, 7 * PAGE, HL_MEM_SHARED)?;
-        alloc_device_memory(&ctx, 1, 0)?;
-        assert_eq!(d.dram_used(), 13 * PAGE);
+        alloc_device_memory(ctx.vm(), 5 * PAGE, HL_MEM_CONTIGUOUS)?;
+        alloc_device_memory(ctx.vm(), 7 * PAGE, HL_MEM_SHARED)?;
+        alloc_device_memory(ctx.vm(), 1, 0)?;
+        assert_eq!(d.vm.dram_used(), 13 * PAGE);
         drop(ctx);
-        assert_eq!(d.dram_used(), 0);
-        assert_eq!(d.pool.lock().free_pages(), 127);
-        assert_eq!(d.handles.lock().len(), 0);
+        assert_eq!(d.vm.dram_used(), 0);
+        assert_eq!(d.vm.pool.lock().free_pages(), 127);
+        assert_eq!(d.vm.handles.lock().len(), 0);
         // The next context starts from scratch.
         let ctx = Context::new(d.clone(), 2)?;
-        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 1);
+        assert_eq!(alloc_device_memory(ctx.vm(), 1, 0)?, 1);
         Ok(())
     }
 
@@ -239,31 +237,31 @@ mod tests {
     fn teardown_removes_only_its_own_handles_and_frees_their_ids() -> Result {
         let (d, ctx) = setup(0)?;
         // A kernel-ASID pack takes handle 1; the context's get 2, 3 and 4.
-        let kpack = Arc::new(PhysPgPack::alloc(&d, 0, 0, 1, true)?, GFP_KERNEL)?;
-        let kh = d.handles.lock().insert(kpack, HandleReservation::new()?)?;
+        let kpack = Arc::new(PhysPgPack::alloc(&d.vm, 0, 0, 1, true)?, GFP_KERNEL)?;
+        let kh = d.vm.handles.lock().insert(kpack, HandleReservation::new()?)?;
         assert_eq!(kh, 1);
         for want in 2..=4 {
-            assert_eq!(alloc_device_memory(&ctx, PAGE, 0)?, want);
+            assert_eq!(alloc_device_memory(ctx.vm(), PAGE, 0)?, want);
         }
-        free_device_memory(&ctx, 3)?;
-        assert_eq!(d.handles.lock().owned_by(1), 2);
+        free_device_memory(ctx.vm(), 3)?;
+        assert_eq!(d.vm.handles.lock().owned_by(1), 2);
         drop(ctx);
         {
-            let handles = d.handles.lock();
+            let handles = d.vm.handles.lock();
             assert_eq!(handles.owned_by(1), 0);
             assert_eq!(handles.owned_by(0), 1);
             assert_eq!(handles.len(), 1);
         }
-        assert_eq!(d.pool.lock().free_pages(), 126);
+        assert_eq!(d.vm.pool.lock().free_pages(), 126);
         // The ids went back to the free set: the next context reuses them.
         let ctx = Context::new(d.clone(), 2)?;
-        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 2);
-        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 3);
-        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 4);
-        assert_eq!(alloc_device_memory(&ctx, 1, 0)?, 5);
+        assert_eq!(alloc_device_memory(ctx.vm(), 1, 0)?, 2);
+        assert_eq!(alloc_device_memory(ctx.vm(), 1, 0)?, 3);
+        assert_eq!(alloc_device_memory(ctx.vm(), 1, 0)?, 4);
+        assert_eq!(alloc_device_memory(ctx.vm(), 1, 0)?, 5);
         drop(ctx);
-        drop(d.handles.lock().remove_if(kh, |_| Ok(()))?);
-        assert_eq!(d.pool.lock().free_pages(), 127);
+        drop(d.vm.handles.lock().remove_if(kh, |_| Ok(()))?);
+        assert_eq!(d.vm.pool.lock().free_pages(), 127);
         Ok(())
     }
 
@@ -275,16 +273,16 @@ mod tests {
         // What a teardown that failed half-way used to leave: a handle of ASID 1
         // with no context. The next context gets ASID 1 again and must not
         // pass the owner check with it.
-        let stray = Arc::new(PhysPgPack::alloc(&d, 1, 0, 2, true)?, GFP_KERNEL)?;
-        let h = d.handles.lock().insert(stray, HandleReservation::new()?)?;
-        d.account_dram(2 * PAGE as i64);
+        let stray = Arc::new(PhysPgPack::alloc(&d.vm, 1, 0, 2, true)?, GFP_KERNEL)?;
+        let h = d.vm.handles.lock().insert(stray, HandleReservation::new()?)?;
+        d.vm.account_dram(2 * PAGE as i64);
         let ctx = Context::new(d.clone(), 2)?;
         assert_eq!(ctx.asid(), 1);
-        assert!(d.handles.lock().get(h).is_none());
-        assert_eq!(d.handles.lock().owned_by(1), 0);
-        assert_eq!(free_device_memory(&ctx, u64::from(h)), Err(EINVAL));
-        assert_eq!(d.pool.lock().free_pages(), 127);
-        assert_eq!(d.dram_used(), 0);
+        assert!(d.vm.handles.lock().get(h).is_none());
+        assert_eq!(d.vm.handles.lock().owned_by(1), 0);
+        assert_eq!(free_device_memory(ctx.vm(), u64::from(h)), Err(EINVAL));
+        assert_eq!(d.vm.pool.lock().free_pages(), 127);
+        assert_eq!(d.vm.dram_used(), 0);
         Ok(())
     }
 
@@ -309,7 +307,7 @@ mod tests {
             assert!(a.out_u64() >= 1);
             assert_eq!((a.arg1, a.arg2, a.op, a.ctx_id), (0, 0, 0, 0));
         }
-        assert_eq!(d.dram_used(), 4 * PAGE);
+        assert_eq!(d.vm.dram_used(), 4 * PAGE);
         // A failed ALLOC leaves handle 0.
         let mut a = HlMemArgs {
             arg0: 0,
@@ -342,7 +340,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(memory_ioctl(&file, &mut a, &FdExporter(None)), Err(EBUSY));
-        assert_eq!(d.dram_used(), 3 * PAGE);
+        assert_eq!(d.vm.dram_used(), 3 * PAGE);
         Ok(())
     }
 
@@ -362,19 +360,19 @@ mod tests {
                 } else {
                     0
                 };
-                match alloc_device_memory(&ctx, pages * PAGE - (seed % PAGE), flags) {
+                match alloc_device_memory(ctx.vm(), pages * PAGE - (seed % PAGE), flags) {
                     Ok(h) => live.push((h, pages), GFP_KERNEL)?,
                     Err(e) => assert_eq!(e, ENOMEM),
                 }
             } else {
                 let i = (seed as usize / 3) % live.len();
                 let (h, _) = live.remove(i)?;
-                free_device_memory(&ctx, u64::from(h))?;
+                free_device_memory(ctx.vm(), u64::from(h))?;
             }
             let used: u64 = live.iter().map(|&(_, p)| p * PAGE).sum();
-            assert_eq!(d.dram_used(), used);
+            assert_eq!(d.vm.dram_used(), used);
             assert_eq!(ctx.dram_phys_mem(), used);
-            assert_eq!(d.pool.lock().free_pages(), 127 - used / PAGE);
+            assert_eq!(d.vm.pool.lock().free_pages(), 127 - used / PAGE);
         }
         Ok(())
     }

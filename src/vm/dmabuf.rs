@@ -24,9 +24,8 @@
 //! `dma_buf_fd`).
 
 use crate::{
-    context::Context,
     hw::backend::DramPieces,
-    vm::{mapping::Backing, page_pack::PhysPgPack},
+    vm::{context_vm::ContextVm, mapping::Backing, page_pack::PhysPgPack, ContextRef},
 };
 use kernel::{
     bindings,
@@ -45,7 +44,11 @@ pub(crate) const EXPORT_FLAGS: u32 = bindings::O_RDWR | bindings::O_CLOEXEC;
 /// dma-buf's release) gives everything back: the mapping's export count, the
 /// device's export count, the record in the context, the context reference.
 pub(crate) struct DmabufExport {
-    ctx: Arc<Context>,
+    /// The VM of the exporting context.
+    vm: Arc<ContextVm>,
+    /// Keeps the exporting context alive (upstream `hl_ctx_get`); dropped
+    /// after `vm`, before the pack, as one context reference was.
+    _owner: ContextRef,
     /// The user VA of the exported mapping.
     pub(crate) va: u64,
     /// Its pages.
@@ -90,9 +93,9 @@ impl ExportList {
 }
 
 impl DmabufExport {
-    /// The context the export belongs to.
-    pub(crate) fn context(&self) -> &Arc<Context> {
-        &self.ctx
+    /// The VM of the context the export belongs to.
+    pub(crate) fn vm(&self) -> &Arc<ContextVm> {
+        &self.vm
     }
 
     /// The DRAM pieces of the exported range (see [`DramPieces`]).
@@ -117,7 +120,7 @@ impl DmabufExport {
 impl Drop for DmabufExport {
     /// `hl_release_dmabuf`.
     fn drop(&mut self) {
-        let vm = self.ctx.vm();
+        let vm = &self.vm;
         {
             let mut maps = vm.mappings.lock();
             match maps.get_mut(self.va) {
@@ -126,7 +129,7 @@ impl Drop for DmabufExport {
             }
         }
         vm.exports.lock().by_seq.remove(&self.seq);
-        self.ctx.device().dmabuf_exported(false);
+        vm.dev.dmabuf_exported(false);
         // The context reference goes last, with `self.ctx`.
     }
 }
@@ -141,7 +144,8 @@ impl Drop for DmabufExport {
 /// pack (checked, never wrapping). `ENOMEM` when the record cannot be
 /// allocated. On error nothing is counted. O(log n).
 pub(crate) fn prepare_export(
-    ctx: &Arc<Context>,
+    vm: &Arc<ContextVm>,
+    owner: ContextRef,
     addr: u64,
     size: u64,
     offset: u64,
@@ -153,9 +157,8 @@ pub(crate) fn prepare_export(
     if addr % PAGE != 0 || size == 0 || size % PAGE != 0 || offset % PAGE != 0 {
         return Err(EINVAL);
     }
-    let dev = ctx.device();
+    let dev = &*vm.dev;
     let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
-    let vm = ctx.vm();
     let seq = {
         let mut list = vm.exports.lock();
         let seq = list.next;
@@ -188,7 +191,8 @@ pub(crate) fn prepare_export(
     dev.dmabuf_exported(true);
     // From here on the record's `Drop` undoes the counts if anything fails.
     let export = DmabufExport {
-        ctx: ctx.clone(),
+        vm: vm.clone(),
+        _owner: owner,
         va: addr,
         pack,
         offset,
@@ -201,6 +205,7 @@ pub(crate) fn prepare_export(
 #[kunit_tests(hlrs_dmabuf)]
 mod tests {
     use super::*;
+    use crate::context::Context;
     use crate::{
         asic::AsicProperties,
         device::HlDevice,
@@ -221,8 +226,8 @@ mod tests {
     }
 
     fn mapped(ctx: &Arc<Context>, pages: u64, flags: u32) -> Result<(u32, u64)> {
-        let h = alloc_device_memory(ctx, pages * DPAGE, flags)?;
-        let va = map_device_va(ctx, u64::from(h), 0, 0)?;
+        let h = alloc_device_memory(ctx.vm(), pages * DPAGE, flags)?;
+        let va = map_device_va(ctx.vm(), u64::from(h), 0, 0)?;
         Ok((h, va))
     }
 
@@ -232,7 +237,7 @@ mod tests {
         let (h, va) = mapped(&ctx, 2, 0)?;
         let total = 2 * DPAGE;
         let ok =
-            |addr, size, offset, flags| prepare_export(&ctx, addr, size, offset, flags).map(drop);
+            |addr, size, offset, flags| prepare_export(ctx.vm(), ctx.clone(), addr, size, offset, flags).map(drop);
         // offset + size == total: accepted; a page more: refused.
         ok(va, total, 0, 0)?;
         ok(va, PAGE, total - PAGE, 0)?;
@@ -254,9 +259,9 @@ mod tests {
             assert_eq!(ok(va, PAGE, 0, bad), Err(EINVAL));
         }
         // Nothing stayed counted.
-        assert_eq!(d.dmabuf_exports(), 0);
-        unmap_device_va(&ctx, va)?;
-        free_device_memory(&ctx, u64::from(h))?;
+        assert_eq!(d.vm.dmabuf_exports(), 0);
+        unmap_device_va(ctx.vm(), va)?;
+        free_device_memory(ctx.vm(), u64::from(h))?;
         Ok(())
     }
 
@@ -264,16 +269,16 @@ mod tests {
     fn a_live_export_pins_the_mapping_and_the_handle() -> Result {
         let (d, ctx) = setup()?;
         let (h, va) = mapped(&ctx, 1, HL_MEM_SHARED)?;
-        let e = prepare_export(&ctx, va, PAGE, 0, 0)?;
-        assert_eq!(d.dmabuf_exports(), 1);
+        let e = prepare_export(ctx.vm(), ctx.clone(), va, PAGE, 0, 0)?;
+        assert_eq!(d.vm.dmabuf_exports(), 1);
         assert_eq!(ctx.vm().exports.lock().iter().count(), 1);
-        assert_eq!(unmap_device_va(&ctx, va), Err(EINVAL));
-        assert_eq!(free_device_memory(&ctx, u64::from(h)), Err(EINVAL));
+        assert_eq!(unmap_device_va(ctx.vm(), va), Err(EINVAL));
+        assert_eq!(free_device_memory(ctx.vm(), u64::from(h)), Err(EINVAL));
         drop(e);
-        assert_eq!(d.dmabuf_exports(), 0);
+        assert_eq!(d.vm.dmabuf_exports(), 0);
         assert_eq!(ctx.vm().exports.lock().iter().count(), 0);
-        unmap_device_va(&ctx, va)?;
-        free_device_memory(&ctx, u64::from(h))?;
+        unmap_device_va(ctx.vm(), va)?;
+        free_device_memory(ctx.vm(), u64::from(h))?;
         Ok(())
     }
 
@@ -282,7 +287,7 @@ mod tests {
         let (_d, ctx) = setup()?;
         // Contiguous: one piece.
         let (_, va) = mapped(&ctx, 3, HL_MEM_CONTIGUOUS)?;
-        let e = prepare_export(&ctx, va, 3 * DPAGE - 2 * PAGE, PAGE, 0)?;
+        let e = prepare_export(ctx.vm(), ctx.clone(), va, 3 * DPAGE - 2 * PAGE, PAGE, 0)?;
         let base = e.pack.page_addr(0).ok_or(EINVAL)?;
         let all: KVec<(u64, u64)> = e.pieces()?.collect_vec()?;
         assert_eq!(all.as_slice(), &[(base + PAGE, 3 * DPAGE - 2 * PAGE)]);
@@ -299,25 +304,25 @@ mod tests {
         let holes: KVec<u32> = {
             let mut v = KVec::new();
             for _ in 0..3 {
-                v.push(alloc_device_memory(&ctx, DPAGE, 0)?, GFP_KERNEL)?;
-                v.push(alloc_device_memory(&ctx, DPAGE, 0)?, GFP_KERNEL)?;
+                v.push(alloc_device_memory(ctx.vm(), DPAGE, 0)?, GFP_KERNEL)?;
+                v.push(alloc_device_memory(ctx.vm(), DPAGE, 0)?, GFP_KERNEL)?;
             }
             v
         };
         for (i, h) in holes.iter().enumerate() {
             if i % 2 == 0 {
-                free_device_memory(&ctx, u64::from(*h))?;
+                free_device_memory(ctx.vm(), u64::from(*h))?;
             }
         }
         let (_, sva) = mapped(&ctx, 3, 0)?;
-        let s = prepare_export(&ctx, sva, 3 * DPAGE, 0, 0)?;
+        let s = prepare_export(ctx.vm(), ctx.clone(), sva, 3 * DPAGE, 0, 0)?;
         let v = s.pieces()?.collect_vec()?;
         assert_eq!(v.len(), 3);
         for (i, &(a, n)) in v.iter().enumerate() {
             assert_eq!((a, n), (s.pack.page_addr(i as u64).ok_or(EINVAL)?, DPAGE));
         }
         // With an offset inside the second page: the first page is skipped.
-        let e = prepare_export(&ctx, sva, DPAGE, DPAGE + PAGE, 0)?;
+        let e = prepare_export(ctx.vm(), ctx.clone(), sva, DPAGE, DPAGE + PAGE, 0)?;
         let v = e.pieces()?.collect_vec()?;
         let p1 = s.pack.page_addr(1).ok_or(EINVAL)?;
         let p2 = s.pack.page_addr(2).ok_or(EINVAL)?;
@@ -338,9 +343,9 @@ mod tests {
     /// Returns (handle, VA, offset, size).
     fn scattered_export_setup(ctx: &Arc<Context>) -> Result<(u32, u64, u64, u64)> {
         for _ in 0..3 {
-            let keep = alloc_device_memory(ctx, DPAGE, 0)?;
-            let gap = alloc_device_memory(ctx, DPAGE, 0)?;
-            free_device_memory(ctx, u64::from(gap))?;
+            let keep = alloc_device_memory(ctx.vm(), DPAGE, 0)?;
+            let gap = alloc_device_memory(ctx.vm(), DPAGE, 0)?;
+            free_device_memory(ctx.vm(), u64::from(gap))?;
             let _ = keep;
         }
         let (h, va) = mapped(ctx, 3, 0)?;
@@ -363,7 +368,7 @@ mod tests {
             let i = i as u64;
             let pa = ctx
                 .vm()
-                .translate(d, va + offset + i * PAGE)
+                .translate(va + offset + i * PAGE)
                 .map_err(|_| EINVAL)?
                 .pa;
             if i != skip {
@@ -394,9 +399,9 @@ mod tests {
         // A P2P-capable dynamic importer and a plain one are served alike:
         // the simulation's DRAM is host memory, so no attachment is P2P.
         for p2p in [true, false] {
-            let export = prepare_export(&ctx, va, size, offset, 0)?;
-            assert_eq!(d.dmabuf_exports(), 1);
-            let found = imp.import(export, p2p, |_| assert_eq!(d.dmabuf_mappings(), 1))?;
+            let export = prepare_export(ctx.vm(), ctx.clone(), va, size, offset, 0)?;
+            assert_eq!(d.vm.dmabuf_exports(), 1);
+            let found = imp.import(export, p2p, |_| assert_eq!(d.vm.dmabuf_mappings(), 1))?;
             assert!(!found.peer2peer);
             // No IOMMU in the guest: one DMA entry per CPU entry.
             assert_eq!(found.entries.len(), found.cpu_entries as usize);
@@ -416,14 +421,14 @@ mod tests {
             // simulated DRAM holds for the range.
             assert!(found.bytes.as_slice() == want.as_slice());
             // The release gave everything back.
-            assert_eq!(d.dmabuf_mappings(), 0);
-            assert_eq!(d.dmabuf_exports(), 0);
+            assert_eq!(d.vm.dmabuf_mappings(), 0);
+            assert_eq!(d.vm.dmabuf_exports(), 0);
             assert_eq!(ctx.vm().exports.lock().iter().count(), 0);
         }
         // Mapping populated the one page never written, and only it.
         assert_eq!(d.sim.backed_chunks(), backed + 1);
-        unmap_device_va(&ctx, va)?;
-        free_device_memory(&ctx, u64::from(h))?;
+        unmap_device_va(ctx.vm(), va)?;
+        free_device_memory(ctx.vm(), u64::from(h))?;
         Ok(())
     }
 
@@ -438,14 +443,14 @@ mod tests {
         for i in 0..pages {
             let pa = ctx
                 .vm()
-                .translate(&d, va + offset + i * PAGE)
+                .translate(va + offset + i * PAGE)
                 .map_err(|_| EINVAL)?
                 .pa;
             pas.push(pa, GFP_KERNEL)?;
         }
         let refs = |pa: &u64| d.sim.chunk_refs(*pa);
         assert!(pas.iter().all(|pa| refs(pa) == Some(1)));
-        let export = prepare_export(&ctx, va, size, offset, 0)?;
+        let export = prepare_export(ctx.vm(), ctx.clone(), va, size, offset, 0)?;
         imp.import(export, false, |_| {
             // While mapped, the importer's table holds one more reference
             // to every page of the range.
@@ -454,24 +459,24 @@ mod tests {
         assert!(pas.iter().all(|pa| refs(pa) == Some(1)));
         // A failed map (the third page cannot be populated) keeps nothing.
         let (h2, va2) = mapped(&ctx, 1, 0)?;
-        let pa = ctx.vm().translate(&d, va2).map_err(|_| EINVAL)?.pa;
+        let pa = ctx.vm().translate(va2).map_err(|_| EINVAL)?.pa;
         let backed = d.sim.backed_chunks();
         d.sim.inject_host_page_failure(3);
-        let export = prepare_export(&ctx, va2, 8 * PAGE, 0, 0)?;
+        let export = prepare_export(ctx.vm(), ctx.clone(), va2, 8 * PAGE, 0, 0)?;
         assert_eq!(imp.import(export, false, |_| ()).err(), Some(ENOMEM));
         d.sim.inject_host_page_failure(0);
-        assert_eq!(d.dmabuf_mappings(), 0);
-        assert_eq!(d.dmabuf_exports(), 0);
+        assert_eq!(d.vm.dmabuf_mappings(), 0);
+        assert_eq!(d.vm.dmabuf_exports(), 0);
         // The two pages populated before the failure stay backed DRAM, held
         // by the simulation alone.
         assert_eq!(d.sim.backed_chunks(), backed + 2);
         assert_eq!(d.sim.chunk_refs(pa), Some(1));
         assert_eq!(d.sim.chunk_refs(pa + PAGE), Some(1));
         assert_eq!(d.sim.chunk_refs(pa + 2 * PAGE), None);
-        unmap_device_va(&ctx, va2)?;
-        free_device_memory(&ctx, u64::from(h2))?;
-        unmap_device_va(&ctx, va)?;
-        free_device_memory(&ctx, u64::from(h))?;
+        unmap_device_va(ctx.vm(), va2)?;
+        free_device_memory(ctx.vm(), u64::from(h2))?;
+        unmap_device_va(ctx.vm(), va)?;
+        free_device_memory(ctx.vm(), u64::from(h))?;
         Ok(())
     }
 
@@ -485,7 +490,7 @@ mod tests {
         let want = fill_and_read(&d, &ctx, va, offset, size, 3)?;
         let mut pas = KVec::new();
         for i in 0..size / PAGE {
-            let t = ctx.vm().translate(&d, va + offset + i * PAGE);
+            let t = ctx.vm().translate(va + offset + i * PAGE);
             pas.push(t.map_err(|_| EINVAL)?.pa, GFP_KERNEL)?;
         }
         // Fail the 1st, 2nd, ... allocation of the import (export, attach,
@@ -495,15 +500,15 @@ mod tests {
         // (kmemleak checks the sg table and the records at the end of the run).
         let mut failures = 0u32;
         for n in 1..1000 {
-            let export = prepare_export(&ctx, va, size, offset, 0)?;
+            let export = prepare_export(ctx.vm(), ctx.clone(), va, size, offset, 0)?;
             if TestImporter::fail_nth(n).is_none() {
                 pr_info!("no CONFIG_FAULT_INJECTION: allocation failures not injected\n");
                 break;
             }
             let r = imp.import(export, n % 2 == 0, |_| ());
             let left = TestImporter::fail_nth(0).unwrap_or(0);
-            assert_eq!(d.dmabuf_mappings(), 0);
-            assert_eq!(d.dmabuf_exports(), 0);
+            assert_eq!(d.vm.dmabuf_mappings(), 0);
+            assert_eq!(d.vm.dmabuf_exports(), 0);
             for pa in pas.iter() {
                 assert!(matches!(d.sim.chunk_refs(*pa), None | Some(1)));
             }
@@ -525,8 +530,8 @@ mod tests {
             "hlrs_dmabuf: an import failed at each of its {} allocation points (injected)\n",
             failures
         );
-        unmap_device_va(&ctx, va)?;
-        free_device_memory(&ctx, u64::from(h))?;
+        unmap_device_va(ctx.vm(), va)?;
+        free_device_memory(ctx.vm(), u64::from(h))?;
         Ok(())
     }
 

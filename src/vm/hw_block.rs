@@ -12,13 +12,13 @@
 //! On the simulated Gaudi2 a block's registers are host memory owned by the
 //! device (allocated on first mmap): what userspace writes through its
 //! mapping, the driver reads (debugfs `hw_blocks`). They go with the compute
-//! context ([`release_registers`]), so a second opener of the device reads
+//! context (`Backend::release_registers` at teardown), so a second opener of the device reads
 //! zeros where the first one wrote.
 
 use crate::{
     asic::{user_block, user_block_id},
-    context::Context,
     uapi::{mmap_handle, mmap_value, HL_MMAP_TYPE_BLOCK},
+    vm::{context_vm::ContextVm, ContextRef},
 };
 use kernel::{
     prelude::*,
@@ -34,17 +34,6 @@ pub(crate) fn map_block(addr: u64) -> Result<(u64, u32)> {
     let block = user_block(id.into()).ok_or(EINVAL)?;
     let size = u32::try_from(block.size).map_err(|_| EINVAL)?;
     Ok((mmap_handle(id.into(), HL_MMAP_TYPE_BLOCK), size))
-}
-
-/// The compute context `ctx` is being torn down (first step of
-/// `Context::drop`): free the registers of every HW block of its device, so
-/// that the next user reads zeros instead of what this one wrote (upstream
-/// resets a Gaudi2 when its user releases it). None is mapped any more:
-/// every block vma holds a reference to the context (its [`BlockVma`]), and
-/// the mm clears a vma's page-table entries before its `close` gives that
-/// reference back. Allocates nothing. Returns how many blocks were backed.
-pub(crate) fn release_registers(ctx: &Context) -> usize {
-    ctx.device().sim.cfg_space.release_all()
 }
 
 /// One live HW-block mapping of a context (upstream `struct hl_vm_hw_block_list_node`).
@@ -117,20 +106,22 @@ impl HwBlockMappings {
 
 /// What the vmas of one HW-block mapping hold (one strong reference each).
 pub(crate) struct BlockVma {
-    ctx: Arc<Context>,
+    vm: Arc<ContextVm>,
+    /// Keeps the context (and so its registers) alive while a vma maps them.
+    _owner: ContextRef,
     seq: u64,
 }
 
 impl BlockVma {
     /// A new vma of the mapping. O(log n).
     pub(crate) fn vma_opened(&self) {
-        self.ctx.vm().hw_blocks.lock().adjust(self.seq, true);
+        self.vm.hw_blocks.lock().adjust(self.seq, true);
     }
 
     /// A vma of the mapping went away; the last one withdraws the record.
     /// O(log n).
     pub(crate) fn vma_closed(&self) {
-        self.ctx.vm().hw_blocks.lock().adjust(self.seq, false);
+        self.vm.hw_blocks.lock().adjust(self.seq, false);
     }
 }
 
@@ -149,9 +140,7 @@ impl HwBlockMmap {
     /// reference. Cannot fail, allocates nothing. O(log n).
     pub(crate) fn publish(self) -> Arc<BlockVma> {
         let v = &self.first_vma;
-        v.ctx
-            .vm()
-            .hw_blocks
+        v.vm.hw_blocks
             .lock()
             .by_seq
             .insert(self.node.into_node(v.seq, self.record));
@@ -164,7 +153,8 @@ impl HwBlockMmap {
 /// use), the record's tree node and the first vma's reference. `EINVAL` for
 /// an unknown id or a length other than the block's size; `ENOMEM`. O(log n).
 pub(crate) fn prepare_mmap(
-    ctx: &Arc<Context>,
+    vm: &Arc<ContextVm>,
+    owner: ContextRef,
     pgoff: u64,
     va: u64,
     len: u64,
@@ -177,14 +167,15 @@ pub(crate) fn prepare_mmap(
     let id = u32::try_from(id).map_err(|_| EINVAL)?;
     let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
     let seq = {
-        let mut list = ctx.vm().hw_blocks.lock();
+        let mut list = vm.hw_blocks.lock();
         let seq = list.next;
         list.next = seq.checked_add(1).ok_or(ENOMEM)?;
         seq
     };
     let first_vma = Arc::new(
         BlockVma {
-            ctx: ctx.clone(),
+            vm: vm.clone(),
+            _owner: owner,
             seq,
         },
         GFP_KERNEL,
@@ -192,7 +183,7 @@ pub(crate) fn prepare_mmap(
     // The registers last: a failure above leaves none backed. (One made by
     // a mapping that fails later, in the page-table work, stays backed and
     // zeroed until the context goes.)
-    let pfn = ctx.device().sim.cfg_space.block_pfn(id, block.size)?;
+    let pfn = vm.dev.backend().block_pfn(id, block.size)?;
     Ok(HwBlockMmap {
         pfn,
         record: HwBlockRecord {
@@ -209,6 +200,7 @@ pub(crate) fn prepare_mmap(
 #[kunit_tests(hlrs_hw_block)]
 mod tests {
     use super::*;
+    use crate::context::Context;
     use crate::{
         asic::{AsicProperties, CFG_BASE, NUM_USER_MAPPED_BLOCKS},
         device::HlDevice,
@@ -240,17 +232,17 @@ mod tests {
         let ctx = Arc::new(Context::new(d.clone(), 1)?, GFP_KERNEL)?;
         let pg = |id: u64| mmap_handle(id, HL_MMAP_TYPE_BLOCK) >> HL_MMAP_PAGE_SHIFT;
         // Unknown id, wrong sizes.
-        assert!(prepare_mmap(&ctx, pg(NUM_USER_MAPPED_BLOCKS as u64), 0x1000, 0x1000).is_err());
+        assert!(prepare_mmap(ctx.vm(), ctx.clone(), pg(NUM_USER_MAPPED_BLOCKS as u64), 0x1000, 0x1000).is_err());
         assert_eq!(
-            prepare_mmap(&ctx, pg(4), 0x1000, 0x1000).err(),
+            prepare_mmap(ctx.vm(), ctx.clone(), pg(4), 0x1000, 0x1000).err(),
             Some(EINVAL)
         );
         assert_eq!(
-            prepare_mmap(&ctx, pg(4), 0x1000, 0x10000).err(),
+            prepare_mmap(ctx.vm(), ctx.clone(), pg(4), 0x1000, 0x10000).err(),
             Some(EINVAL)
         );
         // A good one: the block's registers exist from now on.
-        let plan = prepare_mmap(&ctx, pg(4), 0x7000_0000, 0x8000)?;
+        let plan = prepare_mmap(ctx.vm(), ctx.clone(), pg(4), 0x7000_0000, 0x8000)?;
         let pfn = plan.pfn;
         assert_eq!(d.sim.cfg_space.block_pfn(4, 0x8000)?, pfn);
         let vma = plan.publish();
@@ -282,7 +274,7 @@ mod tests {
         let pg = |id: u64| mmap_handle(id, HL_MMAP_TYPE_BLOCK) >> HL_MMAP_PAGE_SHIFT;
         let ctx = Arc::new(Context::new(d.clone(), 1)?, GFP_KERNEL)?;
         for (id, size) in [(4u64, 0x8000u64), (0, 0x10000)] {
-            let vma = prepare_mmap(&ctx, pg(id), 0x7000_0000, size)?.publish();
+            let vma = prepare_mmap(ctx.vm(), ctx.clone(), pg(id), 0x7000_0000, size)?.publish();
             d.sim.cfg_space.write(id as u32, 0x10, 0xdead_beef)?;
             // The vma goes (munmap): its reference to the context with it.
             vma.vma_closed();
@@ -295,7 +287,7 @@ mod tests {
         assert_eq!(d.sim.cfg_space.read(4, 0x10), None);
         // The next context backs the block again, zeroed.
         let ctx = Arc::new(Context::new(d.clone(), 2)?, GFP_KERNEL)?;
-        let vma = prepare_mmap(&ctx, pg(4), 0x7000_0000, 0x8000)?.publish();
+        let vma = prepare_mmap(ctx.vm(), ctx.clone(), pg(4), 0x7000_0000, 0x8000)?.publish();
         for off in (0..0x8000).step_by(4) {
             assert_eq!(d.sim.cfg_space.read(4, off), Some(0));
         }

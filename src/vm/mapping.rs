@@ -32,12 +32,13 @@
 
 use crate::{
     asic::MmuGeometry,
-    context::Context,
-    device::HlDevice,
+    hw::backend::MmuKind,
     kapi::{pin::PinnedUserPages, sched},
     mmu::{
         invalidate::{invalidate_all, invalidate_range, Held, Invalidated, MmuArea},
-        page_table::{DetachedHops, DrHops, HopMemory, HrHops, PageTable},
+        device_mmu::Hops,
+        hop_pool::HopMemory,
+        page_table::{DetachedHops, PageTable},
         walk::{translate, Translation, WalkFault},
     },
     uapi::{HL_MEM_FORCE_HINT, HL_MEM_SHARED},
@@ -46,7 +47,9 @@ use crate::{
         map_profile::{Phase, PhaseTimer},
         page_pack::PhysPgPack,
         userptr::{UserptrIndex, UserptrReservation},
-        va_range::{ContextMmu, ContextVm, VaRangeType},
+        context_vm::{ContextMmu, ContextVm},
+        device_vm::DeviceVm,
+        va_range::VaRangeType,
         va_request,
     },
 };
@@ -150,7 +153,7 @@ impl Mapping {
     // The refused mapping comes back whole (boxing it would allocate on the
     // teardown path).
     #[allow(clippy::result_large_err)]
-    fn release(self, vm: &ContextVm, dev: &HlDevice, proof: &Invalidated) -> Result<(), Self> {
+    fn release(self, vm: &ContextVm, dev: &DeviceVm, proof: &Invalidated) -> Result<(), Self> {
         if self.ptes_left {
             return Err(self);
         }
@@ -362,7 +365,7 @@ impl MappingTable {
 /// The page table of range `kind` and where its hops live.
 fn table_of<'a>(
     mmu: &'a mut ContextMmu,
-    dev: &'a HlDevice,
+    dev: &'a DeviceVm,
     kind: VaRangeType,
 ) -> (&'a mut PageTable, Hops<'a>) {
     let tree = match kind {
@@ -370,32 +373,6 @@ fn table_of<'a>(
         VaRangeType::Host | VaRangeType::HostHuge => &mut mmu.pmmu,
     };
     (tree, hops_of(dev, kind))
-}
-
-/// The hop memory of one MMU of a device.
-enum Hops<'a> {
-    Dr(DrHops<'a>),
-    Hr(HrHops<'a>),
-}
-
-impl<'a> Hops<'a> {
-    fn dr(dev: &'a HlDevice) -> Self {
-        Self::Dr(DrHops {
-            pool: &dev.dr_hops,
-            backend: dev.backend(),
-        })
-    }
-
-    fn hr(dev: &'a HlDevice) -> Self {
-        Self::Hr(HrHops { pool: &dev.hr_hops })
-    }
-
-    fn mem(&mut self) -> &mut dyn HopMemory {
-        match self {
-            Self::Dr(d) => d,
-            Self::Hr(h) => h,
-        }
-    }
 }
 
 impl ContextVm {
@@ -412,7 +389,7 @@ impl ContextVm {
     /// O(npages x hops), yielding once per leaf hop.
     fn map_backing(
         &self,
-        dev: &HlDevice,
+        dev: &DeviceVm,
         kind: VaRangeType,
         va: u64,
         backing: &Backing,
@@ -423,7 +400,7 @@ impl ContextVm {
         let (tree, mut hops) = table_of(&mut mmu, dev, kind);
         let mem = hops.mem();
         let (geo, scr) = match kind {
-            VaRangeType::Dram => (MmuGeometry::DMMU, Some(&dev.scrambler)),
+            VaRangeType::Dram => (MmuGeometry::DMMU, Some(&dev.mmu.scrambler)),
             _ => (MmuGeometry::PMMU, None),
         };
         let leaf_size = if kind == VaRangeType::Dram {
@@ -487,7 +464,7 @@ impl ContextVm {
     /// yielding once per leaf hop.
     fn unmap_backing(
         &self,
-        dev: &HlDevice,
+        dev: &DeviceVm,
         kind: VaRangeType,
         va: u64,
         backing: &Backing,
@@ -496,7 +473,7 @@ impl ContextVm {
         let (page_size, npages) = backing.geometry();
         let mut mmu = self.mmu.lock();
         let (tree, mut hops) = table_of(&mut mmu, dev, kind);
-        let scr = (kind == VaRangeType::Dram).then_some(&dev.scrambler);
+        let scr = (kind == VaRangeType::Dram).then_some(&dev.mmu.scrambler);
         let s = |a: u64| scr.map_or(a, |x| x.scramble(a));
         unmap_pages(
             tree,
@@ -514,7 +491,8 @@ impl ContextVm {
     /// quarantine; the emptied hops are parked in their tables. Nothing is
     /// released here: see [`Self::settle_quarantine`]. Returns how many there
     /// were. Allocates nothing; yields once per mapping. O(n log n + pages).
-    pub(crate) fn unmap_all(&self, dev: &HlDevice) -> usize {
+    pub(crate) fn unmap_all(&self) -> usize {
+        let dev = &*self.dev;
         // The whole tree leaves the table at once: no node is allocated, and
         // no user call can reach a mapping any more (the file is gone).
         let mut live = core::mem::take(&mut self.mappings.lock().by_va);
@@ -560,15 +538,16 @@ impl ContextVm {
     /// hops go back with the teardown's invalidation. Quarantined mappings
     /// whose PTEs could not be cleared become releasable once their tree's
     /// hop 0 is clear. Returns how many hops were still linked.
-    pub(crate) fn teardown_mmu(&self, dev: &HlDevice) -> usize {
+    pub(crate) fn teardown_mmu(&self) -> usize {
+        let dev = &*self.dev;
         let mut mmu = self.mmu.lock();
         let ContextMmu { dmmu, pmmu } = &mut *mmu;
         let mut left = 0;
         for (tree, mut hops, kinds) in [
-            (dmmu, Hops::dr(dev), [VaRangeType::Dram, VaRangeType::Dram]),
+            (dmmu, dev.mmu.hops(MmuKind::Dram), [VaRangeType::Dram, VaRangeType::Dram]),
             (
                 pmmu,
-                Hops::hr(dev),
+                dev.mmu.hops(MmuKind::Host),
                 [VaRangeType::Host, VaRangeType::HostHuge],
             ),
         ] {
@@ -593,8 +572,8 @@ impl ContextVm {
     /// (no invalidation) unless `force` or something is quarantined or parked.
     /// Returns whether nothing is left in quarantine. Allocates nothing.
     /// O(q log q) in the quarantine.
-    pub(crate) fn settle_quarantine(&self, dev: &HlDevice, force: bool) -> bool {
-        use crate::hw::backend::MmuKind;
+    pub(crate) fn settle_quarantine(&self, force: bool) -> bool {
+        let dev = &*self.dev;
         if !force && self.quarantined.load(Relaxed) == 0 {
             return true;
         }
@@ -627,8 +606,8 @@ impl ContextVm {
                 let mut mmu = self.mmu.lock();
                 let ContextMmu { dmmu, pmmu } = &mut *mmu;
                 match mmu_kind {
-                    MmuKind::Dram => dmmu.release_stale(Hops::dr(dev).mem(), &proof),
-                    MmuKind::Host => pmmu.release_stale(Hops::hr(dev).mem(), &proof),
+                    MmuKind::Dram => dmmu.release_stale(dev.mmu.hops(MmuKind::Dram).mem(), &proof),
+                    MmuKind::Host => pmmu.release_stale(dev.mmu.hops(MmuKind::Host).mem(), &proof),
                 };
             }
             // Out of the table, released without its lock (the releases take
@@ -664,7 +643,8 @@ impl ContextVm {
     /// The context's page-table lock is held for the whole walk, so a
     /// concurrent UNMAP cannot detach a hop under it (hops go back to their
     /// pool only after an invalidation, and are read from their real memory).
-    pub(crate) fn translate(&self, dev: &HlDevice, va: u64) -> Result<Translation, WalkFault> {
+    pub(crate) fn translate(&self, va: u64) -> Result<Translation, WalkFault> {
+        let dev = &*self.dev;
         let mmu = self.mmu.lock();
         if self.range_type(va, 1) == Some(VaRangeType::Dram) {
             let read = |a: u64| dev.backend().read_pte(a);
@@ -673,10 +653,10 @@ impl ContextVm {
                 &read,
                 mmu.dmmu.hop0(),
                 va,
-                Some(&dev.scrambler),
+                Some(&dev.mmu.scrambler),
             )
         } else {
-            let read = |a: u64| dev.hr_hops.lock().read(a);
+            let read = |a: u64| dev.mmu.hr_hops.lock().read(a);
             translate(&MmuGeometry::PMMU, &read, mmu.pmmu.hop0(), va, None)
         }
     }
@@ -696,7 +676,7 @@ impl ContextVm {
 /// `kept`. No allocation.
 fn release_or_keep(
     vm: &ContextVm,
-    dev: &HlDevice,
+    dev: &DeviceVm,
     mut one: OneMapping,
     proof: &Invalidated,
     kept: &mut RBTree<u64, Mapping>,
@@ -761,16 +741,13 @@ fn unmap_pages(
 }
 
 /// The hop memory of the MMU that translates range `kind`.
-fn hops_of(dev: &HlDevice, kind: VaRangeType) -> Hops<'_> {
-    match kind {
-        VaRangeType::Dram => Hops::dr(dev),
-        VaRangeType::Host | VaRangeType::HostHuge => Hops::hr(dev),
-    }
+fn hops_of(dev: &DeviceVm, kind: VaRangeType) -> Hops<'_> {
+    dev.mmu.hops(kind.mmu())
 }
 
 /// Drop one mapping count of `handle`, if it still names `pack` (teardown may
 /// have freed the handle, and its id may have been reused since).
-fn release_mapping_count(dev: &HlDevice, handle: u32, pack: &Arc<PhysPgPack>) {
+fn release_mapping_count(dev: &DeviceVm, handle: u32, pack: &Arc<PhysPgPack>) {
     if let Some(e) = dev.handles.lock().get_mut(handle) {
         if Arc::ptr_eq(&e.pack, pack) {
             e.mapping_cnt = e.mapping_cnt.saturating_sub(1);
@@ -782,9 +759,8 @@ fn release_mapping_count(dev: &HlDevice, handle: u32, pack: &Arc<PhysPgPack>) {
 /// be: `ptes_left`) and give it and its emptied hops back; when the
 /// invalidation fails (or PTEs were left), quarantine both instead. Returns
 /// the invalidation's result. No allocation.
-fn settle(ctx: &Context, one: OneMapping, detached: DetachedHops) -> Result {
-    let dev = ctx.device();
-    let vm = ctx.vm();
+fn settle(vm: &ContextVm, one: OneMapping, detached: DetachedHops) -> Result {
+    let dev = &*vm.dev;
     let Some((area, kind, ptes_left)) = one.get().map(|m| (m.area(), m.kind, m.ptes_left)) else {
         return Err(EINVAL);
     };
@@ -830,21 +806,20 @@ fn settle(ctx: &Context, one: OneMapping, detached: DetachedHops) -> Result {
 /// when out of hops; the backend's errno when a PTE write or the invalidation
 /// fails. On any error nothing stays mapped; what PTEs pointed at stays held
 /// (the handle counted as mapped) until an invalidation succeeds.
-pub(crate) fn map_device_va(ctx: &Context, handle: u64, hint: u64, flags: u32) -> Result<u64> {
-    let dev = ctx.device();
+pub(crate) fn map_device_va(vm: &ContextVm, handle: u64, hint: u64, flags: u32) -> Result<u64> {
+    let dev = &*vm.dev;
     check_flags(flags)?;
     let handle = handle as u32;
     let pack = {
         let mut table = dev.handles.lock();
         let e = table.get_mut(handle).ok_or(EINVAL)?;
-        if e.pack.asid != ctx.asid() && e.pack.flags & HL_MEM_SHARED == 0 {
+        if e.pack.asid != vm.asid && e.pack.flags & HL_MEM_SHARED == 0 {
             return Err(EPERM);
         }
         // Counted while the table is locked, so a concurrent FREE cannot win.
         e.mapping_cnt += 1;
         e.pack.clone()
     };
-    let vm = ctx.vm();
     let size = pack.total_size;
     // The DRAM range's page is not a power of two: the page is the alignment.
     let placed = MappingReservation::new(false).and_then(|res| {
@@ -864,7 +839,7 @@ pub(crate) fn map_device_va(ctx: &Context, handle: u64, hint: u64, flags: u32) -
         va,
         size,
     };
-    insert_mapping(ctx, at, va, backing, res, PhaseTimer::start(None))
+    insert_mapping(vm, at, va, backing, res, PhaseTimer::start(None))
 }
 
 /// Where a new mapping goes: `size` bytes at `va`, allocated in range `kind`.
@@ -884,7 +859,7 @@ struct VaPlace {
 /// invalidation) and everything is given back only after an invalidation of
 /// the range succeeded, or quarantined.
 fn insert_mapping(
-    ctx: &Context,
+    vm: &ContextVm,
     at: VaPlace,
     user_va: u64,
     backing: Backing,
@@ -892,15 +867,14 @@ fn insert_mapping(
     mut timer: PhaseTimer<'_>,
 ) -> Result<u64> {
     let VaPlace { kind, va, size } = at;
-    let dev = ctx.device();
-    let vm = ctx.vm();
+    let dev = &*vm.dev;
     let MappingReservation { node, pin_node } = res;
     let mut one = OneMapping {
         tree: RBTree::new(),
         key: user_va,
     };
     one.tree
-        .insert(node.into_node(user_va, Mapping::new(backing, kind, ctx.asid(), va, size)));
+        .insert(node.into_node(user_va, Mapping::new(backing, kind, vm.asid, va, size)));
     let mut detached = DetachedHops::new();
     let mapped = match one.get().and_then(Mapping::backing) {
         Some(b) => vm.map_backing(dev, kind, va, b, &mut detached),
@@ -910,10 +884,10 @@ fn insert_mapping(
         if let Some(m) = one.get_mut() {
             m.ptes_left = left;
         }
-        let _ = settle(ctx, one, detached);
+        let _ = settle(vm, one, detached);
         return Err(e);
     }
-    let area = MmuArea::new(kind.mmu(), ctx.asid(), va, size);
+    let area = MmuArea::new(kind.mmu(), vm.asid, va, size);
     if let Err(e) = invalidate_range(dev.backend(), area) {
         // Unlike upstream, no PTE stays behind; nothing goes back before an
         // invalidation succeeds.
@@ -924,7 +898,7 @@ fn insert_mapping(
         if let Some(m) = one.get_mut() {
             m.ptes_left = left > 0;
         }
-        let _ = settle(ctx, one, detached);
+        let _ = settle(vm, one, detached);
         return Err(e);
     }
     timer.lap(Phase::Pte);
@@ -936,12 +910,12 @@ fn insert_mapping(
                 vm.unmap_backing(dev, kind, va, b, &mut detached);
             }
         }
-        let _ = settle(ctx, one, detached);
+        let _ = settle(vm, one, detached);
         return Err(EINVAL);
     }
     timer.lap(Phase::Account);
     timer.done();
-    vm.settle_quarantine(dev, false);
+    vm.settle_quarantine(false);
     Ok(user_va)
 }
 
@@ -950,9 +924,8 @@ fn insert_mapping(
 /// exports. If the MMU cache invalidation fails the mapping is gone for the
 /// user but quarantined (VA, pin or handle mapping count, hops all kept), and
 /// the error is returned.
-pub(crate) fn unmap_device_va(ctx: &Context, va: u64) -> Result {
-    let dev = ctx.device();
-    let vm = ctx.vm();
+pub(crate) fn unmap_device_va(vm: &ContextVm, va: u64) -> Result {
+    let dev = &*vm.dev;
     // The mapping and its userptr index entry leave together.
     let mut one = vm.mappings.lock().take_if(va, |e| {
         if e.export_cnt > 0 {
@@ -974,8 +947,8 @@ pub(crate) fn unmap_device_va(ctx: &Context, va: u64) -> Result {
             m.ptes_left = true;
         }
     }
-    settle(ctx, one, detached)?;
-    vm.settle_quarantine(dev, false);
+    settle(vm, one, detached)?;
+    vm.settle_quarantine(false);
     Ok(())
 }
 
@@ -991,13 +964,13 @@ pub(crate) fn unmap_device_va(ctx: &Context, va: u64) -> Result {
 /// VA allocator's errnos. A fatal signal stops the MAP (`EINTR`) between
 /// chunks of the pin and between leaf hops of the mapping.
 pub(crate) fn map_host_va(
-    ctx: &Context,
+    vm: &ContextVm,
     addr: u64,
     size: u64,
     hint: u64,
     flags: u32,
 ) -> Result<u64> {
-    let dev = ctx.device();
+    let dev = &*vm.dev;
     check_flags(flags)?;
     // Refused before any page is pinned.
     if flags & HL_MEM_FORCE_HINT != 0 && addr % PAGE_SIZE as u64 != 0 {
@@ -1023,7 +996,7 @@ pub(crate) fn map_host_va(
     timer.lap(Phase::Lookup);
     let res = MappingReservation::new(true)?;
     let req = va_request(bytes, align, hint, flags);
-    let va = ctx.vm().alloc(kind, req).map_err(Error::from)?;
+    let va = vm.alloc(kind, req).map_err(Error::from)?;
     timer.lap(Phase::Account);
     let offset = pinned.offset;
     let backing = Backing::Host {
@@ -1036,12 +1009,12 @@ pub(crate) fn map_host_va(
         va,
         size: bytes,
     };
-    insert_mapping(ctx, at, va + offset, backing, res, timer)
+    insert_mapping(vm, at, va + offset, backing, res, timer)
 }
 
 /// The device address of every `page_size` page of a pinned buffer, through
 /// the backend (`dma_map_host_va`). O(npages), yielding once per 512 pages.
-fn host_dma_addrs(dev: &HlDevice, pinned: &PinnedUserPages, page_size: u64) -> Result<KVVec<u64>> {
+fn host_dma_addrs(dev: &DeviceVm, pinned: &PinnedUserPages, page_size: u64) -> Result<KVVec<u64>> {
     let per = usize::try_from(page_size / PAGE_SIZE as u64)
         .map_err(|_| EINVAL)?
         .max(1);
@@ -1061,6 +1034,8 @@ fn host_dma_addrs(dev: &HlDevice, pinned: &PinnedUserPages, page_size: u64) -> R
 #[kunit_tests(hlrs_mapping)]
 mod tests {
     use super::*;
+    #[allow(unused_imports)]
+    use crate::{context::Context, device::HlDevice};
     use crate::{
         asic::AsicProperties,
         uapi::HL_MEM_CONTIGUOUS,
@@ -1073,10 +1048,10 @@ mod tests {
     fn every_mapped_byte_translates_to_its_dram_page() -> Result {
         let (d, ctx) = setup()?;
         for flags in [0, HL_MEM_CONTIGUOUS] {
-            let h = alloc_device_memory(&ctx, 5 * PAGE, flags)?;
-            let va = map_device_va(&ctx, u64::from(h), 0, 0)?;
+            let h = alloc_device_memory(ctx.vm(), 5 * PAGE, flags)?;
+            let va = map_device_va(ctx.vm(), u64::from(h), 0, 0)?;
             assert_eq!(va, d.asic.dram_va.start);
-            let pack = d.handles.lock().get(h).ok_or(EINVAL)?.pack.clone();
+            let pack = d.vm.handles.lock().get(h).ok_or(EINVAL)?.pack.clone();
             for i in 0..5 {
                 let pa = pack.page_addr(i).ok_or(EINVAL)?;
                 for off in [0, 1, 4096, PAGE / 2, PAGE - 1] {
@@ -1088,12 +1063,12 @@ mod tests {
             // Exactly the mapped range was invalidated.
             let (_, last) = d.sim.invalidation_log();
             assert_eq!(last.map(|i| (i.va, i.size)), Some((va, 5 * PAGE)));
-            unmap_device_va(&ctx, va)?;
+            unmap_device_va(ctx.vm(), va)?;
             for i in 0..5 {
                 assert_eq!(oracle(&d, &ctx, va + i * PAGE), None);
             }
             assert_eq!(ctx.vm().mmu.lock().dmmu.hop_count(), 0);
-            free_device_memory(&ctx, u64::from(h))?;
+            free_device_memory(ctx.vm(), u64::from(h))?;
         }
         assert!(ctx.vm().is_pristine());
         Ok(())
@@ -1102,27 +1077,27 @@ mod tests {
     #[test]
     fn hints_and_their_errors() -> Result {
         let (d, ctx) = setup()?;
-        let h = u64::from(alloc_device_memory(&ctx, PAGE, 0)?);
+        let h = u64::from(alloc_device_memory(ctx.vm(), PAGE, 0)?);
         let hint = d.asic.dram_va.start + 7 * PAGE;
-        assert_eq!(map_device_va(&ctx, h, hint, 0)?, hint);
+        assert_eq!(map_device_va(ctx.vm(), h, hint, 0)?, hint);
         // Occupied: elsewhere without FORCE_HINT, EADDRINUSE with it.
-        assert_eq!(map_device_va(&ctx, h, hint, 0)?, d.asic.dram_va.start);
+        assert_eq!(map_device_va(ctx.vm(), h, hint, 0)?, d.asic.dram_va.start);
         assert_eq!(
-            map_device_va(&ctx, h, hint, HL_MEM_FORCE_HINT),
+            map_device_va(ctx.vm(), h, hint, HL_MEM_FORCE_HINT),
             Err(EADDRINUSE)
         );
         // Misaligned: ignored, or EINVAL when forced; hint 0 forced: EINVAL.
         assert_eq!(
-            map_device_va(&ctx, h, hint + 4096, 0)?,
+            map_device_va(ctx.vm(), h, hint + 4096, 0)?,
             d.asic.dram_va.start + PAGE
         );
         assert_eq!(
-            map_device_va(&ctx, h, hint + 4096, HL_MEM_FORCE_HINT),
+            map_device_va(ctx.vm(), h, hint + 4096, HL_MEM_FORCE_HINT),
             Err(EINVAL)
         );
-        assert_eq!(map_device_va(&ctx, h, 0, HL_MEM_FORCE_HINT), Err(EINVAL));
+        assert_eq!(map_device_va(ctx.vm(), h, 0, HL_MEM_FORCE_HINT), Err(EINVAL));
         assert_eq!(
-            d.handles.lock().get(h as u32).map(|e| e.mapping_cnt),
+            d.vm.handles.lock().get(h as u32).map(|e| e.mapping_cnt),
             Some(3)
         );
         Ok(())
@@ -1131,23 +1106,23 @@ mod tests {
     #[test]
     fn free_is_refused_while_mapped_and_unmap_needs_the_exact_va() -> Result {
         let (_d, ctx) = setup()?;
-        let h = u64::from(alloc_device_memory(&ctx, 2 * PAGE, 0)?);
-        let a = map_device_va(&ctx, h, 0, 0)?;
-        let b = map_device_va(&ctx, h, 0, 0)?;
+        let h = u64::from(alloc_device_memory(ctx.vm(), 2 * PAGE, 0)?);
+        let a = map_device_va(ctx.vm(), h, 0, 0)?;
+        let b = map_device_va(ctx.vm(), h, 0, 0)?;
         assert_eq!(b, a + 2 * PAGE);
-        assert_eq!(free_device_memory(&ctx, h), Err(EINVAL));
-        assert_eq!(unmap_device_va(&ctx, a + PAGE), Err(EINVAL));
-        assert_eq!(unmap_device_va(&ctx, a + 1), Err(EINVAL));
-        assert_eq!(unmap_device_va(&ctx, 0), Err(EINVAL));
-        unmap_device_va(&ctx, a)?;
-        assert_eq!(unmap_device_va(&ctx, a), Err(EINVAL));
-        assert_eq!(free_device_memory(&ctx, h), Err(EINVAL));
-        unmap_device_va(&ctx, b)?;
-        free_device_memory(&ctx, h)?;
+        assert_eq!(free_device_memory(ctx.vm(), h), Err(EINVAL));
+        assert_eq!(unmap_device_va(ctx.vm(), a + PAGE), Err(EINVAL));
+        assert_eq!(unmap_device_va(ctx.vm(), a + 1), Err(EINVAL));
+        assert_eq!(unmap_device_va(ctx.vm(), 0), Err(EINVAL));
+        unmap_device_va(ctx.vm(), a)?;
+        assert_eq!(unmap_device_va(ctx.vm(), a), Err(EINVAL));
+        assert_eq!(free_device_memory(ctx.vm(), h), Err(EINVAL));
+        unmap_device_va(ctx.vm(), b)?;
+        free_device_memory(ctx.vm(), h)?;
         // Unknown handle, and the low 32 bits rule.
-        assert_eq!(map_device_va(&ctx, h, 0, 0), Err(EINVAL));
-        let h = u64::from(alloc_device_memory(&ctx, 1, 0)?);
-        let va = map_device_va(&ctx, (7 << 32) | h, 0, 0)?;
+        assert_eq!(map_device_va(ctx.vm(), h, 0, 0), Err(EINVAL));
+        let h = u64::from(alloc_device_memory(ctx.vm(), 1, 0)?);
+        let va = map_device_va(ctx.vm(), (7 << 32) | h, 0, 0)?;
         // VA reuse: best fit gives the first VA back.
         assert_eq!(va, a);
         Ok(())
@@ -1156,123 +1131,123 @@ mod tests {
     #[test]
     fn rollback_after_a_failure_at_every_pte_write() -> Result {
         let (d, ctx) = setup()?;
-        let h = u64::from(alloc_device_memory(&ctx, 3 * PAGE, 0)?);
+        let h = u64::from(alloc_device_memory(ctx.vm(), 3 * PAGE, 0)?);
         let before = d.sim.pte_writes();
-        let va = map_device_va(&ctx, h, 0, 0)?;
+        let va = map_device_va(ctx.vm(), h, 0, 0)?;
         let writes = d.sim.pte_writes() - before;
-        unmap_device_va(&ctx, va)?;
+        unmap_device_va(ctx.vm(), va)?;
         assert!(writes >= 3);
-        let slots = d.dr_hops.lock().free_slots();
+        let slots = d.mmu.dr_hops.lock().free_slots();
         for k in 1..=writes {
             d.sim.inject_pte_write_failure(k);
-            assert_eq!(map_device_va(&ctx, h, 0, 0), Err(EIO));
+            assert_eq!(map_device_va(ctx.vm(), h, 0, 0), Err(EIO));
             d.sim.inject_pte_write_failure(0);
             for i in 0..3 {
                 assert_eq!(oracle(&d, &ctx, va + i * PAGE), None);
             }
             assert_eq!(ctx.vm().mmu.lock().dmmu.hop_count(), 0);
-            assert_eq!(d.dr_hops.lock().free_slots(), slots);
+            assert_eq!(d.mmu.dr_hops.lock().free_slots(), slots);
             assert!(ctx.vm().is_pristine());
             assert_eq!(ctx.vm().mapping_count(), 0);
             assert_eq!(
-                d.handles.lock().get(h as u32).map(|e| e.mapping_cnt),
+                d.vm.handles.lock().get(h as u32).map(|e| e.mapping_cnt),
                 Some(0)
             );
         }
-        free_device_memory(&ctx, h)?;
+        free_device_memory(ctx.vm(), h)?;
         Ok(())
     }
 
     /// The handle's mapping count, as FREE sees it.
     fn mapping_cnt(d: &HlDevice, h: u64) -> Option<u32> {
-        d.handles.lock().get(h as u32).map(|e| e.mapping_cnt)
+        d.vm.handles.lock().get(h as u32).map(|e| e.mapping_cnt)
     }
 
     #[test]
     fn unmap_whose_invalidation_fails_keeps_the_dram_mapped_until_a_later_one() -> Result {
         let (d, ctx) = setup()?;
-        let h = u64::from(alloc_device_memory(&ctx, 2 * PAGE, 0)?);
-        let va = map_device_va(&ctx, h, 0, 0)?;
-        let slots = d.dr_hops.lock().free_slots();
+        let h = u64::from(alloc_device_memory(ctx.vm(), 2 * PAGE, 0)?);
+        let va = map_device_va(ctx.vm(), h, 0, 0)?;
+        let slots = d.mmu.dr_hops.lock().free_slots();
         d.sim.inject_invalidation_failure();
-        assert_eq!(unmap_device_va(&ctx, va), Err(EIO));
+        assert_eq!(unmap_device_va(ctx.vm(), va), Err(EIO));
         // Gone for the user and for the walk...
         assert_eq!(oracle(&d, &ctx, va), None);
-        assert_eq!(unmap_device_va(&ctx, va), Err(EINVAL));
+        assert_eq!(unmap_device_va(ctx.vm(), va), Err(EINVAL));
         assert_eq!(ctx.vm().mapping_count(), 0);
         // ...but the handle stays mapped (FREE refused), the VA allocated and
         // the emptied hops out of the pool.
         assert_eq!(ctx.vm().quarantine_count(), 1);
         assert_eq!(mapping_cnt(&d, h), Some(1));
-        assert_eq!(free_device_memory(&ctx, h), Err(EINVAL));
-        assert_eq!(d.dr_hops.lock().free_slots(), slots);
+        assert_eq!(free_device_memory(ctx.vm(), h), Err(EINVAL));
+        assert_eq!(d.mmu.dr_hops.lock().free_slots(), slots);
         assert_eq!(ctx.vm().mmu.lock().dmmu.stale_count(), 3);
-        let other = map_device_va(&ctx, h, 0, 0)?;
+        let other = map_device_va(ctx.vm(), h, 0, 0)?;
         assert_ne!(other, va);
         // That MAP's success tried a full invalidation, which released the
         // quarantine exactly once: count, VA and hops.
         assert_eq!(ctx.vm().quarantine_count(), 0);
         assert_eq!(ctx.vm().mmu.lock().dmmu.stale_count(), 0);
         assert_eq!(mapping_cnt(&d, h), Some(1));
-        unmap_device_va(&ctx, other)?;
+        unmap_device_va(ctx.vm(), other)?;
         assert_eq!(mapping_cnt(&d, h), Some(0));
         assert!(ctx.vm().is_pristine());
-        assert_eq!(map_device_va(&ctx, h, 0, 0)?, va);
+        assert_eq!(map_device_va(ctx.vm(), h, 0, 0)?, va);
         Ok(())
     }
 
     #[test]
     fn map_whose_invalidation_fails_releases_nothing_before_a_later_one() -> Result {
         let (d, ctx) = setup()?;
-        let h = u64::from(alloc_device_memory(&ctx, 2 * PAGE, 0)?);
+        let h = u64::from(alloc_device_memory(ctx.vm(), 2 * PAGE, 0)?);
         // The MAP's own invalidation and the one after its rollback fail.
         d.sim.inject_invalidation_failures(2);
-        assert_eq!(map_device_va(&ctx, h, 0, 0), Err(EIO));
+        assert_eq!(map_device_va(ctx.vm(), h, 0, 0), Err(EIO));
         // No PTE stays (upstream leaves them), but nothing went back.
         assert_eq!(oracle(&d, &ctx, d.asic.dram_va.start), None);
         assert_eq!(ctx.vm().mapping_count(), 0);
         assert_eq!(ctx.vm().quarantine_count(), 1);
         assert_eq!(mapping_cnt(&d, h), Some(1));
-        assert_eq!(free_device_memory(&ctx, h), Err(EINVAL));
+        assert_eq!(free_device_memory(ctx.vm(), h), Err(EINVAL));
         assert!(!ctx.vm().is_pristine());
         // One failure only: the rollback's invalidation succeeds and releases.
         d.sim.inject_invalidation_failure();
-        assert_eq!(map_device_va(&ctx, h, 0, 0), Err(EIO));
+        assert_eq!(map_device_va(ctx.vm(), h, 0, 0), Err(EIO));
         assert_eq!(ctx.vm().quarantine_count(), 1);
         assert_eq!(mapping_cnt(&d, h), Some(1));
         // A successful UNMAP of something else settles the quarantine.
-        let h2 = u64::from(alloc_device_memory(&ctx, PAGE, 0)?);
-        let va2 = map_device_va(&ctx, h2, 0, 0)?;
+        let h2 = u64::from(alloc_device_memory(ctx.vm(), PAGE, 0)?);
+        let va2 = map_device_va(ctx.vm(), h2, 0, 0)?;
         assert_eq!(ctx.vm().quarantine_count(), 0);
         assert_eq!(mapping_cnt(&d, h), Some(0));
-        unmap_device_va(&ctx, va2)?;
-        free_device_memory(&ctx, h)?;
-        free_device_memory(&ctx, h2)?;
+        unmap_device_va(ctx.vm(), va2)?;
+        free_device_memory(ctx.vm(), h)?;
+        free_device_memory(ctx.vm(), h2)?;
         assert!(ctx.vm().is_pristine());
-        assert_eq!(d.pool.lock().free_pages(), 127);
+        assert_eq!(d.vm.pool.lock().free_pages(), 127);
         Ok(())
     }
 
     #[test]
     fn a_quarantined_mapping_waits_while_invalidations_keep_failing() -> Result {
         let (d, ctx) = setup()?;
-        let h = u64::from(alloc_device_memory(&ctx, PAGE, 0)?);
-        let h2 = u64::from(alloc_device_memory(&ctx, PAGE, 0)?);
-        let va = map_device_va(&ctx, h, 0, 0)?;
-        let va2 = map_device_va(&ctx, h2, 0, 0)?;
+        let h = u64::from(alloc_device_memory(ctx.vm(), PAGE, 0)?);
+        let h2 = u64::from(alloc_device_memory(ctx.vm(), PAGE, 0)?);
+        let va = map_device_va(ctx.vm(), h, 0, 0)?;
+        let va2 = map_device_va(ctx.vm(), h2, 0, 0)?;
         d.sim.inject_invalidation_failure();
-        assert_eq!(unmap_device_va(&ctx, va), Err(EIO));
+        assert_eq!(unmap_device_va(ctx.vm(), va), Err(EIO));
         // Every later invalidation fails too: UNMAP of the other mapping
         // quarantines it as well; neither goes back.
         d.sim.inject_invalidation_failures(u64::MAX);
-        assert_eq!(unmap_device_va(&ctx, va2), Err(EIO));
+        assert_eq!(unmap_device_va(ctx.vm(), va2), Err(EIO));
         assert_eq!(ctx.vm().quarantine_count(), 2);
         assert_eq!(
             (mapping_cnt(&d, h), mapping_cnt(&d, h2)),
             (Some(1), Some(1))
         );
         d.sim.inject_invalidation_failures(0);
-        assert!(ctx.vm().settle_quarantine(&d, false));
+        assert!(ctx.vm().settle_quarantine(false));
         assert_eq!(
             (mapping_cnt(&d, h), mapping_cnt(&d, h2)),
             (Some(0), Some(0))
@@ -1284,22 +1259,22 @@ mod tests {
     #[test]
     fn failed_pte_clears_are_never_released_before_teardown_unlinks_them() -> Result {
         let (d, ctx) = setup()?;
-        let h = u64::from(alloc_device_memory(&ctx, 3 * PAGE, 0)?);
-        let va = map_device_va(&ctx, h, 0, 0)?;
+        let h = u64::from(alloc_device_memory(ctx.vm(), 3 * PAGE, 0)?);
+        let va = map_device_va(ctx.vm(), h, 0, 0)?;
         // The first leaf clear fails; the invalidation then succeeds, but a
         // PTE still points at the first DRAM page: nothing may go back.
         d.sim.inject_pte_write_failure(1);
-        assert!(unmap_device_va(&ctx, va).is_err());
+        assert!(unmap_device_va(ctx.vm(), va).is_err());
         d.sim.inject_pte_write_failure(0);
         assert!(oracle(&d, &ctx, va).is_some());
         assert_eq!(ctx.vm().quarantine_count(), 1);
         assert_eq!(mapping_cnt(&d, h), Some(1));
-        assert!(!ctx.vm().settle_quarantine(&d, true));
+        assert!(!ctx.vm().settle_quarantine(true));
         assert_eq!(mapping_cnt(&d, h), Some(1));
         // Teardown clears hop 0, and then the pages go back.
-        let free = d.pool.lock().free_pages();
+        let free = d.vm.pool.lock().free_pages();
         drop(ctx);
-        assert_eq!(d.pool.lock().free_pages(), free + 3);
+        assert_eq!(d.vm.pool.lock().free_pages(), free + 3);
         assert!(!d.release_parked());
         Ok(())
     }
@@ -1307,16 +1282,16 @@ mod tests {
     #[test]
     fn teardown_whose_invalidation_fails_keeps_everything_until_the_next_open() -> Result {
         let (d, ctx) = setup()?;
-        let slots = d.dr_hops.lock().free_slots();
-        let h = alloc_device_memory(&ctx, 2 * PAGE, 0)?;
-        map_device_va(&ctx, u64::from(h), 0, 0)?;
-        let free = d.pool.lock().free_pages();
+        let slots = d.mmu.dr_hops.lock().free_slots();
+        let h = alloc_device_memory(ctx.vm(), 2 * PAGE, 0)?;
+        map_device_va(ctx.vm(), u64::from(h), 0, 0)?;
+        let free = d.vm.pool.lock().free_pages();
         d.sim.inject_invalidation_failures(u64::MAX);
         drop(ctx);
         // The pages, the hops and the ASID are still held; opens say EAGAIN.
         assert!(d.release_parked());
-        assert_eq!(d.pool.lock().free_pages(), free);
-        assert!(d.dr_hops.lock().free_slots() < slots);
+        assert_eq!(d.vm.pool.lock().free_pages(), free);
+        assert!(d.mmu.dr_hops.lock().free_slots() < slots);
         assert_eq!(Context::new(d.clone(), 2).err(), Some(EAGAIN));
         {
             let st = d.state.lock();
@@ -1327,8 +1302,8 @@ mod tests {
         let ctx = Context::new(d.clone(), 3)?;
         assert_eq!(ctx.asid(), 1);
         assert!(!d.release_parked());
-        assert_eq!(d.pool.lock().free_pages(), free + 2);
-        assert_eq!(d.dr_hops.lock().free_slots(), slots);
+        assert_eq!(d.vm.pool.lock().free_pages(), free + 2);
+        assert_eq!(d.mmu.dr_hops.lock().free_slots(), slots);
         Ok(())
     }
 
@@ -1337,9 +1312,9 @@ mod tests {
         // 100,000 unless the module was loaded with `kunit_mappings=`.
         let n = crate::module_parameters::kunit_mappings.value();
         let (d, ctx) = setup()?;
-        let slots = d.dr_hops.lock().free_slots();
-        let h = alloc_device_memory(&ctx, PAGE, 0)?;
-        let pack = d.handles.lock().get(h).ok_or(EINVAL)?.pack.clone();
+        let slots = d.mmu.dr_hops.lock().free_slots();
+        let h = alloc_device_memory(ctx.vm(), PAGE, 0)?;
+        let pack = d.vm.handles.lock().get(h).ok_or(EINVAL)?.pack.clone();
         let vm = ctx.vm();
         let t0 = kernel::time::Instant::<kernel::time::Monotonic>::now();
         // MAP's steps without its per-call invalidation and locking of the
@@ -1363,11 +1338,11 @@ mod tests {
                 .insert(RBTreeNodeReservation::new(GFP_KERNEL)?.into_node(va, m));
             let mut detached = DetachedHops::new();
             let b = one.get().and_then(Mapping::backing).ok_or(EINVAL)?;
-            vm.map_backing(&d, kind, va, b, &mut detached)
+            vm.map_backing(&d.vm, kind, va, b, &mut detached)
                 .map_err(|(e, _)| e)?;
             vm.mappings.lock().publish(one, None).map_err(|_| EINVAL)?;
         }
-        if let Some(e) = d.handles.lock().get_mut(h) {
+        if let Some(e) = d.vm.handles.lock().get_mut(h) {
             e.mapping_cnt += u32::try_from(n).map_err(|_| EINVAL)?;
         }
         let map_ns = t0.elapsed().as_nanos();
@@ -1386,9 +1361,9 @@ mod tests {
             teardown_ns / 1_000_000
         );
         assert_eq!(d.sim.invalidation_log().0, count + 2);
-        assert_eq!(d.dr_hops.lock().free_slots(), slots);
-        assert_eq!(d.pool.lock().free_pages(), 127);
-        assert_eq!(d.dram_used(), 0);
+        assert_eq!(d.mmu.dr_hops.lock().free_slots(), slots);
+        assert_eq!(d.vm.pool.lock().free_pages(), 127);
+        assert_eq!(d.vm.dram_used(), 0);
         Ok(())
     }
 
@@ -1396,14 +1371,15 @@ mod tests {
     fn foreign_handles_need_shared() -> Result {
         let (d, ctx) = setup()?;
         for (flags, want) in [(0u32, Err(EPERM)), (HL_MEM_SHARED, Ok(()))] {
-            let pack = Arc::new(PhysPgPack::alloc(&d, 0, flags, 1, true)?, GFP_KERNEL)?;
+            let pack = Arc::new(PhysPgPack::alloc(&d.vm, 0, flags, 1, true)?, GFP_KERNEL)?;
             let fh = d
+                .vm
                 .handles
                 .lock()
                 .insert(pack, crate::vm::handles::HandleReservation::new()?)?;
-            let r = map_device_va(&ctx, u64::from(fh), 0, 0).map(|va| unmap_device_va(&ctx, va));
+            let r = map_device_va(ctx.vm(), u64::from(fh), 0, 0).map(|va| unmap_device_va(ctx.vm(), va));
             assert_eq!(r.map(|_| ()), want);
-            drop(d.handles.lock().remove_if(fh, |_| Ok(()))?);
+            drop(d.vm.handles.lock().remove_if(fh, |_| Ok(()))?);
         }
         Ok(())
     }
@@ -1411,10 +1387,10 @@ mod tests {
     #[test]
     fn teardown_with_mappings_left_behind() -> Result {
         let (d, ctx) = setup()?;
-        let slots = d.dr_hops.lock().free_slots();
+        let slots = d.mmu.dr_hops.lock().free_slots();
         for n in 1..=3u64 {
-            let h = alloc_device_memory(&ctx, n * PAGE, 0)?;
-            map_device_va(&ctx, u64::from(h), 0, 0)?;
+            let h = alloc_device_memory(ctx.vm(), n * PAGE, 0)?;
+            map_device_va(ctx.vm(), u64::from(h), 0, 0)?;
         }
         let (count, _) = d.sim.invalidation_log();
         let hop0 = ctx.vm().mmu.lock().dmmu.hop0();
@@ -1429,16 +1405,16 @@ mod tests {
         drop(ctx);
         assert_eq!(d.sim.invalidation_log().0, count + 2);
         assert_eq!(last.map(|i| i.asid), Some(None));
-        assert_eq!(d.dr_hops.lock().free_slots(), slots);
-        assert_eq!(d.pool.lock().free_pages(), 127);
-        assert_eq!(d.dram_used(), 0);
+        assert_eq!(d.mmu.dr_hops.lock().free_slots(), slots);
+        assert_eq!(d.vm.pool.lock().free_pages(), 127);
+        assert_eq!(d.vm.dram_used(), 0);
         let read = |a: u64| d.backend().read_pte(a);
         assert!(translate(
             &MmuGeometry::DMMU,
             &read,
             hop0,
             d.asic.dram_va.start,
-            Some(&d.scrambler)
+            Some(&d.mmu.scrambler)
         )
         .is_err());
         Ok(())
@@ -1448,14 +1424,14 @@ mod tests {
     fn bench_map_64_gib() -> Result {
         let (d, ctx) = setup()?;
         let size = 64u64 << 30;
-        let h = u64::from(alloc_device_memory(&ctx, size, 0)?);
+        let h = u64::from(alloc_device_memory(ctx.vm(), size, 0)?);
         let w0 = d.sim.pte_writes();
         let t0 = kernel::time::Instant::<kernel::time::Monotonic>::now();
-        let va = map_device_va(&ctx, h, 0, 0)?;
+        let va = map_device_va(ctx.vm(), h, 0, 0)?;
         let map_ns = t0.elapsed().as_nanos();
         let w1 = d.sim.pte_writes();
         let t1 = kernel::time::Instant::<kernel::time::Monotonic>::now();
-        unmap_device_va(&ctx, va)?;
+        unmap_device_va(ctx.vm(), va)?;
         let unmap_ns = t1.elapsed().as_nanos();
         pr_info!(
             "bench map 64 GiB ({} DRAM pages): map {} us with {} PTE writes, unmap {} us with {} PTE writes\n",
@@ -1479,7 +1455,7 @@ mod tests {
     }
 
     /// The page-walk oracle on the context's DMMU tree.
-    fn oracle(d: &HlDevice, ctx: &Context, va: u64) -> Option<u64> {
-        ctx.vm().translate(d, va).ok().map(|t| t.pa)
+    fn oracle(_d: &HlDevice, ctx: &Context, va: u64) -> Option<u64> {
+        ctx.vm().translate(va).ok().map(|t| t.pa)
     }
 }

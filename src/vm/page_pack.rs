@@ -8,9 +8,9 @@
 //! when the last reference to the pack goes away (`free_phys_pg_pack`), so no
 //! error path can leak them.
 
-use crate::{
-    device::HlDevice,
-    vm::dram_pool::{DramPool, PoolPages}, //
+use crate::vm::{
+    device_vm::DeviceVm,
+    dram_pool::{DramPool, PoolPages}, //
 };
 use kernel::{
     prelude::*,
@@ -56,7 +56,7 @@ impl PhysPgPack {
     /// one contiguous run or any pages. `ENOMEM` when the pool cannot satisfy
     /// it; nothing is taken then. O(npages).
     pub(crate) fn alloc(
-        dev: &Arc<HlDevice>,
+        dev: &DeviceVm,
         asid: u32,
         flags: u32,
         npages: u64,

@@ -300,7 +300,7 @@ pub(crate) fn ts_alloc(table: &kernel::sync::Mutex<TsBufferTable>, elements: u32
 /// upstream), a length other than the page-rounded user part, or a buffer
 /// that already has a live mmap. O(log b).
 pub(crate) fn claim_mmap(
-    vm: &crate::vm::va_range::ContextVm,
+    vm: &crate::vm::context_vm::ContextVm,
     pgoff: u64,
     len: u64,
 ) -> Result<MmapClaim> {

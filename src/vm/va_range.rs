@@ -9,23 +9,14 @@
 //! lock dropped, and the allocation is retried.
 
 use crate::{
-    asic::{self, AsicProperties, MmuGeometry, VaSpan},
+    asic::{self, AsicProperties},
     hw::backend::MmuKind,
-    device::HlDevice,
-    mmu::page_table::{DrHops, HrHops, PageTable},
     vm::{
-        dmabuf::ExportList,
-        hw_block::HwBlockMappings,
-        mapping::MappingTable,
-        ts_buffer::TsBufferTable,
+        context_vm::ContextVm,
         va_alloc::{AllocOutcome, VaAllocConfig, VaAllocError, VaAllocator, VaRequest},
     },
 };
-use kernel::{
-    new_mutex,
-    prelude::*,
-    sync::{atomic::Atomic, Mutex},
-};
+use kernel::{prelude::*, sync::Mutex};
 
 /// The three VA range types (`enum hl_va_range_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,7 +52,7 @@ impl VaRangeType {
 }
 
 /// The allocator configuration of each range of a Gaudi2 context.
-fn config(asic: &AsicProperties, kind: VaRangeType) -> VaAllocConfig {
+pub(super) fn config(asic: &AsicProperties, kind: VaRangeType) -> VaAllocConfig {
     match kind {
         // A host buffer whose user VA is 2 MiB aligned gets a 2 MiB aligned
         // device VA even with 4 KiB pages (common/memory.c:1102-1105).
@@ -76,94 +67,7 @@ fn config(asic: &AsicProperties, kind: VaRangeType) -> VaAllocConfig {
     }
 }
 
-/// The page tables of one context.
-pub(crate) struct ContextMmu {
-    /// DMMU tree (DRAM VAs), device resident with a host shadow (upstream v2).
-    pub(crate) dmmu: PageTable,
-    /// PMMU tree (host VAs), host resident (upstream v2_hr).
-    pub(crate) pmmu: PageTable,
-}
-
-/// The virtual-memory state of one context: VA ranges, page tables, mappings
-/// of device and host memory, mmaps of HW blocks and timestamp buffers.
-/// Held by the context and, for debugfs, by the device while the context is
-/// open; it holds no reference to the device.
-#[pin_data]
-pub(crate) struct ContextVm {
-    /// The context's ASID.
-    pub(crate) asid: u32,
-    /// The context's page tables (one lock per context; upstream: one
-    /// device-wide `mmu_lock`).
-    #[pin]
-    pub(crate) mmu: Mutex<ContextMmu>,
-    /// Live mappings keyed by the VA returned to the user (upstream
-    /// `mem_hash`), with the userptr index of the pinned host ranges.
-    #[pin]
-    pub(crate) mappings: Mutex<MappingTable>,
-    /// Live mmaps of HW blocks (upstream `hw_block_mem_list`).
-    #[pin]
-    pub(crate) hw_blocks: Mutex<HwBlockMappings>,
-    /// Timestamp buffers (upstream's per-file memory manager).
-    #[pin]
-    pub(crate) ts_buffers: Mutex<TsBufferTable>,
-    /// Live dma-buf exports of this context's mappings.
-    #[pin]
-    pub(crate) exports: Mutex<ExportList>,
-    /// Mappings or hop sets put in quarantine since it was last empty: 0
-    /// lets MAP and UNMAP skip [`ContextVm::settle_quarantine`] in O(1).
-    pub(crate) quarantined: Atomic<u32>,
-    spans: [(VaRangeType, VaSpan); 3],
-    #[pin]
-    host: Mutex<VaAllocator>,
-    #[pin]
-    host_huge: Mutex<VaAllocator>,
-    #[pin]
-    dram: Mutex<VaAllocator>,
-}
-
 impl ContextVm {
-    /// The VM state of a new context with `asid` (`hl_vm_ctx_init` and
-    /// `hl_mmu_ctx_init`): the three ranges and an empty DMMU tree whose hop 0
-    /// is cleared in device memory.
-    pub(crate) fn new(dev: &HlDevice, asid: u32) -> Result<impl PinInit<Self, Error>> {
-        let hop0 = dev.dr_hops.lock().hop0(asid).ok_or(EINVAL)?;
-        let mut mem = DrHops {
-            pool: &dev.dr_hops,
-            backend: dev.backend(),
-        };
-        let dmmu = PageTable::new(MmuGeometry::DMMU, MmuKind::Dram, asid, hop0, &mut mem)?;
-        let hr_hop0 = dev.hr_hops.lock().hop0(asid).ok_or(EINVAL)?;
-        let pmmu = PageTable::new(
-            MmuGeometry::PMMU,
-            MmuKind::Host,
-            asid,
-            hr_hop0,
-            &mut HrHops { pool: &dev.hr_hops },
-        )?;
-        let asic = &dev.asic;
-        let host = VaAllocator::new(&config(asic, VaRangeType::Host));
-        let host_huge = VaAllocator::new(&config(asic, VaRangeType::HostHuge));
-        let dram = VaAllocator::new(&config(asic, VaRangeType::Dram));
-        let spans = [
-            (VaRangeType::Host, asic.host_va),
-            (VaRangeType::HostHuge, asic.host_huge_va),
-            (VaRangeType::Dram, asic.dram_va),
-        ];
-        Ok(try_pin_init!(Self {
-            asid,
-            mmu <- new_mutex!(ContextMmu { dmmu, pmmu }),
-            mappings <- new_mutex!(MappingTable::new()),
-            hw_blocks <- new_mutex!(HwBlockMappings::new()),
-            ts_buffers <- new_mutex!(TsBufferTable::new()),
-            exports <- new_mutex!(ExportList::new()),
-            quarantined: Atomic::new(0),
-            spans,
-            host <- new_mutex!(host?),
-            host_huge <- new_mutex!(host_huge?),
-            dram <- new_mutex!(dram?),
-        }))
-    }
-
     /// The allocator of one range.
     pub(crate) fn range(&self, kind: VaRangeType) -> &Mutex<VaAllocator> {
         match kind {
@@ -228,11 +132,13 @@ impl ContextVm {
 #[kunit_tests(hlrs_va_range)]
 mod tests {
     use super::*;
+    #[allow(unused_imports)]
+    use crate::{context::Context, device::HlDevice};
     use kernel::sync::Arc;
 
     fn vm_of(asic: &AsicProperties) -> Result<(Arc<HlDevice>, Arc<ContextVm>)> {
         let d = Arc::pin_init(HlDevice::new(0, asic.clone()), GFP_KERNEL)?;
-        let vm = Arc::pin_init(ContextVm::new(&d, 1)?, GFP_KERNEL)?;
+        let vm = Arc::pin_init(ContextVm::new(&d.vm, 1)?, GFP_KERNEL)?;
         Ok((d, vm))
     }
 
