@@ -28,20 +28,17 @@ impl Context {
     /// with the errno of `HlDevice::open_compute`.
     pub(crate) fn new(dev: Arc<HlDevice>, now_ns: i64) -> Result<Self> {
         let asid = dev.open_compute(now_ns)?;
-        let vm = match ContextVm::new(&dev.vm, asid).and_then(|init| Arc::pin_init(init, GFP_KERNEL)) {
-            Ok(vm) => vm,
-            Err(e) => {
-                dev.close_compute(asid);
-                return Err(e);
-            }
-        };
+        let vm =
+            match ContextVm::new(&dev.vm, asid).and_then(|init| Arc::pin_init(init, GFP_KERNEL)) {
+                Ok(vm) => vm,
+                Err(e) => {
+                    dev.close_compute(asid);
+                    return Err(e);
+                }
+            };
         dev.set_active_vm(Some(vm.clone()));
         // INVARIANT: `open_compute` marked the context active and reserved `asid`.
-        Ok(Self {
-            dev,
-            asid,
-            vm,
-        })
+        Ok(Self { dev, asid, vm })
     }
 
     /// The device of this context.

@@ -10,10 +10,12 @@
 //! - [`debugfs`]: the device's debugfs files (on [`crate::kapi::debugfs`]).
 //! - [`dmabuf`]: dma-buf export of device memory (EXPORT_DMABUF_FD) and its
 //!   callbacks, plus a test importer for KUnit.
+//! - [`drm_file`]: the compute file behind a `drm_file`.
 //! - [`mmap`]: `mmap` of the compute node (HW blocks, timestamp buffers) and
 //!   its vm operations.
 
 pub(crate) mod accel;
 pub(crate) mod debugfs;
 pub(crate) mod dmabuf;
+pub(crate) mod drm_file;
 pub(crate) mod mmap;

@@ -7,15 +7,18 @@
 //! Upstream keeps all of this in `common/memory.c`; here each concept has its
 //! own file.
 
-pub(crate) mod device_memory;
 pub(crate) mod context_vm;
+pub(crate) mod device_memory;
 pub(crate) mod device_vm;
 pub(crate) mod dmabuf;
 pub(crate) mod dram_pool;
+pub(crate) mod export_list;
 pub(crate) mod handles;
 pub(crate) mod hw_block;
+pub(crate) mod hw_block_mmap;
 pub(crate) mod map_profile;
 pub(crate) mod mapping;
+pub(crate) mod mapping_table;
 pub(crate) mod page_pack;
 pub(crate) mod ts_buffer;
 pub(crate) mod userptr;

@@ -48,11 +48,7 @@ use crate::{
     bench::upstream_va_list::UpstreamVaList,
     device::HlDevice,
     kapi::drm_mm::DrmMm,
-    vm::{
-        va_alloc::VaRequest,
-        context_vm::ContextVm,
-        va_range::VaRangeType,
-    },
+    vm::{context_vm::ContextVm, va_alloc::VaRequest, va_range::VaRangeType},
 };
 use kernel::{
     new_mutex,

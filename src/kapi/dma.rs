@@ -213,4 +213,3 @@ impl Drop for ImporterSgt {
         unsafe { bindings::dma_unmap_sgtable(m.dev.as_ptr(), &mut m.table.0, m.dir, 0) };
     }
 }
-

@@ -42,7 +42,10 @@ pub(crate) struct DeviceMmu {
 impl DeviceMmu {
     /// The MMUs of a device with `asic`'s geometry on `backend`: hop pools
     /// for every ASID, nothing mapped.
-    pub(crate) fn new(asic: &AsicProperties, backend: Arc<dyn Backend>) -> impl PinInit<Self, Error> {
+    pub(crate) fn new(
+        asic: &AsicProperties,
+        backend: Arc<dyn Backend>,
+    ) -> impl PinInit<Self, Error> {
         let dr_hops = DrHopPool::new(asic.mmu_pgt_addr, HMMU_PAGE_TABLES_SIZE, MAX_ASID);
         let scrambler = Scrambler::new(asic.hbms);
         let dmmu_page_size = asic.dmmu_page_size;

@@ -890,7 +890,9 @@ mod tests {
     fn host_resident_pmmu_with_4k_and_2m_leaves() -> Result {
         let d = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
         let hop0 = d.mmu.hr_hops.lock().hop0(1).ok_or(EINVAL)?;
-        let mut mem = HrHops { pool: &d.mmu.hr_hops };
+        let mut mem = HrHops {
+            pool: &d.mmu.hr_hops,
+        };
         let mut t = PageTable::new(MmuGeometry::PMMU, MmuKind::Host, 1, hop0, &mut mem)?;
         let g = MmuGeometry::PMMU;
         let (l4k, l2m) = (
@@ -977,7 +979,9 @@ mod tests {
         let d = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
         let hop0 = d.mmu.hr_hops.lock().hop0(1).ok_or(EINVAL)?;
         let mut mem = FailingBatches {
-            inner: HrHops { pool: &d.mmu.hr_hops },
+            inner: HrHops {
+                pool: &d.mmu.hr_hops,
+            },
             fail: false,
             prefix: 0,
         };

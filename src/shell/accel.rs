@@ -45,6 +45,7 @@ use crate::{
         info::{info_ioctl, InfoCaller, UserBuffer},
         memory::memory_ioctl,
     },
+    shell::drm_file::compute_file,
     uapi::{self, HlInfoArgs, HlMemArgs},
 };
 use core::{
@@ -383,17 +384,6 @@ unsafe extern "C" fn hl_device_postclose(
         // SAFETY: see above: it came from `KBox::into_raw` in `hl_device_open`.
         drop(unsafe { KBox::from_raw(f) });
     }
-}
-
-/// The compute file of a DRM file.
-///
-/// # Safety
-///
-/// `file` must be a `drm_file` of ours whose open succeeded and that is not
-/// closed for the lifetime `'a` (true inside an ioctl or `mmap` of that file).
-pub(crate) unsafe fn compute_file<'a>(file: *mut bindings::drm_file) -> &'a ComputeFile {
-    // SAFETY: per the contract `driver_priv` is the live `ComputeFile` of the open.
-    unsafe { &*(*file).driver_priv.cast::<ComputeFile>() }
 }
 
 /// Run `handler` on the argument of a DRM ioctl of a compute file.

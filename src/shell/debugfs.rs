@@ -26,11 +26,11 @@
 //! never for the formatting.
 
 use crate::{
-    hw::backend::DeviceStatus,
     device::HlDevice,
+    hw::backend::DeviceStatus,
     kapi::debugfs::{Dir, FileDef, Prepared},
     mmu::walk::WalkFault,
-    vm::{mapping::Backing, va_range::VaRangeType},
+    vm::{mapping_table::Backing, va_range::VaRangeType},
 };
 use kernel::{
     alloc::KVVec,
@@ -415,7 +415,11 @@ fn show_dmabuf(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 /// hardware reads it).
 fn show_mmu(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let dev = &p.dev;
-    writeln!(f, "hop slots free:  {}", dev.mmu.dr_hops.lock().free_slots())?;
+    writeln!(
+        f,
+        "hop slots free:  {}",
+        dev.mmu.dr_hops.lock().free_slots()
+    )?;
     writeln!(f, "PTE writes:      {}", dev.sim.pte_writes())?;
     let Some(vm) = dev.state.lock().active_vm.clone() else {
         return writeln!(f, "no open compute context");

@@ -22,7 +22,7 @@ use crate::{
     file::ComputeFile,
     uapi::{mmap_type, HL_MMAP_TYPE_BLOCK, HL_MMAP_TYPE_TS_BUFF},
     vm::{
-        hw_block::{BlockVma, HwBlockMmap},
+        hw_block_mmap::{BlockVma, HwBlockMmap},
         ts_buffer::TsBuffer,
     },
 };
@@ -85,7 +85,7 @@ pub(crate) unsafe extern "C" fn hl_mmap(
     // SAFETY: DRM's `private_data` of an open accel file is its `drm_file`.
     let drm_file = unsafe { (*filp).private_data.cast::<bindings::drm_file>() };
     // SAFETY: the file is open for the whole call (the VFS holds a reference).
-    let f = unsafe { crate::shell::accel::compute_file(drm_file) };
+    let f = unsafe { crate::shell::drm_file::compute_file(drm_file) };
     // SAFETY: `vma` is valid, and the mmap lock is held for the whole call.
     let area = unsafe { VmaRef::from_raw(vma) };
     // SAFETY: as above.
@@ -152,7 +152,8 @@ unsafe fn map_hw_block(
     len: u64,
 ) -> Result {
     // The checks, the backing registers and the record: safe Rust.
-    let plan: HwBlockMmap = crate::vm::hw_block::prepare_mmap(f.ctx.vm(), f.ctx.clone(), pgoff, start, len)?;
+    let plan: HwBlockMmap =
+        crate::vm::hw_block_mmap::prepare_mmap(f.ctx.vm(), f.ctx.clone(), pgoff, start, len)?;
     // SAFETY: the vma is not yet visible to anyone else.
     unsafe { (*vma).__bindgen_anon_2.vm_flags |= BLOCK_VM_FLAGS };
     let size = c_ulong::try_from(len).map_err(|_| EINVAL)?;
@@ -210,7 +211,7 @@ unsafe fn map_ts_buffer(
     len: u64,
 ) -> Result {
     // Looks the buffer up, checks the length and claims its one live mmap.
-    let claim = crate::vm::ts_buffer::claim_mmap(f.ctx.vm(), pgoff, len)?;
+    let claim = crate::vm::ts_buffer::claim_mmap(&f.ctx.vm().ts_buffers, pgoff, len)?;
     let buf: &TsBuffer = &claim;
     // SAFETY: the vma is not yet visible to anyone else.
     unsafe { (*vma).__bindgen_anon_2.vm_flags |= TS_VM_FLAGS };

@@ -7,16 +7,15 @@
 //! [`DeviceVm`].
 
 use crate::{
-    asic::VaSpan,
     mmu::page_table::PageTable,
     vm::{
         device_vm::DeviceVm,
-        dmabuf::ExportList,
+        export_list::ExportList,
         hw_block::HwBlockMappings,
-        mapping::MappingTable,
+        mapping_table::MappingTable,
         ts_buffer::TsBufferTable,
-        va_alloc::VaAllocator,
-        va_range::{config, VaRangeType},
+        va_alloc::{VaAllocError, VaAllocator, VaRequest},
+        va_range::{VaRangeType, VaRanges},
     },
 };
 use kernel::{
@@ -69,13 +68,9 @@ pub(crate) struct ContextVm {
     /// Mappings or hop sets put in quarantine since it was last empty: 0
     /// lets MAP and UNMAP skip [`ContextVm::settle_quarantine`] in O(1).
     pub(crate) quarantined: Atomic<u32>,
-    pub(super) spans: [(VaRangeType, VaSpan); 3],
+    /// The three VA ranges.
     #[pin]
-    pub(super) host: Mutex<VaAllocator>,
-    #[pin]
-    pub(super) host_huge: Mutex<VaAllocator>,
-    #[pin]
-    pub(super) dram: Mutex<VaAllocator>,
+    pub(crate) ranges: VaRanges,
 }
 
 impl ContextVm {
@@ -84,15 +79,7 @@ impl ContextVm {
     /// is cleared in device memory.
     pub(crate) fn new(dev: &Arc<DeviceVm>, asid: u32) -> Result<impl PinInit<Self, Error>> {
         let (dmmu, pmmu) = dev.mmu.new_tables(asid)?;
-        let asic = &dev.asic;
-        let host = VaAllocator::new(&config(asic, VaRangeType::Host));
-        let host_huge = VaAllocator::new(&config(asic, VaRangeType::HostHuge));
-        let dram = VaAllocator::new(&config(asic, VaRangeType::Dram));
-        let spans = [
-            (VaRangeType::Host, asic.host_va),
-            (VaRangeType::HostHuge, asic.host_huge_va),
-            (VaRangeType::Dram, asic.dram_va),
-        ];
+        let ranges = VaRanges::new(&dev.asic)?;
         let dev = dev.clone();
         Ok(try_pin_init!(Self {
             dev,
@@ -104,11 +91,39 @@ impl ContextVm {
             ts_buffers <- new_mutex!(TsBufferTable::new()),
             exports <- new_mutex!(ExportList::new()),
             quarantined: Atomic::new(0),
-            spans,
-            host <- new_mutex!(host?),
-            host_huge <- new_mutex!(host_huge?),
-            dram <- new_mutex!(dram?),
+            ranges <- ranges,
         }))
+    }
+
+    /// The allocator of one range (see [`VaRanges::range`]).
+    pub(crate) fn range(&self, kind: VaRangeType) -> &Mutex<VaAllocator> {
+        self.ranges.range(kind)
+    }
+
+    /// The range that holds all of `[addr, addr + size)` (see
+    /// [`VaRanges::range_type`]). O(1).
+    pub(crate) fn range_type(&self, addr: u64, size: u64) -> Option<VaRangeType> {
+        self.ranges.range_type(addr, size)
+    }
+
+    /// Allocate VA in range `kind` (see [`VaRanges::alloc`]). O(log n).
+    pub(crate) fn alloc(&self, kind: VaRangeType, req: VaRequest) -> Result<u64, VaAllocError> {
+        self.ranges.alloc(kind, req)
+    }
+
+    /// Give VA back (see [`VaRanges::free`]). O(log n).
+    pub(crate) fn free(&self, kind: VaRangeType, start: u64, size: u64) -> Result {
+        self.ranges.free(kind, start, size)
+    }
+
+    /// Drop every VA allocation (see [`VaRanges::clear`]).
+    pub(crate) fn clear(&self) -> usize {
+        self.ranges.clear()
+    }
+
+    /// Whether every range is one free block again.
+    pub(crate) fn is_pristine(&self) -> bool {
+        self.ranges.is_pristine()
     }
 
     /// Bytes of DRAM this context allocated. O(1).

@@ -33,7 +33,7 @@ pub(crate) fn alloc_device_memory(vm: &ContextVm, mem_size: u64, flags: u32) -> 
     let npages = mem_size.checked_add(page_size - 1).ok_or(EINVAL)? / page_size;
     let contiguous = flags & HL_MEM_CONTIGUOUS != 0;
     let pack = Arc::new(
-        PhysPgPack::alloc(dev, vm.asid, flags, npages, contiguous)?,
+        PhysPgPack::alloc(&dev.pool, &dev.asic, vm.asid, flags, npages, contiguous)?,
         GFP_KERNEL,
     )?;
     let total = pack.total_size;
@@ -95,8 +95,8 @@ mod tests {
     use super::*;
     use crate::context::Context;
     use crate::{
-        asic::AsicProperties, device::HlDevice, file::ComputeFile, ioctl::memory::memory_ioctl, shell::dmabuf::FdExporter,
-        uapi::*,
+        asic::AsicProperties, device::HlDevice, file::ComputeFile, ioctl::memory::memory_ioctl,
+        shell::dmabuf::FdExporter, uapi::*,
     };
 
     const PAGE: u64 = 0x3000_0000;
@@ -203,12 +203,14 @@ mod tests {
         assert_eq!(d.vm.dram_used(), 0);
         assert_eq!(free_device_memory(ctx.vm(), u64::from(h)), Err(EINVAL));
         // A pack of another ASID (the kernel's) cannot be freed by the user context.
-        let foreign = Arc::new(PhysPgPack::alloc(&d.vm, 0, 0, 1, true)?, GFP_KERNEL)?;
-        let fh = d
-            .vm
-            .handles
-            .lock()
-            .insert(foreign, HandleReservation::new()?)?;
+        let foreign = Arc::new(
+            PhysPgPack::alloc(&d.vm.pool, &d.vm.asic, 0, 0, 1, true)?,
+            GFP_KERNEL,
+        )?;
+        let fh =
+            d.vm.handles
+                .lock()
+                .insert(foreign, HandleReservation::new()?)?;
         assert_eq!(free_device_memory(ctx.vm(), u64::from(fh)), Err(EPERM));
         assert_eq!(d.vm.pool.lock().free_pages(), 126);
         drop(d.vm.handles.lock().remove_if(fh, |_| Ok(()))?);
@@ -237,8 +239,14 @@ mod tests {
     fn teardown_removes_only_its_own_handles_and_frees_their_ids() -> Result {
         let (d, ctx) = setup(0)?;
         // A kernel-ASID pack takes handle 1; the context's get 2, 3 and 4.
-        let kpack = Arc::new(PhysPgPack::alloc(&d.vm, 0, 0, 1, true)?, GFP_KERNEL)?;
-        let kh = d.vm.handles.lock().insert(kpack, HandleReservation::new()?)?;
+        let kpack = Arc::new(
+            PhysPgPack::alloc(&d.vm.pool, &d.vm.asic, 0, 0, 1, true)?,
+            GFP_KERNEL,
+        )?;
+        let kh =
+            d.vm.handles
+                .lock()
+                .insert(kpack, HandleReservation::new()?)?;
         assert_eq!(kh, 1);
         for want in 2..=4 {
             assert_eq!(alloc_device_memory(ctx.vm(), PAGE, 0)?, want);
@@ -273,8 +281,14 @@ mod tests {
         // What a teardown that failed half-way used to leave: a handle of ASID 1
         // with no context. The next context gets ASID 1 again and must not
         // pass the owner check with it.
-        let stray = Arc::new(PhysPgPack::alloc(&d.vm, 1, 0, 2, true)?, GFP_KERNEL)?;
-        let h = d.vm.handles.lock().insert(stray, HandleReservation::new()?)?;
+        let stray = Arc::new(
+            PhysPgPack::alloc(&d.vm.pool, &d.vm.asic, 1, 0, 2, true)?,
+            GFP_KERNEL,
+        )?;
+        let h =
+            d.vm.handles
+                .lock()
+                .insert(stray, HandleReservation::new()?)?;
         d.vm.account_dram(2 * PAGE as i64);
         let ctx = Context::new(d.clone(), 2)?;
         assert_eq!(ctx.asid(), 1);
@@ -333,7 +347,8 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(memory_ioctl(&file, &mut u, &FdExporter(None)), Err(EINVAL));
-        d.sim.set_status(crate::hw::backend::DeviceStatus::NeedsReset);
+        d.sim
+            .set_status(crate::hw::backend::DeviceStatus::NeedsReset);
         let mut a = HlMemArgs {
             arg0: 1,
             op: HL_MEM_OP_ALLOC,

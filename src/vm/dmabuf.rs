@@ -25,13 +25,16 @@
 
 use crate::{
     hw::backend::DramPieces,
-    vm::{context_vm::ContextVm, mapping::Backing, page_pack::PhysPgPack, ContextRef},
+    vm::{
+        context_vm::ContextVm, export_list::ExportRecord, mapping_table::Backing,
+        page_pack::PhysPgPack, ContextRef,
+    },
 };
 use kernel::{
     bindings,
     page::PAGE_SIZE,
     prelude::*,
-    rbtree::{RBTree, RBTreeNodeReservation},
+    rbtree::RBTreeNodeReservation,
     sync::Arc, //
 };
 
@@ -58,38 +61,6 @@ pub(crate) struct DmabufExport {
     /// Bytes exported.
     pub(crate) size: u64,
     seq: u64,
-}
-
-/// What the context's export list shows (debugfs).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct ExportRecord {
-    /// User VA of the mapping.
-    pub(crate) va: u64,
-    /// Offset within the pack.
-    pub(crate) offset: u64,
-    /// Bytes exported.
-    pub(crate) size: u64,
-}
-
-/// The live exports of a context, by sequence number.
-pub(crate) struct ExportList {
-    by_seq: RBTree<u64, (ExportRecord, Arc<PhysPgPack>)>,
-    next: u64,
-}
-
-impl ExportList {
-    /// None.
-    pub(crate) fn new() -> Self {
-        Self {
-            by_seq: RBTree::new(),
-            next: 0,
-        }
-    }
-
-    /// Every live export with its pack, oldest first.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &(ExportRecord, Arc<PhysPgPack>)> {
-        self.by_seq.values()
-    }
 }
 
 impl DmabufExport {
@@ -236,8 +207,9 @@ mod tests {
         let (d, ctx) = setup()?;
         let (h, va) = mapped(&ctx, 2, 0)?;
         let total = 2 * DPAGE;
-        let ok =
-            |addr, size, offset, flags| prepare_export(ctx.vm(), ctx.clone(), addr, size, offset, flags).map(drop);
+        let ok = |addr, size, offset, flags| {
+            prepare_export(ctx.vm(), ctx.clone(), addr, size, offset, flags).map(drop)
+        };
         // offset + size == total: accepted; a page more: refused.
         ok(va, total, 0, 0)?;
         ok(va, PAGE, total - PAGE, 0)?;

@@ -17,12 +17,11 @@
 
 use crate::{
     asic::{user_block, user_block_id},
-    uapi::{mmap_handle, mmap_value, HL_MMAP_TYPE_BLOCK},
-    vm::{context_vm::ContextVm, ContextRef},
+    uapi::{mmap_handle, HL_MMAP_TYPE_BLOCK},
 };
 use kernel::{
     prelude::*,
-    rbtree::{RBTree, RBTreeNodeReservation},
+    rbtree::RBTree,
     sync::Arc, //
 };
 
@@ -58,8 +57,8 @@ pub(crate) struct HwBlockRecord {
 ///
 /// Every record has `vmas >= 1`; `next` is above every key.
 pub(crate) struct HwBlockMappings {
-    by_seq: RBTree<u64, HwBlockRecord>,
-    next: u64,
+    pub(super) by_seq: RBTree<u64, HwBlockRecord>,
+    pub(super) next: u64,
 }
 
 impl HwBlockMappings {
@@ -88,7 +87,7 @@ impl HwBlockMappings {
         n
     }
 
-    fn adjust(&mut self, seq: u64, opened: bool) {
+    pub(super) fn adjust(&mut self, seq: u64, opened: bool) {
         let Some(rec) = self.by_seq.get_mut(&seq) else {
             pr_err!("HW block mapping {} has no record\n", seq);
             return;
@@ -104,108 +103,15 @@ impl HwBlockMappings {
     }
 }
 
-/// What the vmas of one HW-block mapping hold (one strong reference each).
-pub(crate) struct BlockVma {
-    vm: Arc<ContextVm>,
-    /// Keeps the context (and so its registers) alive while a vma maps them.
-    _owner: ContextRef,
-    seq: u64,
-}
-
-impl BlockVma {
-    /// A new vma of the mapping. O(log n).
-    pub(crate) fn vma_opened(&self) {
-        self.vm.hw_blocks.lock().adjust(self.seq, true);
-    }
-
-    /// A vma of the mapping went away; the last one withdraws the record.
-    /// O(log n).
-    pub(crate) fn vma_closed(&self) {
-        self.vm.hw_blocks.lock().adjust(self.seq, false);
-    }
-}
-
-/// A HW-block mmap that passed every check, with what publishing it needs
-/// allocated.
-pub(crate) struct HwBlockMmap {
-    /// Page frame number of the block's first register.
-    pub(crate) pfn: u64,
-    record: HwBlockRecord,
-    node: RBTreeNodeReservation<u64, HwBlockRecord>,
-    first_vma: Arc<BlockVma>,
-}
-
-impl HwBlockMmap {
-    /// Record the mapping in its context and return the first vma's
-    /// reference. Cannot fail, allocates nothing. O(log n).
-    pub(crate) fn publish(self) -> Arc<BlockVma> {
-        let v = &self.first_vma;
-        v.vm.hw_blocks
-            .lock()
-            .by_seq
-            .insert(self.node.into_node(v.seq, self.record));
-        self.first_vma
-    }
-}
-
-/// `hl_hw_block_mmap` up to the page-table work: the block id from the page
-/// offset, the exact-size check, the block's registers (allocated on first
-/// use), the record's tree node and the first vma's reference. `EINVAL` for
-/// an unknown id or a length other than the block's size; `ENOMEM`. O(log n).
-pub(crate) fn prepare_mmap(
-    vm: &Arc<ContextVm>,
-    owner: ContextRef,
-    pgoff: u64,
-    va: u64,
-    len: u64,
-) -> Result<HwBlockMmap> {
-    let id = mmap_value(pgoff);
-    let block = user_block(id).ok_or(EINVAL)?;
-    if len != block.size {
-        return Err(EINVAL);
-    }
-    let id = u32::try_from(id).map_err(|_| EINVAL)?;
-    let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
-    let seq = {
-        let mut list = vm.hw_blocks.lock();
-        let seq = list.next;
-        list.next = seq.checked_add(1).ok_or(ENOMEM)?;
-        seq
-    };
-    let first_vma = Arc::new(
-        BlockVma {
-            vm: vm.clone(),
-            _owner: owner,
-            seq,
-        },
-        GFP_KERNEL,
-    )?;
-    // The registers last: a failure above leaves none backed. (One made by
-    // a mapping that fails later, in the page-table work, stays backed and
-    // zeroed until the context goes.)
-    let pfn = vm.dev.backend().block_pfn(id, block.size)?;
-    Ok(HwBlockMmap {
-        pfn,
-        record: HwBlockRecord {
-            id,
-            va,
-            size: block.size,
-            vmas: 1,
-        },
-        node,
-        first_vma,
-    })
-}
-
 #[kunit_tests(hlrs_hw_block)]
 mod tests {
     use super::*;
-    use crate::context::Context;
     use crate::{
         asic::{AsicProperties, CFG_BASE, NUM_USER_MAPPED_BLOCKS},
         device::HlDevice,
         uapi::{mmap_type, HL_MMAP_PAGE_SHIFT},
     };
+    use crate::{context::Context, uapi::mmap_value, vm::hw_block_mmap::prepare_mmap};
 
     #[test]
     fn map_block_answers_for_every_block_and_nothing_else() -> Result {
@@ -232,7 +138,14 @@ mod tests {
         let ctx = Arc::new(Context::new(d.clone(), 1)?, GFP_KERNEL)?;
         let pg = |id: u64| mmap_handle(id, HL_MMAP_TYPE_BLOCK) >> HL_MMAP_PAGE_SHIFT;
         // Unknown id, wrong sizes.
-        assert!(prepare_mmap(ctx.vm(), ctx.clone(), pg(NUM_USER_MAPPED_BLOCKS as u64), 0x1000, 0x1000).is_err());
+        assert!(prepare_mmap(
+            ctx.vm(),
+            ctx.clone(),
+            pg(NUM_USER_MAPPED_BLOCKS as u64),
+            0x1000,
+            0x1000
+        )
+        .is_err());
         assert_eq!(
             prepare_mmap(ctx.vm(), ctx.clone(), pg(4), 0x1000, 0x1000).err(),
             Some(EINVAL)

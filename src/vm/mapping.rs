@@ -35,20 +35,19 @@ use crate::{
     hw::backend::MmuKind,
     kapi::{pin::PinnedUserPages, sched},
     mmu::{
-        invalidate::{invalidate_all, invalidate_range, Held, Invalidated, MmuArea},
         device_mmu::Hops,
         hop_pool::HopMemory,
+        invalidate::{invalidate_all, invalidate_range, Invalidated, MmuArea},
         page_table::{DetachedHops, PageTable},
         walk::{translate, Translation, WalkFault},
     },
     uapi::{HL_MEM_FORCE_HINT, HL_MEM_SHARED},
     vm::{
         check_flags,
-        map_profile::{Phase, PhaseTimer},
-        page_pack::PhysPgPack,
-        userptr::{UserptrIndex, UserptrReservation},
         context_vm::{ContextMmu, ContextVm},
         device_vm::DeviceVm,
+        map_profile::{Phase, PhaseTimer},
+        mapping_table::{release_mapping_count, Backing, Mapping, MappingReservation, OneMapping},
         va_range::VaRangeType,
         va_request,
     },
@@ -62,305 +61,6 @@ use kernel::{
 
 /// Pages per leaf hop: the loops below yield once per this many pages.
 const YIELD_EVERY: u64 = crate::asic::HOP_PTES;
-
-/// What a mapping maps.
-pub(crate) enum Backing {
-    /// Device DRAM of a handle.
-    Dram {
-        /// The handle that was mapped.
-        handle: u32,
-        /// Its pages.
-        pack: Arc<PhysPgPack>,
-    },
-    /// Pinned host memory (`HL_MEM_USERPTR`); unpinned when dropped.
-    Host {
-        /// The pinned pages.
-        pinned: PinnedUserPages,
-        /// Device address of every mapped page, from the backend (8 bytes per
-        /// page; upstream keeps a DMA-mapped sg_table).
-        dma: KVVec<u64>,
-        /// MMU page size used: 4 KiB, or 2 MiB for huge pages.
-        page_size: u64,
-    },
-}
-
-impl Backing {
-    /// Page size and number of pages as mapped.
-    fn geometry(&self) -> (u64, u64) {
-        match self {
-            Self::Dram { pack, .. } => (pack.page_size, pack.npages),
-            Self::Host { dma, page_size, .. } => (*page_size, dma.len() as u64),
-        }
-    }
-
-    /// Physical address of mapped page `i`.
-    fn page_addr(&self, i: u64) -> Option<u64> {
-        match self {
-            Self::Dram { pack, .. } => pack.page_addr(i),
-            Self::Host { dma, .. } => dma.get(usize::try_from(i).ok()?).copied(),
-        }
-    }
-}
-
-/// One mapping (upstream `struct hl_vm_hash_node`), keyed by the VA returned
-/// to the user (the range VA plus a host buffer's in-page offset).
-pub(crate) struct Mapping {
-    /// What is mapped; given back only by [`Mapping::release`].
-    held: Held<Backing>,
-    /// The VA range the mapping lives in.
-    pub(crate) kind: VaRangeType,
-    /// First VA of the mapping in its range (page aligned).
-    pub(crate) va: u64,
-    /// Bytes of VA.
-    pub(crate) size: u64,
-    /// Live dma-bufs exported from this mapping; UNMAP is refused while > 0.
-    pub(crate) export_cnt: u32,
-    /// Quarantined with PTEs that could not be cleared: not releasable until a
-    /// retry or teardown (which unlinks every hop) clears them.
-    ptes_left: bool,
-}
-
-impl Mapping {
-    fn new(backing: Backing, kind: VaRangeType, asid: u32, va: u64, size: u64) -> Self {
-        Self {
-            held: Held::new(backing, MmuArea::new(kind.mmu(), asid, va, size)),
-            kind,
-            va,
-            size,
-            export_cnt: 0,
-            ptes_left: false,
-        }
-    }
-
-    /// What is mapped (always `Some` while the mapping exists).
-    pub(crate) fn backing(&self) -> Option<&Backing> {
-        self.held.get()
-    }
-
-    /// Whether `proof` lets [`Self::release`] give it back.
-    fn releasable(&self, proof: &Invalidated) -> bool {
-        !self.ptes_left && proof.covers(&self.area())
-    }
-
-    /// The PTEs that pointed at the backing.
-    fn area(&self) -> MmuArea {
-        self.held.area()
-    }
-
-    /// Give the backing back (unpin the host pages, or drop the pack reference
-    /// and the handle's mapping count) and free the VA, if `proof` covers the
-    /// mapping and no PTE was left; otherwise `Err(self)` unchanged. O(log n).
-    // The refused mapping comes back whole (boxing it would allocate on the
-    // teardown path).
-    #[allow(clippy::result_large_err)]
-    fn release(self, vm: &ContextVm, dev: &DeviceVm, proof: &Invalidated) -> Result<(), Self> {
-        if self.ptes_left {
-            return Err(self);
-        }
-        let Self {
-            held,
-            kind,
-            va,
-            size,
-            export_cnt,
-            ptes_left,
-        } = self;
-        let backing = held.release(proof).map_err(|held| Self {
-            held,
-            kind,
-            va,
-            size,
-            export_cnt,
-            ptes_left,
-        })?;
-        // The VA of a mapping is an allocation until here: this cannot fail.
-        if vm.free(kind, va, size).is_err() {
-            hl_err!("mapping: VA {:#x} was not an allocation\n", va);
-        }
-        if let Backing::Dram { handle, pack } = &backing {
-            release_mapping_count(dev, *handle, pack);
-        }
-        // A host buffer is unpinned here.
-        drop(backing);
-        Ok(())
-    }
-}
-
-/// Exactly one mapping in a tree of its own: a mapping in flight (being
-/// mapped, or unmapped and waiting for its invalidation). Its node moves to
-/// the mapping table or the quarantine without an allocation.
-struct OneMapping {
-    tree: RBTree<u64, Mapping>,
-    key: u64,
-}
-
-impl OneMapping {
-    fn get(&self) -> Option<&Mapping> {
-        self.tree.get(&self.key)
-    }
-
-    fn get_mut(&mut self) -> Option<&mut Mapping> {
-        self.tree.get_mut(&self.key)
-    }
-}
-
-/// The live mappings of a context and its userptr index, under one lock
-/// (`ContextVm::mappings`; upstream has `mem_hash_lock` for the one and
-/// `userptr_lock` for the other), and the quarantine.
-///
-/// # Invariants
-///
-/// For every host mapping in `by_va` the index holds one pin of its
-/// `(addr, size)`, and the index holds nothing else: a host mapping and its
-/// index entry are published and withdrawn in one critical section, so no
-/// reader or UNMAP ever sees one without the other. `quarantine` holds
-/// mappings whose PTEs were cleared (or could not be) but whose invalidation
-/// failed; no user call can name them.
-pub(crate) struct MappingTable {
-    by_va: RBTree<u64, Mapping>,
-    userptrs: UserptrIndex,
-    quarantine: RBTree<u64, Mapping>,
-}
-
-/// The tree nodes publishing one mapping needs, reserved before the lock.
-pub(crate) struct MappingReservation {
-    node: RBTreeNodeReservation<u64, Mapping>,
-    pin_node: Option<UserptrReservation>,
-}
-
-impl MappingReservation {
-    /// Reserve the nodes for a mapping (with `host`: and its index entry).
-    pub(crate) fn new(host: bool) -> Result<Self> {
-        Ok(Self {
-            node: RBTreeNodeReservation::new(GFP_KERNEL)?,
-            pin_node: if host {
-                Some(RBTreeNodeReservation::new(GFP_KERNEL)?)
-            } else {
-                None
-            },
-        })
-    }
-}
-
-impl MappingTable {
-    /// No mappings.
-    pub(crate) fn new() -> Self {
-        Self {
-            by_va: RBTree::new(),
-            userptrs: UserptrIndex::new(),
-            quarantine: RBTree::new(),
-        }
-    }
-
-    /// Publish the mapping in flight `one`, with its index entry when it maps
-    /// host memory. `EINVAL` (and `one` back) when a host mapping comes
-    /// without the index node. O(log n), no allocation.
-    fn publish(
-        &mut self,
-        mut one: OneMapping,
-        pin_node: Option<UserptrReservation>,
-    ) -> Result<(), OneMapping> {
-        let pin = match one.get().and_then(Mapping::backing) {
-            Some(Backing::Host { pinned, .. }) => Some((pinned.addr, pinned.size)),
-            Some(Backing::Dram { .. }) => None,
-            None => return Err(one),
-        };
-        let node = match (pin, pin_node) {
-            (Some((addr, size)), Some(res)) => {
-                let Some(node) = one.tree.remove_node(&one.key) else {
-                    return Err(one);
-                };
-                self.userptrs.insert(addr, size, res);
-                node
-            }
-            (Some(_), None) => return Err(one),
-            (None, _) => match one.tree.remove_node(&one.key) {
-                Some(node) => node,
-                None => return Err(one),
-            },
-        };
-        self.by_va.insert(node);
-        Ok(())
-    }
-
-    /// Withdraw the mapping of `user_va` and its index entry, if `check`
-    /// accepts it. `EINVAL` for an unknown VA. O(log n), no allocation.
-    fn take_if(
-        &mut self,
-        user_va: u64,
-        check: impl FnOnce(&Mapping) -> Result,
-    ) -> Result<OneMapping> {
-        check(self.by_va.get(&user_va).ok_or(EINVAL)?)?;
-        let node = self.by_va.remove_node(&user_va).ok_or(EINVAL)?;
-        let mut one = OneMapping {
-            tree: RBTree::new(),
-            key: user_va,
-        };
-        one.tree.insert(node);
-        if let Some(m) = one.get() {
-            self.forget_pin(m);
-        }
-        Ok(one)
-    }
-
-    fn forget_pin(&mut self, m: &Mapping) {
-        if let Some(Backing::Host { pinned, .. }) = m.backing() {
-            if !self.userptrs.remove(pinned.addr, pinned.size) {
-                hl_err!(
-                    "userptr index: {:#x}+{:#x} was not indexed\n",
-                    pinned.addr,
-                    pinned.size
-                );
-            }
-        }
-    }
-
-    /// Move every mapping of `kept` (back) to the quarantine; returns how
-    /// many. O(k log n), no allocation.
-    fn requarantine(&mut self, mut kept: RBTree<u64, Mapping>) -> u32 {
-        let mut n = 0;
-        let mut cursor = kept.cursor_front_mut();
-        while let Some(c) = cursor {
-            let (next, node) = c.remove_current();
-            self.quarantine.insert(node);
-            n += 1;
-            cursor = next;
-        }
-        n
-    }
-
-    /// Move an unmapped mapping to the quarantine. O(log n), no allocation.
-    fn quarantine(&mut self, mut one: OneMapping) {
-        if let Some(node) = one.tree.remove_node(&one.key) {
-            self.quarantine.insert(node);
-        }
-    }
-
-    /// Every live mapping in VA order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&u64, &Mapping)> {
-        self.by_va.iter()
-    }
-
-    /// The mapping published under `user_va`, mutable (export counts). O(log n).
-    pub(crate) fn get_mut(&mut self, user_va: u64) -> Option<&mut Mapping> {
-        self.by_va.get_mut(&user_va)
-    }
-
-    /// The userptr index (`hl_userptr_is_pinned`).
-    pub(crate) fn userptrs(&self) -> &UserptrIndex {
-        &self.userptrs
-    }
-
-    /// Number of live mappings. O(n): debugfs and tests.
-    pub(crate) fn len(&self) -> usize {
-        self.by_va.iter().count()
-    }
-
-    /// Number of quarantined mappings. O(n): debugfs and tests.
-    pub(crate) fn quarantined_len(&self) -> usize {
-        self.quarantine.iter().count()
-    }
-}
 
 /// The page table of range `kind` and where its hops live.
 fn table_of<'a>(
@@ -544,7 +244,11 @@ impl ContextVm {
         let ContextMmu { dmmu, pmmu } = &mut *mmu;
         let mut left = 0;
         for (tree, mut hops, kinds) in [
-            (dmmu, dev.mmu.hops(MmuKind::Dram), [VaRangeType::Dram, VaRangeType::Dram]),
+            (
+                dmmu,
+                dev.mmu.hops(MmuKind::Dram),
+                [VaRangeType::Dram, VaRangeType::Dram],
+            ),
             (
                 pmmu,
                 dev.mmu.hops(MmuKind::Host),
@@ -685,7 +389,7 @@ fn release_or_keep(
         if let Some(m) = one.tree.remove(&one.key) {
             // Checked just above: `release` cannot refuse (if it did, the
             // mapping's `Held` would leak it, never release it).
-            let _ = m.release(vm, dev, proof).map_err(drop);
+            let _ = m.release(&vm.ranges, dev, proof).map_err(drop);
         }
     } else if let Some(node) = one.tree.remove_node(&one.key) {
         kept.insert(node);
@@ -743,16 +447,6 @@ fn unmap_pages(
 /// The hop memory of the MMU that translates range `kind`.
 fn hops_of(dev: &DeviceVm, kind: VaRangeType) -> Hops<'_> {
     dev.mmu.hops(kind.mmu())
-}
-
-/// Drop one mapping count of `handle`, if it still names `pack` (teardown may
-/// have freed the handle, and its id may have been reused since).
-fn release_mapping_count(dev: &DeviceVm, handle: u32, pack: &Arc<PhysPgPack>) {
-    if let Some(e) = dev.handles.lock().get_mut(handle) {
-        if Arc::ptr_eq(&e.pack, pack) {
-            e.mapping_cnt = e.mapping_cnt.saturating_sub(1);
-        }
-    }
 }
 
 /// Invalidate the range of a mapping whose PTEs were cleared (or could not
@@ -1034,13 +728,14 @@ fn host_dma_addrs(dev: &DeviceVm, pinned: &PinnedUserPages, page_size: u64) -> R
 #[kunit_tests(hlrs_mapping)]
 mod tests {
     use super::*;
-    #[allow(unused_imports)]
-    use crate::{context::Context, device::HlDevice};
+    use crate::vm::page_pack::PhysPgPack;
     use crate::{
         asic::AsicProperties,
         uapi::HL_MEM_CONTIGUOUS,
         vm::device_memory::{alloc_device_memory, free_device_memory},
     };
+    #[allow(unused_imports)]
+    use crate::{context::Context, device::HlDevice};
 
     const PAGE: u64 = 0x3000_0000;
 
@@ -1095,7 +790,10 @@ mod tests {
             map_device_va(ctx.vm(), h, hint + 4096, HL_MEM_FORCE_HINT),
             Err(EINVAL)
         );
-        assert_eq!(map_device_va(ctx.vm(), h, 0, HL_MEM_FORCE_HINT), Err(EINVAL));
+        assert_eq!(
+            map_device_va(ctx.vm(), h, 0, HL_MEM_FORCE_HINT),
+            Err(EINVAL)
+        );
         assert_eq!(
             d.vm.handles.lock().get(h as u32).map(|e| e.mapping_cnt),
             Some(3)
@@ -1371,13 +1069,16 @@ mod tests {
     fn foreign_handles_need_shared() -> Result {
         let (d, ctx) = setup()?;
         for (flags, want) in [(0u32, Err(EPERM)), (HL_MEM_SHARED, Ok(()))] {
-            let pack = Arc::new(PhysPgPack::alloc(&d.vm, 0, flags, 1, true)?, GFP_KERNEL)?;
-            let fh = d
-                .vm
-                .handles
-                .lock()
-                .insert(pack, crate::vm::handles::HandleReservation::new()?)?;
-            let r = map_device_va(ctx.vm(), u64::from(fh), 0, 0).map(|va| unmap_device_va(ctx.vm(), va));
+            let pack = Arc::new(
+                PhysPgPack::alloc(&d.vm.pool, &d.vm.asic, 0, flags, 1, true)?,
+                GFP_KERNEL,
+            )?;
+            let fh =
+                d.vm.handles
+                    .lock()
+                    .insert(pack, crate::vm::handles::HandleReservation::new()?)?;
+            let r = map_device_va(ctx.vm(), u64::from(fh), 0, 0)
+                .map(|va| unmap_device_va(ctx.vm(), va));
             assert_eq!(r.map(|_| ()), want);
             drop(d.vm.handles.lock().remove_if(fh, |_| Ok(()))?);
         }

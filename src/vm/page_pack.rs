@@ -8,9 +8,9 @@
 //! when the last reference to the pack goes away (`free_phys_pg_pack`), so no
 //! error path can leak them.
 
-use crate::vm::{
-    device_vm::DeviceVm,
-    dram_pool::{DramPool, PoolPages}, //
+use crate::{
+    asic::AsicProperties,
+    vm::dram_pool::{DramPool, PoolPages}, //
 };
 use kernel::{
     prelude::*,
@@ -52,21 +52,23 @@ pub(crate) struct PhysPgPack {
 }
 
 impl PhysPgPack {
-    /// Take `npages` pages from `dev`'s pool (`alloc_device_memory` steps 3-6):
-    /// one contiguous run or any pages. `ENOMEM` when the pool cannot satisfy
-    /// it; nothing is taken then. O(npages).
+    /// Take `npages` pages from `pool` (the DRAM pool of a device with
+    /// `asic`'s geometry; `alloc_device_memory` steps 3-6): one contiguous run
+    /// or any pages. `ENOMEM` when the pool cannot satisfy it; nothing is
+    /// taken then. O(npages).
     pub(crate) fn alloc(
-        dev: &DeviceVm,
+        pool: &Arc<Mutex<DramPool>>,
+        asic: &AsicProperties,
         asid: u32,
         flags: u32,
         npages: u64,
         contiguous: bool,
     ) -> Result<Self> {
-        let page_size = dev.asic.dram_page_size;
+        let page_size = asic.dram_page_size;
         let total_size = npages.checked_mul(page_size).ok_or(ENOMEM)?;
         // More than the whole pool can never succeed: refuse before sizing
         // anything by the user's request.
-        if npages > dev.asic.user_dram_pages() {
+        if npages > asic.user_dram_pages() {
             return Err(ENOMEM);
         }
         // Allocate the address array before touching the pool.
@@ -78,7 +80,8 @@ impl PhysPgPack {
                 GFP_KERNEL,
             )?)
         };
-        let mut pool = dev.pool.lock();
+        let pool_ref = pool;
+        let mut pool = pool_ref.lock();
         let pages = match addrs.as_mut() {
             None => match pool.alloc_contiguous(npages)? {
                 PoolPages::Contiguous { first, .. } => PackPages::Contiguous {
@@ -107,9 +110,9 @@ impl PhysPgPack {
             }
         };
         drop(pool);
-        // INVARIANT: the pages were just taken from `dev`'s pool for this pack.
+        // INVARIANT: the pages were just taken from `pool` for this pack.
         Ok(Self {
-            pool: dev.pool.clone(),
+            pool: pool_ref.clone(),
             asid,
             flags,
             page_size,

@@ -300,12 +300,12 @@ pub(crate) fn ts_alloc(table: &kernel::sync::Mutex<TsBufferTable>, elements: u32
 /// upstream), a length other than the page-rounded user part, or a buffer
 /// that already has a live mmap. O(log b).
 pub(crate) fn claim_mmap(
-    vm: &crate::vm::context_vm::ContextVm,
+    table: &kernel::sync::Mutex<TsBufferTable>,
     pgoff: u64,
     len: u64,
 ) -> Result<MmapClaim> {
     let id = pgoff as u32;
-    let buf = vm.ts_buffers.lock().by_id.get(&id).cloned().ok_or(EINVAL)?;
+    let buf = table.lock().by_id.get(&id).cloned().ok_or(EINVAL)?;
     if len != user_bytes(buf.elements) {
         return Err(EINVAL);
     }

@@ -9,14 +9,11 @@
 //! lock dropped, and the allocation is retried.
 
 use crate::{
-    asic::{self, AsicProperties},
+    asic::{self, AsicProperties, VaSpan},
     hw::backend::MmuKind,
-    vm::{
-        context_vm::ContextVm,
-        va_alloc::{AllocOutcome, VaAllocConfig, VaAllocError, VaAllocator, VaRequest},
-    },
+    vm::va_alloc::{AllocOutcome, VaAllocConfig, VaAllocError, VaAllocator, VaRequest},
 };
-use kernel::{prelude::*, sync::Mutex};
+use kernel::{new_mutex, prelude::*, sync::Mutex};
 
 /// The three VA range types (`enum hl_va_range_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,7 +49,7 @@ impl VaRangeType {
 }
 
 /// The allocator configuration of each range of a Gaudi2 context.
-pub(super) fn config(asic: &AsicProperties, kind: VaRangeType) -> VaAllocConfig {
+fn config(asic: &AsicProperties, kind: VaRangeType) -> VaAllocConfig {
     match kind {
         // A host buffer whose user VA is 2 MiB aligned gets a 2 MiB aligned
         // device VA even with 4 KiB pages (common/memory.c:1102-1105).
@@ -67,7 +64,39 @@ pub(super) fn config(asic: &AsicProperties, kind: VaRangeType) -> VaAllocConfig 
     }
 }
 
-impl ContextVm {
+/// The three VA ranges of one context, each with its own mutex around its
+/// [`VaAllocator`], as upstream has one mutex per range.
+#[pin_data]
+pub(crate) struct VaRanges {
+    spans: [(VaRangeType, VaSpan); 3],
+    #[pin]
+    host: Mutex<VaAllocator>,
+    #[pin]
+    host_huge: Mutex<VaAllocator>,
+    #[pin]
+    dram: Mutex<VaAllocator>,
+}
+
+impl VaRanges {
+    /// The ranges of a new context on `asic`: each one free block.
+    pub(crate) fn new(asic: &AsicProperties) -> Result<impl PinInit<Self, Error>> {
+        let host = VaAllocator::new(&config(asic, VaRangeType::Host));
+        let host_huge = VaAllocator::new(&config(asic, VaRangeType::HostHuge));
+        let dram = VaAllocator::new(&config(asic, VaRangeType::Dram));
+        let spans = [
+            (VaRangeType::Host, asic.host_va),
+            (VaRangeType::HostHuge, asic.host_huge_va),
+            (VaRangeType::Dram, asic.dram_va),
+        ];
+        let (host, host_huge, dram) = (host?, host_huge?, dram?);
+        Ok(try_pin_init!(Self {
+            spans,
+            host <- new_mutex!(host),
+            host_huge <- new_mutex!(host_huge),
+            dram <- new_mutex!(dram),
+        }))
+    }
+
     /// The allocator of one range.
     pub(crate) fn range(&self, kind: VaRangeType) -> &Mutex<VaAllocator> {
         match kind {
@@ -132,6 +161,7 @@ impl ContextVm {
 #[kunit_tests(hlrs_va_range)]
 mod tests {
     use super::*;
+    use crate::vm::context_vm::ContextVm;
     #[allow(unused_imports)]
     use crate::{context::Context, device::HlDevice};
     use kernel::sync::Arc;
