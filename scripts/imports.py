@@ -8,6 +8,9 @@ items, `#[cfg(test)]`).
     scripts/imports.py --check    also fail (exit 1) on a cycle or an import
                                   of a higher floor
     scripts/imports.py --dot      the graph in Graphviz dot
+    scripts/imports.py --sizes    also fail on a production (non-test)
+                                  function over 80 lines or a file over
+                                  1,200 lines of non-test code
 
 Floors (each file imports only its own floor or those below; within a floor
 the files must not import each other in a cycle) are the table FLOORS below,
@@ -200,6 +203,33 @@ def edges_of(f):
     return targets
 
 
+MAX_FN_LINES = 80
+MAX_FILE_LINES = 1200
+
+
+def size_problems(f, rel):
+    """Functions over MAX_FN_LINES (all their lines) and files over
+    MAX_FILE_LINES (non-blank lines outside comments), test code left out."""
+    text = strip_tests(strip_comments(f.read_text()))
+    lines = [l for l in text.split("\n") if l.strip()]
+    out = []
+    if len(lines) > MAX_FILE_LINES:
+        out.append(f"size: {rel} has {len(lines)} lines of non-test code (max {MAX_FILE_LINES})")
+    for m in re.finditer(r"(?m)^[ \t]*(?:pub(?:\([^)]*\))?\s+)?(?:const\s+)?(?:unsafe\s+)?(?:extern\s+\"C\"\s+)?fn\s+(\w+)", text):
+        start = m.start()
+        brace = text.find("{", m.end())
+        semi = text.find(";", m.end())
+        if brace < 0 or (0 <= semi < brace):
+            continue
+        end = skip_item(text, brace)
+        # Every line from `fn` to the closing brace, comments and blank
+        # lines included (as an editor counts them).
+        body = text[start:end].split("\n")
+        if len(body) > MAX_FN_LINES:
+            out.append(f"size: {rel}: fn {m.group(1)} has {len(body)} lines (max {MAX_FN_LINES})")
+    return out
+
+
 def sccs(nodes, graph):
     index, low, stack, on, out = {}, {}, [], set(), []
     counter = [0]
@@ -263,6 +293,9 @@ def main():
             tf, _ = floor_of(rel(t))
             if ff is not None and tf is not None and tf > ff:
                 problems.append(f"up: {rel(f)} (floor {ff}) imports {rel(t)} (floor {tf})")
+    if "--sizes" in sys.argv:
+        for f in files:
+            problems += size_problems(f, rel(f))
     for comp in sccs(files, graph):
         problems.append("cycle: " + ", ".join(rel(c) for c in comp))
     n_edges = sum(len(v) for v in graph.values())

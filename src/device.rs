@@ -2,10 +2,10 @@
 
 //! One Gaudi device (upstream `struct hl_device`, the memory-relevant part).
 //!
-//! Lock order (outermost first): `HlDevice::state`, `HlDevice::handles`,
-//! `HlDevice::pool`, then the backend's leaf locks. FREE drops its page pack
-//! after unlocking the handle table; context teardown and the recycled-ASID
-//! check drop packs (and so take the pool lock) with the table locked.
+//! Lock order: the table at the crate root (`hlrs.rs`). FREE drops its page
+//! pack after unlocking the handle table; context teardown and the
+//! recycled-ASID check drop packs (and so take the pool lock) with the table
+//! locked.
 
 use crate::{
     asic::{AsicProperties, MAX_ASID},

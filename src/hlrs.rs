@@ -6,6 +6,49 @@
 //! behind a compute-accel node `/dev/accel/accelN` and its control node
 //! `/dev/accel/accel_controlDN`, speaking the upstream uAPI of
 //! `include/uapi/drm/habanalabs_accel.h`.
+//!
+//! # Floors
+//!
+//! Each file imports only files of its own floor or of floors below it, and
+//! no import cycle exists (`scripts/imports.py --check`, run by `make test`):
+//!
+//! | floor | files | what |
+//! |---|---|---|
+//! | 8 | `hlrs.rs`, `shell/` | C-ABI entry points: accel registration, fops, ioctl, mmap and dma-buf callbacks, debugfs, sysfs, module init |
+//! | 7 | `ioctl/` | typed ioctl handlers |
+//! | 6 | `context.rs`, `device.rs`, `file.rs` | aggregates: one open, one device |
+//! | 5 | `vm/` | device-wide [`vm::device_vm::DeviceVm`]; per context [`vm::context_vm::ContextVm`] and the operations on it |
+//! | 4 | `mmu/` | device-wide [`mmu::device_mmu::DeviceMmu`]; page tables, hop pools, invalidation proofs |
+//! | 3 | `hw/` | the sealed [`hw::backend::Backend`] trait and the simulated Gaudi2 |
+//! | 2 | `kapi/` | safe wrappers of kernel C APIs the `kernel` crate lacks (leaves) |
+//! | 1 | `uapi.rs`, `asic/`, `params.rs` | uAPI structs, Gaudi2 constants, module parameters |
+//!
+//! `bench/` (KUnit builds only) stands above them all.
+//!
+//! # Lock order
+//!
+//! Every lock of the module, outermost first. A lock is only taken while
+//! holding locks above it in this table; "alone" means nothing else of ours
+//! is held while it is.
+//!
+//! | # | lock | guards | notes |
+//! |---|---|---|---|
+//! | 1 | `HlDevice::state` | open/ASID bookkeeping, the parked VM | held by `open_compute` across the retry of a parked teardown (which takes 4-11) and the ASID purge (9, 10) |
+//! | 2 | `ContextVm::exports` | a context's export records | alone (taken and released around 4 in EXPORT and the dma-buf release) |
+//! | 3 | `ContextVm::hw_blocks`, `ContextVm::ts_buffers` | a context's HW-block records, TS buffers | alone; taken under the mm's `mmap_lock` (`mmap`, vma close) |
+//! | 4 | `ContextVm::mappings` | mappings by VA, userptr index, quarantine (upstream `mem_hash_lock` + `userptr_lock`) | never together with 6; released before a mapping is released (5, 9) |
+//! | 5 | a VA range's mutex (`VaRanges::{host, host_huge, dram}`) | one VA allocator | alone: only inside the allocator's calls, never across an allocation |
+//! | 6 | `ContextVm::mmu` | the context's two page tables (upstream: one device-wide `mmu_lock`) | held across the mapping of one pack |
+//! | 7 | `DeviceMmu::dr_hops`, `DeviceMmu::hr_hops` | the hop pools | inside 6 |
+//! | 8 | `SimGaudi2::dram`, `SimGaudi2::invalidations`, `SimGaudi2::status`, `CfgSpace::blocks` | simulated DRAM, invalidation log, state, register blocks | leaves, inside 7 (PTE writes) or alone |
+//! | 9 | `DeviceVm::handles` | handle -> page pack | held only to look up, count or remove handles; packs dropped under it take 10 |
+//! | 10 | `DeviceVm::pool` (shared by every page pack) | the DRAM page pool | leaf |
+//!
+//! The kernel's own locks around our entry points: `mmap` runs under the
+//! mm's `mmap_lock` (write), the dma-buf `map`/`unmap` callbacks under the
+//! buffer's `dma_resv` lock; host MAP pins pages and accounts them with no
+//! lock of ours held. No spinlock is used: every lock above is a mutex, and
+//! nothing allocates or sleeps under a spinlock.
 
 use kernel::{prelude::*, str::CString, sync::Arc};
 
@@ -75,7 +118,7 @@ struct HabanaLabsRs {
     config: params::Config,
     /// The registered devices and their debugfs files; dropped (unregistered)
     /// before `_region` and `_debugfs`.
-    devices: KVec<(shell::accel::AccelDevice, shell::debugfs::DeviceDebugfs)>,
+    devices: KVec<RegisteredDevice>,
     _region: shell::accel::ChrdevRegion,
     /// `/sys/kernel/debug/habanalabs_rs/` with `pci_scan`; removed after the
     /// devices' directories in it.
@@ -148,37 +191,14 @@ impl kernel::Module for HabanaLabsRs {
             &ROOT_FILES,
         )?;
         let n = config.devices as usize;
-        let mut prepared = KVec::with_capacity(n, GFP_KERNEL)?;
+        let prepared = prepare_devices(&config)?;
         let mut devices = KVec::with_capacity(n, GFP_KERNEL)?;
-        for index in 0..config.devices {
-            let hdev = Arc::pin_init(device::HlDevice::new(index, p.clone()), GFP_KERNEL)?;
-            let files = shell::debugfs::prepare(&hdev)?;
-            let dev = shell::accel::PreparedDevice::new(hdev)?;
-            prepared.push((dev, files), GFP_KERNEL)?;
-        }
         // Phase 2: register; nothing from here on fails the load.
         mark("registration", 0);
         let root = root.create::<PciScan>(None);
         for (dev, files) in prepared {
-            let index = dev.hdev().index;
-            mark("publish", index);
-            match dev.publish(&region) {
-                Ok(dev) => {
-                    let entry = (dev, files.create(Some(&root)));
-                    // Room for every device was reserved in phase 1.
-                    if let Err(e) = devices.push_within_capacity(entry) {
-                        // Never reached; unregistering a published device
-                        // here could pull it from under an opener.
-                        pr_err!("device {}: no room in the device list\n", index);
-                        core::mem::forget(e);
-                    }
-                }
-                Err(e) => pr_err!(
-                    "device {}: registration failed ({}); left out, the module stays loaded\n",
-                    index,
-                    e.to_errno()
-                ),
-            }
+            mark("publish", dev.hdev().index);
+            publish_device(dev, files, &region, &root, &mut devices);
         }
         if devices.len() < n {
             pr_err!("{} of {} device(s) registered\n", devices.len(), n);
@@ -190,6 +210,57 @@ impl kernel::Module for HabanaLabsRs {
             _region: region,
             _debugfs: root,
         })
+    }
+}
+
+/// A device and its debugfs files, allocated and not registered.
+type PreparedDevice = (shell::accel::PreparedDevice, shell::debugfs::PreparedFiles);
+
+/// A registered device and its debugfs files.
+type RegisteredDevice = (shell::accel::AccelDevice, shell::debugfs::DeviceDebugfs);
+
+/// Phase 1 of the load for every device: everything that can fail, with
+/// nothing a user can open.
+fn prepare_devices(config: &params::Config) -> Result<KVec<PreparedDevice>> {
+    let mut prepared = KVec::with_capacity(config.devices as usize, GFP_KERNEL)?;
+    for index in 0..config.devices {
+        let hdev = Arc::pin_init(
+            device::HlDevice::new(index, config.asic.clone()),
+            GFP_KERNEL,
+        )?;
+        let files = shell::debugfs::prepare(&hdev)?;
+        let dev = shell::accel::PreparedDevice::new(hdev)?;
+        prepared.push((dev, files), GFP_KERNEL)?;
+    }
+    Ok(prepared)
+}
+
+/// Phase 2 for one device: register its nodes and create its debugfs files
+/// under `root`, or leave it out (its registration undone) if that fails.
+/// Never fails the load. `devices` has room for it (reserved in phase 1).
+fn publish_device(
+    dev: shell::accel::PreparedDevice,
+    files: shell::debugfs::PreparedFiles,
+    region: &shell::accel::ChrdevRegion,
+    root: &kapi::debugfs::Dir<PciScan>,
+    devices: &mut KVec<RegisteredDevice>,
+) {
+    let index = dev.hdev().index;
+    match dev.publish(region) {
+        Ok(dev) => {
+            let entry = (dev, files.create(Some(root)));
+            if let Err(e) = devices.push_within_capacity(entry) {
+                // Never reached; unregistering a published device here could
+                // pull it from under an opener.
+                pr_err!("device {}: no room in the device list\n", index);
+                core::mem::forget(e);
+            }
+        }
+        Err(e) => pr_err!(
+            "device {}: registration failed ({}); left out, the module stays loaded\n",
+            index,
+            e.to_errno()
+        ),
     }
 }
 

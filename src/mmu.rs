@@ -9,20 +9,12 @@
 //! - [`invalidate`]: MMU cache invalidation and the proof that gates every
 //!   release of memory or hops the MMU could still reach.
 //!
-//! Lock order (outermost first), for everything under `mmu/` and the MAP and
-//! UNMAP paths that call it:
+//! - [`hop_pool`]: where hops live (device-resident and host-resident pools,
+//!   the [`hop_pool::HopMemory`] a page table writes through).
+//! - [`device_mmu`]: the device-wide owner of the hop pools, scrambler and
+//!   backend.
 //!
-//! 1. `HlDevice::handles` (held only to look up a handle and bump its mapping
-//!    count; released before anything below is taken);
-//! 2. a VA range's mutex (`ContextVm::range`; released before 3);
-//! 3. `ContextVm::mmu`, the page tables of one context (upstream holds one
-//!    device-wide `mmu_lock` here for every context);
-//! 4. `HlDevice::dr_hops`, the device-resident hop slots (taken inside 3);
-//! 5. the backend's leaf locks (simulated DRAM, invalidation log).
-//!
-//! `ContextVm::mappings` (upstream `mem_hash_lock`, and the userptr index that
-//! upstream guards with `userptr_lock`) is taken on its own, never together
-//! with 3.
+//! Lock order: the table at the crate root (`hlrs.rs`).
 
 pub(crate) mod device_mmu;
 pub(crate) mod hop_pool;

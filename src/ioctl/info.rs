@@ -123,7 +123,6 @@ pub(crate) fn info_ioctl(
     args: &mut HlInfoArgs,
     out: &mut dyn InfoSink,
 ) -> Result {
-    let dev = caller.dev;
     if args.pad != 0 {
         return Err(EINVAL);
     }
@@ -135,32 +134,37 @@ pub(crate) fn info_ioctl(
     {
         return Err(EOPNOTSUPP);
     }
-
     // Answered whatever the device state is (ioc:1022-1090).
-    match args.op {
-        HL_INFO_HW_IP_INFO => return reply(args, out, &hw_ip_info(dev)),
+    if let Some(r) = device_state_info(caller, args, out) {
+        return r;
+    }
+    if let Some(r) = event_info(args, out) {
+        return r;
+    }
+    if !caller.dev.status().is_operational() {
+        return Err(EBUSY);
+    }
+    operational_info(caller, args, out)
+}
+
+/// The always-answered ops about the device and its opens; `None` for
+/// another op.
+fn device_state_info(
+    caller: &InfoCaller<'_>,
+    args: &mut HlInfoArgs,
+    out: &mut dyn InfoSink,
+) -> Option<Result> {
+    let dev = caller.dev;
+    Some(match args.op {
+        HL_INFO_HW_IP_INFO => reply(args, out, &hw_ip_info(dev)),
         HL_INFO_DEVICE_STATUS => {
             let st = HlInfoDeviceStatus {
                 status: dev.status().uapi(),
                 pad: 0,
             };
-            return reply(args, out, &st);
+            reply(args, out, &st)
         }
-        HL_INFO_RESET_COUNT => return reply(args, out, &HlInfoResetCount::default()),
-        HL_INFO_HW_EVENTS | HL_INFO_HW_EVENTS_AGGREGATE => {
-            // No event ever fired on the simulation: all counters are zero.
-            let len = crate::asic::GAUDI2_EVENT_SIZE as usize * core::mem::size_of::<u32>();
-            return reply_zeros(args, out, len);
-        }
-        HL_INFO_CS_COUNTERS => return reply(args, out, &HlInfoCsCounters::default()),
-        HL_INFO_CLK_THROTTLE_REASON => return reply(args, out, &HlInfoClkThrottle::default()),
-        HL_INFO_SYNC_MANAGER => {
-            check_buffer(args)?;
-            if args.dcore_id() >= HL_MAX_DCORES {
-                return Err(EINVAL);
-            }
-            return reply(args, out, &HlInfoSyncManager::default());
-        }
+        HL_INFO_RESET_COUNT => reply(args, out, &HlInfoResetCount::default()),
         HL_INFO_OPEN_STATS => {
             let st = dev.state.lock();
             let stats = HlOpenStatsInfo {
@@ -171,33 +175,53 @@ pub(crate) fn info_ioctl(
                 pad: [0; 6],
             };
             drop(st);
-            return reply(args, out, &stats);
+            reply(args, out, &stats)
         }
         HL_INFO_LAST_ERR_OPEN_DEV_TIME => {
             let t = HlInfoLastErrOpenDevTime {
                 timestamp: dev.state.lock().last_open_ktime_ns,
             };
-            return reply(args, out, &t);
-        }
-        HL_INFO_CS_TIMEOUT_EVENT => return reply(args, out, &HlInfoCsTimeoutEvent::default()),
-        HL_INFO_UNDEFINED_OPCODE_EVENT => {
-            return reply(args, out, &HlInfoUndefinedOpcodeEvent::default())
+            reply(args, out, &t)
         }
         HL_INFO_DEV_MEM_ALLOC_PAGE_SIZES => {
             // Only the default page size is supported, as upstream (ioc:653-672).
-            return reply(args, out, &HlInfoDevMemallocPageSizes::default());
+            reply(args, out, &HlInfoDevMemallocPageSizes::default())
         }
+        HL_INFO_DRAM_USAGE => reply(args, out, &dram_usage(dev, caller.ctx)),
+        _ => return None,
+    })
+}
+
+/// The always-answered ops about events and errors, none of which ever
+/// happens on the simulation; `None` for another op.
+fn event_info(args: &mut HlInfoArgs, out: &mut dyn InfoSink) -> Option<Result> {
+    Some(match args.op {
+        HL_INFO_HW_EVENTS | HL_INFO_HW_EVENTS_AGGREGATE => {
+            // No event ever fired on the simulation: all counters are zero.
+            let len = crate::asic::GAUDI2_EVENT_SIZE as usize * core::mem::size_of::<u32>();
+            reply_zeros(args, out, len)
+        }
+        HL_INFO_CS_COUNTERS => reply(args, out, &HlInfoCsCounters::default()),
+        HL_INFO_CLK_THROTTLE_REASON => reply(args, out, &HlInfoClkThrottle::default()),
+        HL_INFO_SYNC_MANAGER => check_buffer(args).and_then(|()| {
+            if args.dcore_id() >= HL_MAX_DCORES {
+                return Err(EINVAL);
+            }
+            reply(args, out, &HlInfoSyncManager::default())
+        }),
+        HL_INFO_CS_TIMEOUT_EVENT => reply(args, out, &HlInfoCsTimeoutEvent::default()),
+        HL_INFO_UNDEFINED_OPCODE_EVENT => reply(args, out, &HlInfoUndefinedOpcodeEvent::default()),
         HL_INFO_GET_EVENTS => {
             if (args.return_size as usize) < core::mem::size_of::<u64>() || args.return_pointer == 0
             {
-                return Err(EINVAL);
+                return Some(Err(EINVAL));
             }
             // No notifier event ever happened.
-            return out.write(&0u64.to_ne_bytes());
+            out.write(&0u64.to_ne_bytes())
         }
         HL_INFO_RAZWI_EVENT | HL_INFO_PAGE_FAULT_EVENT => {
             // Nothing captured: success without copying (ioc:613-629, 843-859).
-            return check_buffer(args);
+            check_buffer(args)
         }
         HL_INFO_USER_MAPPINGS
         | HL_INFO_HW_ERR_EVENT
@@ -205,28 +229,28 @@ pub(crate) fn info_ioctl(
         | HL_INFO_USER_ENGINE_ERR_EVENT => {
             // Only the pointer is checked; nothing captured, nothing copied
             // and `array_size` untouched (ioc:861-949).
-            return if args.return_pointer == 0 {
+            if args.return_pointer == 0 {
                 Err(EINVAL)
             } else {
                 Ok(())
-            };
+            }
         }
-        HL_INFO_UNREGISTER_EVENTFD => {
-            // No eventfd can be registered (see REGISTER_EVENTFD).
-            return Err(EINVAL);
-        }
-        HL_INFO_DRAM_USAGE => return reply(args, out, &dram_usage(dev, caller.ctx)),
-        _ => {}
-    }
+        // No eventfd can be registered (see REGISTER_EVENTFD).
+        HL_INFO_UNREGISTER_EVENTFD => Err(EINVAL),
+        _ => return None,
+    })
+}
 
-    if !dev.status().is_operational() {
-        return Err(EBUSY);
-    }
-
+/// The ops answered only while the device is operational.
+fn operational_info(
+    caller: &InfoCaller<'_>,
+    args: &mut HlInfoArgs,
+    out: &mut dyn InfoSink,
+) -> Result {
     match args.op {
         HL_INFO_HW_IDLE => {
             let idle = HlInfoHwIdle {
-                is_idle: u32::from(dev.backend().is_idle()),
+                is_idle: u32::from(caller.dev.backend().is_idle()),
                 ..Default::default()
             };
             reply(args, out, &idle)

@@ -308,6 +308,33 @@ impl PageTable {
         if leaf >= self.geo.num_hops {
             return Err(EINVAL);
         }
+        let (path, new_from) = self.path_to_leaf(mem, va, leaf)?;
+        let leaf_hop = *path.get(leaf).ok_or(EINVAL)?;
+        let leaf_idx = self.geo.pte_index(leaf, va).ok_or(EINVAL)?;
+        if new_from.is_none() && self.entry(leaf_hop, leaf_idx) != Some(0) {
+            return Err(EINVAL);
+        }
+        self.write_bottom_up(mem, va, pa, leaf, &path, new_from)?;
+        self.adjust(leaf_hop, 1);
+        if let Some(first) = new_from {
+            for lvl in first..=leaf {
+                let parent = *path.get(lvl - 1).ok_or(EINVAL)?;
+                self.adjust(parent, 1);
+            }
+        }
+        Ok(())
+    }
+
+    /// The hops from hop 0 down to the leaf hop of `va` at level `leaf`:
+    /// existing ones followed, missing ones allocated (in the tree, not
+    /// linked yet). Returns the path and the first level whose hop is new,
+    /// if any. On failure the new hops are given back. O(levels).
+    fn path_to_leaf(
+        &mut self,
+        mem: &mut dyn HopMemory,
+        va: u64,
+        leaf: usize,
+    ) -> Result<([u64; 6], Option<usize>)> {
         let mut path = [0u64; 6];
         *path.get_mut(0).ok_or(EINVAL)? = self.hop0;
         // The first level whose hop is new (not yet linked), if any.
@@ -339,14 +366,25 @@ impl PageTable {
             };
             *path.get_mut(lvl + 1).ok_or(EINVAL)? = next;
         }
+        Ok((path, new_from))
+    }
+
+    /// Write the leaf PTE of `va` (-> `pa`) and then every new hop's entry in
+    /// its parent, bottom-up: the link of the topmost new hop into the
+    /// existing tree comes last. On a failed write, what was written is
+    /// cleared again in reverse and the new hops are given back. O(levels),
+    /// no allocation (at most one write per level is remembered).
+    fn write_bottom_up(
+        &mut self,
+        mem: &mut dyn HopMemory,
+        va: u64,
+        pa: u64,
+        leaf: usize,
+        path: &[u64; 6],
+        new_from: Option<usize>,
+    ) -> Result {
         let leaf_hop = *path.get(leaf).ok_or(EINVAL)?;
         let leaf_idx = self.geo.pte_index(leaf, va).ok_or(EINVAL)?;
-        if new_from.is_none() && self.entry(leaf_hop, leaf_idx) != Some(0) {
-            return Err(EINVAL);
-        }
-        // Fill bottom-up: the leaf, then every new hop's entry in its parent; the
-        // link of the topmost new hop into the existing tree comes last.
-        // At most one write per level: no allocation needed to remember them.
         let mut written = [(0u64, 0u64); 6];
         let mut n = 0usize;
         let mut result = self.write(mem, leaf_hop, leaf_idx, Pte::Page(pa).encode());
@@ -386,15 +424,8 @@ impl PageTable {
                     );
                 }
             }
-            self.drop_new_hops(mem, &path, new_from, leaf + 1);
+            self.drop_new_hops(mem, path, new_from, leaf + 1);
             return Err(e);
-        }
-        self.adjust(leaf_hop, 1);
-        if let Some(first) = new_from {
-            for lvl in first..=leaf {
-                let parent = *path.get(lvl - 1).ok_or(EINVAL)?;
-                self.adjust(parent, 1);
-            }
         }
         Ok(())
     }

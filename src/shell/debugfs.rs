@@ -82,9 +82,12 @@ static DEVICE_FILES: [FileDef<DeviceFiles>; 12] = [
 /// The debugfs files of one device; removed when dropped.
 pub(crate) type DeviceDebugfs = Dir<DeviceFiles>;
 
+/// The debugfs files of one device, allocated and not created yet.
+pub(crate) type PreparedFiles = Prepared<DeviceFiles>;
+
 /// Allocate the files of `dev` (`<root>/<index>/`); nothing is visible until
 /// [`Prepared::create`].
-pub(crate) fn prepare(dev: &Arc<HlDevice>) -> Result<Prepared<DeviceFiles>> {
+pub(crate) fn prepare(dev: &Arc<HlDevice>) -> Result<PreparedFiles> {
     let name = CString::try_from_fmt(fmt!("{}", dev.index))?;
     let files = DeviceFiles {
         dev: dev.clone(),

@@ -4,7 +4,7 @@
 //! `map_phys_pg_pack`, `unmap_phys_pg_pack`, common/memory.c:942-1406) and the
 //! mapping part of context teardown (`hl_vm_ctx_fini`, memory.c:2748-2786).
 //!
-//! Lock order: see `mmu.rs`. The handle table is held only to look up a handle
+//! Lock order: the table at the crate root (`hlrs.rs`). The handle table is held only to look up a handle
 //! and change its mapping count; a VA range only inside its allocator calls;
 //! the context's page-table lock across the mapping of one pack; the mapping
 //! table only to insert, move or remove records.
