@@ -11,11 +11,14 @@
 //!
 //! - [`hop_pool`]: where hops live (device-resident and host-resident pools,
 //!   the [`hop_pool::HopMemory`] a page table writes through).
+//! - [`context_mmu`]: the two page tables of one context: map, unmap,
+//!   translate and teardown of a run of pages.
 //! - [`device_mmu`]: the device-wide owner of the hop pools, scrambler and
 //!   backend.
 //!
 //! Lock order: the table at the crate root (`hlrs.rs`).
 
+pub(crate) mod context_mmu;
 pub(crate) mod device_mmu;
 pub(crate) mod hop_pool;
 pub(crate) mod invalidate;

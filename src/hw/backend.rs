@@ -40,7 +40,55 @@ use crate::kapi::{
     dma::{DmaDirection, Importer, ImporterSgt},
     host_page::HostPage,
 };
-use kernel::prelude::*;
+use kernel::{alloc::KVVec, prelude::*, sync::Arc};
+
+/// Host pages mapped for a device's DMA: the device address of each page of
+/// a run, unmapped ([`Backend::dma_unmap_host`]) when dropped.
+///
+/// # Invariants
+///
+/// `addrs` came from `backend.dma_map_host(.., page_size, ..)` and is unmapped
+/// exactly once, by `Drop`.
+pub(crate) struct HostDma {
+    backend: Arc<dyn Backend>,
+    addrs: KVVec<u64>,
+    page_size: u64,
+}
+
+impl HostDma {
+    /// Number of pages. O(1).
+    pub(crate) fn len(&self) -> usize {
+        self.addrs.len()
+    }
+
+    /// The device address of page `i`. O(1).
+    pub(crate) fn get(&self, i: usize) -> Option<u64> {
+        self.addrs.get(i).copied()
+    }
+}
+
+impl Drop for HostDma {
+    fn drop(&mut self) {
+        self.backend.dma_unmap_host(&self.addrs, self.page_size);
+    }
+}
+
+/// Map `n` host pages of `page_size` bytes (page `i` at physical address
+/// `phys(i)`) for `backend`'s DMA; see [`Backend::dma_map_host`].
+pub(crate) fn map_host_pages(
+    backend: &Arc<dyn Backend>,
+    n: usize,
+    page_size: u64,
+    phys: &mut dyn FnMut(usize) -> Option<u64>,
+) -> Result<HostDma> {
+    let addrs = backend.dma_map_host(n, page_size, phys)?;
+    // INVARIANT: just mapped by `backend`.
+    Ok(HostDma {
+        backend: backend.clone(),
+        addrs,
+        page_size,
+    })
+}
 
 /// Which MMU an invalidation is for (upstream `MMU_OP_USERPTR` / `MMU_OP_PHYS_PACK`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,10 +179,21 @@ pub(crate) trait Backend: Sealed + Send + Sync {
     /// Whether every engine is idle.
     fn is_idle(&self) -> bool;
 
-    /// The device (DMA) address of a pinned host page at physical address
-    /// `phys` (upstream `dma_map_host_va` maps the scatter list; a device
-    /// without an IOMMU sees physical addresses).
-    fn host_dma_addr(&self, phys: u64) -> Result<u64>;
+    /// Map `n` pinned host pages of `page_size` bytes each (the physical
+    /// address of page `i` is `phys(i)`) for the device's DMA (upstream
+    /// `dma_map_host_va`: `dma_map_sgtable`). Returns the device address of
+    /// each page: every page is contiguous for the device, the run need not
+    /// be. Undone by [`Backend::dma_unmap_host`] (use [`map_host_pages`],
+    /// whose result undoes it when dropped). O(n).
+    fn dma_map_host(
+        &self,
+        n: usize,
+        page_size: u64,
+        phys: &mut dyn FnMut(usize) -> Option<u64>,
+    ) -> Result<KVVec<u64>>;
+
+    /// Undo [`Backend::dma_map_host`] of `addrs` (pages of `page_size`).
+    fn dma_unmap_host(&self, addrs: &[u64], page_size: u64);
 
     /// Whether `importer` reaches device memory peer to peer (upstream:
     /// `pci_p2pdma_distance(pdev, importer, true) >= 0`); when not, its

@@ -301,9 +301,26 @@ impl Backend for SimGaudi2 {
         true
     }
 
-    fn host_dma_addr(&self, phys: u64) -> Result<u64> {
-        // The simulated Gaudi2 has no IOMMU.
-        Ok(phys)
+    fn dma_map_host(
+        &self,
+        n: usize,
+        _page_size: u64,
+        phys: &mut dyn FnMut(usize) -> Option<u64>,
+    ) -> Result<KVVec<u64>> {
+        // The simulated Gaudi2 has no IOMMU: it sees physical addresses.
+        let mut dma = KVVec::with_capacity(n, GFP_KERNEL | __GFP_NOWARN)?;
+        for i in 0..n {
+            if i > 0 && i as u64 % crate::asic::HOP_PTES == 0 {
+                crate::kapi::sched::cond_resched();
+            }
+            dma.push_within_capacity(phys(i).ok_or(EINVAL)?)
+                .map_err(|_| ENOMEM)?;
+        }
+        Ok(dma)
+    }
+
+    fn dma_unmap_host(&self, _addrs: &[u64], _page_size: u64) {
+        // Nothing was mapped (no IOMMU).
     }
 
     fn peer_to_peer(&self, _importer: &Importer<'_>) -> bool {
@@ -454,7 +471,9 @@ mod tests {
                 size: 0x2000
             })
         );
-        assert_eq!(s.host_dma_addr(0x1234_5000)?, 0x1234_5000);
+        let dma = s.dma_map_host(1, 4096, &mut |_| Some(0x1234_5000))?;
+        assert_eq!(dma.first().copied(), Some(0x1234_5000));
+        s.dma_unmap_host(&dma, 4096);
         s.invalidate_all(MmuKind::Host)?;
         let (n, last) = s.invalidation_log();
         assert_eq!(n, 2);

@@ -7,11 +7,10 @@
 //! [`DeviceMmu::hops`], the one place a hop-memory handle is made.
 
 use crate::{
-    asic::{AsicProperties, MmuGeometry, HMMU_PAGE_TABLES_SIZE, MAX_ASID},
+    asic::{AsicProperties, HMMU_PAGE_TABLES_SIZE, MAX_ASID},
     hw::backend::{Backend, MmuKind},
     mmu::{
         hop_pool::{DrHopPool, DrHops, HopMemory, HrHopPool, HrHops},
-        page_table::PageTable,
         pte::Scrambler,
     },
 };
@@ -63,6 +62,12 @@ impl DeviceMmu {
         &*self.backend
     }
 
+    /// The hardware behind the tables, shared (for what outlives a call,
+    /// such as host pages mapped for DMA).
+    pub(crate) fn backend_arc(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+
     /// The hop memory of the MMU of `kind`. O(1).
     pub(crate) fn hops(&self, kind: MmuKind) -> Hops<'_> {
         match kind {
@@ -74,30 +79,6 @@ impl DeviceMmu {
                 pool: &self.hr_hops,
             }),
         }
-    }
-
-    /// The two empty page tables of a new context with `asid`
-    /// (`hl_mmu_ctx_init`): the DMMU tree and the PMMU tree, each on the
-    /// ASID's hop 0, cleared in its real memory. `EINVAL` for an ASID out of
-    /// range.
-    pub(crate) fn new_tables(&self, asid: u32) -> Result<(PageTable, PageTable)> {
-        let hop0 = self.dr_hops.lock().hop0(asid).ok_or(EINVAL)?;
-        let dmmu = PageTable::new(
-            MmuGeometry::DMMU,
-            MmuKind::Dram,
-            asid,
-            hop0,
-            self.hops(MmuKind::Dram).mem(),
-        )?;
-        let hr_hop0 = self.hr_hops.lock().hop0(asid).ok_or(EINVAL)?;
-        let pmmu = PageTable::new(
-            MmuGeometry::PMMU,
-            MmuKind::Host,
-            asid,
-            hr_hop0,
-            self.hops(MmuKind::Host).mem(),
-        )?;
-        Ok((dmmu, pmmu))
     }
 }
 

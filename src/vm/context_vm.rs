@@ -2,12 +2,12 @@
 
 //! The virtual-memory state of one context (upstream: the VM half of
 //! `struct hl_ctx`): its VA ranges ([`super::va_range`]), page tables
-//! ([`ContextMmu`]), mappings ([`super::mapping`]), HW-block and
+//! ([`ContextMmu`], from `mmu/`), mappings ([`super::mapping`]), HW-block and
 //! timestamp-buffer mmaps, and dma-buf export records, over the device-wide
 //! [`DeviceVm`].
 
 use crate::{
-    mmu::page_table::PageTable,
+    mmu::context_mmu::ContextMmu,
     vm::{
         device_vm::DeviceVm,
         export_list::ExportList,
@@ -26,14 +26,6 @@ use kernel::{
         Arc, Mutex,
     },
 };
-
-/// The page tables of one context.
-pub(crate) struct ContextMmu {
-    /// DMMU tree (DRAM VAs), device resident with a host shadow (upstream v2).
-    pub(crate) dmmu: PageTable,
-    /// PMMU tree (host VAs), host resident (upstream v2_hr).
-    pub(crate) pmmu: PageTable,
-}
 
 /// The virtual-memory state of one context: VA ranges, page tables, mappings
 /// of device and host memory, mmaps of HW blocks and timestamp buffers.
@@ -78,14 +70,14 @@ impl ContextVm {
     /// `hl_mmu_ctx_init`): the three ranges and an empty DMMU tree whose hop 0
     /// is cleared in device memory.
     pub(crate) fn new(dev: &Arc<DeviceVm>, asid: u32) -> Result<impl PinInit<Self, Error>> {
-        let (dmmu, pmmu) = dev.mmu.new_tables(asid)?;
+        let mmu = ContextMmu::new(&dev.mmu, asid)?;
         let ranges = VaRanges::new(&dev.asic)?;
         let dev = dev.clone();
         Ok(try_pin_init!(Self {
             dev,
             asid,
             dram_phys_mem: Atomic::new(0),
-            mmu <- new_mutex!(ContextMmu { dmmu, pmmu }),
+            mmu <- new_mutex!(mmu),
             mappings <- new_mutex!(MappingTable::new()),
             hw_blocks <- new_mutex!(HwBlockMappings::new()),
             ts_buffers <- new_mutex!(TsBufferTable::new()),

@@ -31,20 +31,17 @@
 //! own reservations allocates.
 
 use crate::{
-    asic::MmuGeometry,
-    hw::backend::MmuKind,
+    hw::backend::{map_host_pages, HostDma, MmuKind},
     kapi::{pin::PinnedUserPages, sched},
     mmu::{
-        device_mmu::Hops,
-        hop_pool::HopMemory,
         invalidate::{invalidate_all, invalidate_range, Invalidated, MmuArea},
-        page_table::{DetachedHops, PageTable},
-        walk::{translate, Translation, WalkFault},
+        page_table::DetachedHops,
+        walk::{Translation, WalkFault},
     },
     uapi::{HL_MEM_FORCE_HINT, HL_MEM_SHARED},
     vm::{
         check_flags,
-        context_vm::{ContextMmu, ContextVm},
+        context_vm::ContextVm,
         device_vm::DeviceVm,
         map_profile::{Phase, PhaseTimer},
         mapping_table::{release_mapping_count, Backing, Mapping, MappingReservation, OneMapping},
@@ -59,34 +56,10 @@ use kernel::{
     sync::{atomic::Relaxed, Arc}, //
 };
 
-/// Pages per leaf hop: the loops below yield once per this many pages.
-const YIELD_EVERY: u64 = crate::asic::HOP_PTES;
-
-/// The page table of range `kind` and where its hops live.
-fn table_of<'a>(
-    mmu: &'a mut ContextMmu,
-    dev: &'a DeviceVm,
-    kind: VaRangeType,
-) -> (&'a mut PageTable, Hops<'a>) {
-    let tree = match kind {
-        VaRangeType::Dram => &mut mmu.dmmu,
-        VaRangeType::Host | VaRangeType::HostHuge => &mut mmu.pmmu,
-    };
-    (tree, hops_of(dev, kind))
-}
-
 impl ContextVm {
-    /// Map every page of `backing` at consecutive VAs from `va`
-    /// (`map_phys_pg_pack`). DRAM: one 1 GiB DMMU leaf per DRAM page, through
-    /// the scrambler. Host: PMMU leaves of the buffer's page size (the largest
-    /// the geometry allows: hop 4 for 2 MiB, hop 5 for 4 KiB).
-    ///
-    /// On a failure part-way (also `EINTR` for a fatal signal, checked once
-    /// per leaf hop), exactly the pages already mapped are unmapped again, the
-    /// hops that emptied go to `detached`, and the error is returned; the
-    /// caller releases nothing before an invalidation. Returns whether some
-    /// PTE of the rollback could not be cleared with the error.
-    /// O(npages x hops), yielding once per leaf hop.
+    /// Map every page of `backing` at consecutive VAs from `va` in the page
+    /// table of range `kind` (see [`crate::mmu::context_mmu::ContextMmu::map`]), under the context's
+    /// page-table lock.
     fn map_backing(
         &self,
         dev: &DeviceVm,
@@ -95,73 +68,13 @@ impl ContextVm {
         backing: &Backing,
         detached: &mut DetachedHops,
     ) -> Result<(), (Error, bool)> {
-        let (page_size, npages) = backing.geometry();
-        let mut mmu = self.mmu.lock();
-        let (tree, mut hops) = table_of(&mut mmu, dev, kind);
-        let mem = hops.mem();
-        let (geo, scr) = match kind {
-            VaRangeType::Dram => (MmuGeometry::DMMU, Some(&dev.mmu.scrambler)),
-            _ => (MmuGeometry::PMMU, None),
-        };
-        let leaf_size = if kind == VaRangeType::Dram {
-            dev.asic.dmmu_page_size
-        } else {
-            page_size
-        };
-        let leaf = geo.leaf_hop(leaf_size).ok_or((EINVAL, false))?;
-        let s = |a: u64| scr.map_or(a, |x| x.scramble(a));
-        // Without scrambling (the PMMU), consecutive pages are consecutive
-        // entries of a leaf hop: the first page of each hop goes through the
-        // walk, the rest of the hop in one batch (`map_following`).
-        let batch = scr.is_none() && page_size == leaf_size;
-        let mut i = 0;
-        while i < npages {
-            if i > 0 {
-                sched::cond_resched();
-            }
-            let page_va = va + i * page_size;
-            let mut r = if sched::fatal_signal_pending() {
-                Err(EINTR)
-            } else {
-                backing
-                    .page_addr(i)
-                    .ok_or(EINVAL)
-                    .and_then(|pa| tree.map(mem, s(page_va), s(pa), leaf))
-                    .map(|()| 1)
-            };
-            if batch && r.is_ok() {
-                let mut next = |j: u64| backing.page_addr(i + 1 + j);
-                r = tree
-                    .map_following(mem, page_va, leaf, npages - i - 1, &mut next)
-                    .map(|k| k + 1);
-                if r.is_err() {
-                    // Page i itself is mapped: roll it back with the rest.
-                    i += 1;
-                }
-            }
-            match r {
-                Ok(done) => i += done,
-                Err(e) => {
-                    let left = unmap_pages(tree, mem, &s, va, page_size, i, batch, detached);
-                    if left > 0 {
-                        hl_err!(
-                            "MAP rollback: {} PTE(s) at {:#x} could not be cleared\n",
-                            left,
-                            va
-                        );
-                    }
-                    return Err((e, left > 0));
-                }
-            }
-        }
-        Ok(())
+        self.mmu
+            .lock()
+            .map(&dev.mmu, kind.mmu(), va, backing, detached)
     }
 
-    /// Unmap every page of a mapping (`unmap_phys_pg_pack`); the hops that
-    /// emptied go to `detached`. Per-page errors are counted and the loop
-    /// carries on; a page already unmapped counts as cleared (a retry after a
-    /// partial failure). Returns how many PTEs are left. O(npages x hops),
-    /// yielding once per leaf hop.
+    /// Unmap every page of a mapping (see [`crate::mmu::context_mmu::ContextMmu::unmap`]); returns
+    /// how many PTEs are left.
     fn unmap_backing(
         &self,
         dev: &DeviceVm,
@@ -170,21 +83,9 @@ impl ContextVm {
         backing: &Backing,
         detached: &mut DetachedHops,
     ) -> usize {
-        let (page_size, npages) = backing.geometry();
-        let mut mmu = self.mmu.lock();
-        let (tree, mut hops) = table_of(&mut mmu, dev, kind);
-        let scr = (kind == VaRangeType::Dram).then_some(&dev.mmu.scrambler);
-        let s = |a: u64| scr.map_or(a, |x| x.scramble(a));
-        unmap_pages(
-            tree,
-            hops.mem(),
-            &s,
-            va,
-            page_size,
-            npages,
-            scr.is_none(),
-            detached,
-        )
+        self.mmu
+            .lock()
+            .unmap(&dev.mmu, kind.mmu(), va, backing, detached)
     }
 
     /// Unmap every live mapping (the first part of `hl_vm_ctx_fini`) into the
@@ -224,14 +125,7 @@ impl ContextVm {
     /// Park detached hops in the table of range `kind` until a later
     /// invalidation covers them. No allocation.
     fn park_hops(&self, kind: VaRangeType, hops: DetachedHops) {
-        if hops.is_empty() {
-            return;
-        }
-        let mut mmu = self.mmu.lock();
-        match kind {
-            VaRangeType::Dram => mmu.dmmu.park(hops),
-            _ => mmu.pmmu.park(hops),
-        }
+        self.mmu.lock().park(kind.mmu(), hops);
     }
 
     /// Clear both hop 0s and detach every other hop (`hl_mmu_ctx_fini`); the
@@ -240,25 +134,13 @@ impl ContextVm {
     /// hop 0 is clear. Returns how many hops were still linked.
     pub(crate) fn teardown_mmu(&self) -> usize {
         let dev = &*self.dev;
-        let mut mmu = self.mmu.lock();
-        let ContextMmu { dmmu, pmmu } = &mut *mmu;
         let mut left = 0;
-        for (tree, mut hops, kinds) in [
-            (
-                dmmu,
-                dev.mmu.hops(MmuKind::Dram),
-                [VaRangeType::Dram, VaRangeType::Dram],
-            ),
-            (
-                pmmu,
-                dev.mmu.hops(MmuKind::Host),
-                [VaRangeType::Host, VaRangeType::HostHuge],
-            ),
+        for (mmu_kind, kinds) in [
+            (MmuKind::Dram, [VaRangeType::Dram, VaRangeType::Dram]),
+            (MmuKind::Host, [VaRangeType::Host, VaRangeType::HostHuge]),
         ] {
-            let mut detached = DetachedHops::new();
-            let (n, cleared) = tree.teardown(hops.mem(), &mut detached);
+            let (n, cleared) = self.mmu.lock().teardown(&dev.mmu, mmu_kind);
             left += n;
-            tree.park(detached);
             if cleared {
                 let mut t = self.mappings.lock();
                 for (_, m) in t.quarantine.iter_mut() {
@@ -289,13 +171,7 @@ impl ContextVm {
             let waiting = {
                 let t = self.mappings.lock();
                 t.quarantine.iter().any(|(_, m)| ranges.contains(&m.kind))
-            } || {
-                let mmu = self.mmu.lock();
-                match mmu_kind {
-                    MmuKind::Dram => mmu.dmmu.stale_area().is_some(),
-                    MmuKind::Host => mmu.pmmu.stale_area().is_some(),
-                }
-            };
+            } || self.mmu.lock().has_stale(mmu_kind);
             if !waiting && !force {
                 continue;
             }
@@ -306,14 +182,7 @@ impl ContextVm {
                     continue;
                 }
             };
-            {
-                let mut mmu = self.mmu.lock();
-                let ContextMmu { dmmu, pmmu } = &mut *mmu;
-                match mmu_kind {
-                    MmuKind::Dram => dmmu.release_stale(dev.mmu.hops(MmuKind::Dram).mem(), &proof),
-                    MmuKind::Host => pmmu.release_stale(dev.mmu.hops(MmuKind::Host).mem(), &proof),
-                };
-            }
+            self.mmu.lock().release_stale(&dev.mmu, mmu_kind, &proof);
             // Out of the table, released without its lock (the releases take
             // the VA range and handle locks); what stays goes back.
             let mut q = core::mem::take(&mut self.mappings.lock().quarantine);
@@ -348,21 +217,11 @@ impl ContextVm {
     /// concurrent UNMAP cannot detach a hop under it (hops go back to their
     /// pool only after an invalidation, and are read from their real memory).
     pub(crate) fn translate(&self, va: u64) -> Result<Translation, WalkFault> {
-        let dev = &*self.dev;
-        let mmu = self.mmu.lock();
-        if self.range_type(va, 1) == Some(VaRangeType::Dram) {
-            let read = |a: u64| dev.backend().read_pte(a);
-            translate(
-                &MmuGeometry::DMMU,
-                &read,
-                mmu.dmmu.hop0(),
-                va,
-                Some(&dev.mmu.scrambler),
-            )
-        } else {
-            let read = |a: u64| dev.mmu.hr_hops.lock().read(a);
-            translate(&MmuGeometry::PMMU, &read, mmu.pmmu.hop0(), va, None)
-        }
+        let kind = match self.range_type(va, 1) {
+            Some(VaRangeType::Dram) => MmuKind::Dram,
+            _ => MmuKind::Host,
+        };
+        self.mmu.lock().translate(&self.dev.mmu, kind, va)
     }
 
     /// Number of live mappings. O(n): debugfs and tests.
@@ -396,59 +255,6 @@ fn release_or_keep(
     }
 }
 
-/// Unmap pages `0..n` of a mapping at `va` from `tree` (`s` maps a VA or PA
-/// to what the tree holds: the DMMU scrambles), with the runs of a leaf hop
-/// in one batch when `batch`; emptied hops go to `detached`. A page already
-/// unmapped counts as cleared. Returns how many PTEs are left. Yields once
-/// per leaf hop (per page without batches). O(n x hops).
-#[allow(clippy::too_many_arguments)]
-fn unmap_pages(
-    tree: &mut PageTable,
-    mem: &mut dyn HopMemory,
-    s: &dyn Fn(u64) -> u64,
-    va: u64,
-    page_size: u64,
-    n: u64,
-    batch: bool,
-    detached: &mut DetachedHops,
-) -> usize {
-    // The tree detaches hops under the VAs it is keyed by (scrambled for the
-    // DMMU); the invalidation that frees them names `[va, + n pages)`.
-    let mut emptied = DetachedHops::new();
-    let (mut i, mut left) = (0, 0);
-    while i < n {
-        if i > 0 {
-            sched::cond_resched();
-        }
-        let page_va = va + i * page_size;
-        // The rest of the page's leaf hop first, then the page itself through
-        // `unmap`, which detaches the hops that became empty.
-        let rest = if batch {
-            tree.unmap_following(mem, page_va, page_size, n - i - 1)
-                .unwrap_or(0)
-        } else {
-            0
-        };
-        match tree.unmap(mem, s(page_va), &mut emptied) {
-            Ok(_) => {}
-            Err(e) if e == EINVAL => {}
-            Err(_) => left += 1,
-        }
-        i += 1 + rest;
-    }
-    let size = n.saturating_mul(page_size);
-    detached.absorb_for(
-        emptied,
-        MmuArea::new(tree.mmu_kind(), tree.asid(), va, size),
-    );
-    left
-}
-
-/// The hop memory of the MMU that translates range `kind`.
-fn hops_of(dev: &DeviceVm, kind: VaRangeType) -> Hops<'_> {
-    dev.mmu.hops(kind.mmu())
-}
-
 /// Invalidate the range of a mapping whose PTEs were cleared (or could not
 /// be: `ptes_left`) and give it and its emptied hops back; when the
 /// invalidation fails (or PTEs were left), quarantine both instead. Returns
@@ -465,7 +271,7 @@ fn settle(vm: &ContextVm, one: OneMapping, detached: DetachedHops) -> Result {
     };
     match inv {
         Ok(proof) => {
-            if let Err(kept) = detached.release(hops_of(dev, kind).mem(), &proof) {
+            if let Err(kept) = detached.release(dev.mmu.hops(kind.mmu()).mem(), &proof) {
                 vm.quarantined.add(1, Relaxed);
                 vm.park_hops(kind, kept);
             }
@@ -706,23 +512,17 @@ pub(crate) fn map_host_va(
     insert_mapping(vm, at, va + offset, backing, res, timer)
 }
 
-/// The device address of every `page_size` page of a pinned buffer, through
-/// the backend (`dma_map_host_va`). O(npages), yielding once per 512 pages.
-fn host_dma_addrs(dev: &DeviceVm, pinned: &PinnedUserPages, page_size: u64) -> Result<KVVec<u64>> {
+/// Every `page_size` page of a pinned buffer mapped for the device's DMA
+/// (`dma_map_host_va`), unmapped when the result is dropped. O(npages),
+/// yielding once per 512 pages.
+fn host_dma_addrs(dev: &DeviceVm, pinned: &PinnedUserPages, page_size: u64) -> Result<HostDma> {
     let per = usize::try_from(page_size / PAGE_SIZE as u64)
         .map_err(|_| EINVAL)?
         .max(1);
     let n = pinned.npages() / per;
-    let mut dma = KVVec::with_capacity(n, GFP_KERNEL | __GFP_NOWARN)?;
-    for i in 0..n {
-        if i > 0 && i as u64 % YIELD_EVERY == 0 {
-            sched::cond_resched();
-        }
-        let phys = pinned.phys(i * per).ok_or(EINVAL)?;
-        dma.push_within_capacity(dev.backend().host_dma_addr(phys)?)
-            .map_err(|_| ENOMEM)?;
-    }
-    Ok(dma)
+    map_host_pages(dev.mmu.backend_arc(), n, page_size, &mut |i| {
+        pinned.phys(i.checked_mul(per)?)
+    })
 }
 
 #[kunit_tests(hlrs_mapping)]
@@ -734,6 +534,7 @@ mod tests {
         uapi::HL_MEM_CONTIGUOUS,
         vm::device_memory::{alloc_device_memory, free_device_memory},
     };
+    use crate::{asic::MmuGeometry, mmu::walk::translate};
     #[allow(unused_imports)]
     use crate::{context::Context, device::HlDevice};
 

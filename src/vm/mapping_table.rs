@@ -8,8 +8,12 @@
 //! [`super::mapping`].
 
 use crate::{
+    hw::backend::HostDma,
     kapi::pin::PinnedUserPages,
-    mmu::invalidate::{Held, Invalidated, MmuArea},
+    mmu::{
+        context_mmu::MappedPages,
+        invalidate::{Held, Invalidated, MmuArea},
+    },
     vm::{
         device_vm::DeviceVm,
         page_pack::PhysPgPack,
@@ -37,8 +41,8 @@ pub(crate) enum Backing {
         /// The pinned pages.
         pinned: PinnedUserPages,
         /// Device address of every mapped page, from the backend (8 bytes per
-        /// page; upstream keeps a DMA-mapped sg_table).
-        dma: KVVec<u64>,
+        /// page; upstream keeps a DMA-mapped sg_table); unmapped when dropped.
+        dma: HostDma,
         /// MMU page size used: 4 KiB, or 2 MiB for huge pages.
         page_size: u64,
     },
@@ -57,8 +61,18 @@ impl Backing {
     pub(super) fn page_addr(&self, i: u64) -> Option<u64> {
         match self {
             Self::Dram { pack, .. } => pack.page_addr(i),
-            Self::Host { dma, .. } => dma.get(usize::try_from(i).ok()?).copied(),
+            Self::Host { dma, .. } => dma.get(usize::try_from(i).ok()?),
         }
+    }
+}
+
+impl MappedPages for Backing {
+    fn geometry(&self) -> (u64, u64) {
+        Backing::geometry(self)
+    }
+
+    fn page_addr(&self, i: u64) -> Option<u64> {
+        Backing::page_addr(self, i)
     }
 }
 
