@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The trees of the VA block allocator ([`super::VaAllocator`]): the block
+//! tree, which holds every block by start address, and the size trees, one per
+//! alignment class, which hold the searchable free blocks by `(usable size,
+//! start)`. Also the per-block size-tree nodes and their key arithmetic.
+//!
+//! n is the number of blocks in the range.
+
+use crate::asic::VaSpan;
+use core::mem;
+use kernel::{
+    alloc::Flags,
+    prelude::*,
+    rbtree::{RBTree, RBTreeNode, RBTreeNodeReservation},
+};
+
+/// Key of the size trees: the usable size for the tree's alignment class in
+/// the high 64 bits, the block start in the low 64 ([`size_key`]), so that one
+/// integer comparison orders by size, then address.
+pub(super) type SizeKey = u128;
+/// A size tree: the searchable free blocks of one alignment class.
+pub(super) type SizeTree = RBTree<SizeKey, ()>;
+/// Memory for one size-tree node.
+pub(super) type SizeNodeRes = RBTreeNodeReservation<SizeKey, ()>;
+/// Memory for one node of the block tree.
+pub(super) type BlockNodeRes = RBTreeNodeReservation<u64, Block>;
+
+/// The size-tree nodes one block owns, one per alignment class.
+///
+/// `None` only where the allocator has no extra class; a block missing a node
+/// (which the invariants rule out) would only be left out of that size tree.
+pub(super) struct SizeNodes {
+    /// The page class's node.
+    pub(super) base: Option<SizeNodeRes>,
+    /// The extra class's node.
+    pub(super) extra: Option<SizeNodeRes>,
+}
+
+impl SizeNodes {
+    /// No nodes.
+    pub(super) const NONE: Self = Self {
+        base: None,
+        extra: None,
+    };
+
+    /// Fresh nodes for the page class and, if `extra`, the extra class: one or
+    /// two `kmalloc`s, O(1).
+    pub(super) fn new(flags: Flags, extra: bool) -> Result<Self> {
+        Ok(Self {
+            base: Some(RBTreeNodeReservation::new(flags)?),
+            extra: if extra {
+                Some(RBTreeNodeReservation::new(flags)?)
+            } else {
+                None
+            },
+        })
+    }
+}
+
+/// What a block is.
+pub(super) enum State {
+    /// Free and outside the hint-only span: linked in the page-class tree and,
+    /// when it holds a piece aligned to the extra class, in that class's tree;
+    /// otherwise it holds the extra-class node here.
+    Free(Option<SizeNodeRes>),
+    /// Free and inside the hint-only span: reachable by hint only, so not in the
+    /// size trees; holds its size-tree nodes.
+    FreeHintOnly(SizeNodes),
+    /// The first (usually only) segment of the allocation `[start, alloc_end)`.
+    Allocated { nodes: SizeNodes, alloc_end: u64 },
+    /// A further segment of the allocation that starts in the block before: an
+    /// allocation made by hint across an edge of the hint-only span.
+    Continued(SizeNodes),
+}
+
+impl State {
+    /// Whether the block is free (searchable or hint-only). O(1).
+    pub(super) fn is_free(&self) -> bool {
+        matches!(self, Self::Free(_) | Self::FreeHintOnly(_))
+    }
+
+    /// A free state holding no node, to put in a block while its state is
+    /// moved out.
+    pub(super) const VACANT: Self = Self::Free(None);
+}
+
+/// One block `[start, end)`; the start is its key in the block tree.
+pub(super) struct Block {
+    /// The block's end (exclusive).
+    pub(super) end: u64,
+    /// Free or allocated, with the size-tree nodes it holds.
+    pub(super) state: State,
+}
+
+/// The second alignment class and its size tree.
+pub(super) struct ExtraClass {
+    /// The class's alignment, a power of two above the page size.
+    pub(super) align: u64,
+    /// The free blocks holding an aligned address, by `(usable size, start)`.
+    pub(super) tree: SizeTree,
+}
+
+/// The size trees: where best fit searches.
+///
+/// Kept apart from the block tree so that a cursor on the block tree and these
+/// trees can be used at the same time.
+pub(super) struct SizeTrees {
+    /// Searchable free blocks by `(length, start)`: the page class.
+    pub(super) base: SizeTree,
+    /// The extra alignment class, if any.
+    pub(super) extra: Option<ExtraClass>,
+}
+
+impl SizeTrees {
+    /// Link the free block `[start, end)`: into the page-class tree, and into
+    /// the extra class's tree when it holds an aligned piece. Returns the
+    /// extra-class node it did not link, which the block keeps. O(log n).
+    #[inline(always)]
+    pub(super) fn link(&mut self, start: u64, end: u64, nodes: SizeNodes) -> Option<SizeNodeRes> {
+        if let Some(r) = nodes.base {
+            self.base
+                .insert(r.into_node(size_key(end.saturating_sub(start), start), ()));
+        }
+        match (self.extra.as_mut(), nodes.extra) {
+            (Some(x), Some(r)) => {
+                let usable = aligned_size(start, end, x.align);
+                if usable == 0 {
+                    return Some(r);
+                }
+                x.tree.insert(r.into_node(size_key(usable, start), ()));
+                None
+            }
+            (_, r) => r,
+        }
+    }
+
+    /// Unlink the free block `[start, end)`, which holds `held` (its
+    /// [`State::Free`] node), keeping the nodes. O(log n).
+    #[inline(always)]
+    pub(super) fn unlink(&mut self, start: u64, end: u64, held: Option<SizeNodeRes>) -> SizeNodes {
+        let base = self
+            .base
+            .remove_node(&size_key(end.saturating_sub(start), start))
+            .map(RBTreeNode::into_reservation);
+        let extra = match (held, self.extra.as_mut()) {
+            (Some(r), _) => Some(r),
+            (None, Some(x)) => x
+                .tree
+                .remove_node(&size_key(aligned_size(start, end, x.align), start))
+                .map(RBTreeNode::into_reservation),
+            (None, None) => None,
+        };
+        SizeNodes { base, extra }
+    }
+
+    /// The state of the free block `[start, end)`, linking it unless it lies in
+    /// `hint_only`. O(log n).
+    #[inline(always)]
+    pub(super) fn free_state(
+        &mut self,
+        hint_only: Option<VaSpan>,
+        start: u64,
+        end: u64,
+        nodes: SizeNodes,
+    ) -> State {
+        if hint_only.is_some_and(|h| h.start <= start && start < h.end) {
+            State::FreeHintOnly(nodes)
+        } else {
+            State::Free(self.link(start, end, nodes))
+        }
+    }
+
+    /// Unlink the free neighbour `(start, end, state)` of a block being freed
+    /// and merge its nodes with the block's `nodes`: `[kept, surplus]` as
+    /// [`merge_sizes`] gives them. O(log n).
+    #[inline(always)]
+    pub(super) fn absorb(
+        &mut self,
+        nodes: SizeNodes,
+        (start, end, state): (u64, u64, State),
+    ) -> [SizeNodes; 2] {
+        // A free block's state always yields its nodes.
+        let other = self.take_free(start, end, state).unwrap_or(SizeNodes::NONE);
+        merge_sizes(nodes, other)
+    }
+
+    /// The size-tree nodes of the free block `[start, end)` whose state was
+    /// `state`, unlinking it; `Err(state)` if it was not free. O(log n).
+    #[inline(always)]
+    pub(super) fn take_free(
+        &mut self,
+        start: u64,
+        end: u64,
+        state: State,
+    ) -> Result<SizeNodes, State> {
+        match state {
+            State::Free(held) => Ok(self.unlink(start, end, held)),
+            State::FreeHintOnly(nodes) => Ok(nodes),
+            other => Err(other),
+        }
+    }
+}
+
+/// The size-tree key of a block of usable size `size` at `start`. O(1).
+#[inline(always)]
+pub(super) const fn size_key(size: u64, start: u64) -> SizeKey {
+    ((size as u128) << 64) | start as u128
+}
+
+/// The usable size and the start of a size-tree key. O(1).
+#[inline(always)]
+pub(super) const fn key_parts(key: SizeKey) -> (u64, u64) {
+    ((key >> 64) as u64, key as u64)
+}
+
+/// `x` rounded up to `align` (a power of two), or `None` on overflow. O(1).
+#[inline(always)]
+pub(super) fn align_up(x: u64, align: u64) -> Option<u64> {
+    let mask = align.checked_sub(1)?;
+    Some(x.checked_add(mask)? & !mask)
+}
+
+/// What `[start, end)` offers an allocation aligned to `align` (a power of two):
+/// `end - align_up(start)`, or 0 when nothing aligned fits. O(1).
+#[inline(always)]
+pub(super) fn aligned_size(start: u64, end: u64, align: u64) -> u64 {
+    match align_up(start, align) {
+        Some(a) if a < end => end - a,
+        _ => 0,
+    }
+}
+
+/// `(start, end, state)` of the block seen through a cursor when it is free,
+/// with its state moved out (`State::VACANT` left behind); `None` when there is
+/// no block or it is not free. O(1).
+#[inline(always)]
+pub(super) fn take_free_block(entry: Option<(&u64, &mut Block)>) -> Option<(u64, u64, State)> {
+    let (&start, b) = entry?;
+    b.state
+        .is_free()
+        .then(|| (start, b.end, mem::replace(&mut b.state, State::VACANT)))
+}
+
+/// The size-tree nodes of two blocks merged into one: `[kept, surplus]`, one
+/// node per class kept (those of `a` first). O(1).
+pub(super) fn merge_sizes(a: SizeNodes, b: SizeNodes) -> [SizeNodes; 2] {
+    let (base, base_rest) = match (a.base, b.base) {
+        (Some(x), rest) => (Some(x), rest),
+        (None, x) => (x, None),
+    };
+    let (extra, extra_rest) = match (a.extra, b.extra) {
+        (Some(x), rest) => (Some(x), rest),
+        (None, x) => (x, None),
+    };
+    [
+        SizeNodes { base, extra },
+        SizeNodes {
+            base: base_rest,
+            extra: extra_rest,
+        },
+    ]
+}
