@@ -163,6 +163,7 @@ mod test_api;
 mod tests;
 mod tree;
 
+pub(crate) use self::spare::VaReservations;
 #[cfg(CONFIG_KUNIT)]
 pub(crate) use self::test_api::NodeStats;
 use self::{
@@ -339,24 +340,6 @@ impl VaRequest {
         self.force_hint = true;
         self
     }
-}
-
-/// Tree nodes reserved for one allocation by [`VaAllocator::prepare`].
-///
-/// Obtained before taking the lock that protects the allocator and consumed by
-/// [`VaAllocator::alloc_with`], which keeps what the allocation does not need in
-/// its spare cache (as far as there is room). Dropped unused, it frees them.
-pub(crate) struct VaReservations {
-    /// For the allocated block when it does not start at its free block's start.
-    head: Piece,
-    /// For the free rest behind the allocated block.
-    tail: Piece,
-}
-
-impl VaReservations {
-    /// Number of tree nodes one reservation holds: two pieces of a block-tree
-    /// node and two size-tree nodes.
-    pub(crate) const NODES: usize = 6;
 }
 
 /// The hint-reserved span `r` clipped to `span` and rounded out to whole pages

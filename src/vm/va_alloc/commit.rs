@@ -9,9 +9,8 @@
 //! n is the number of blocks in the range.
 
 use super::{
-    place::{Placement, Run},
     spare::{Piece, SpareCache},
-    tree::{take_free_block, Block, BlockNodeRes, SizeNodes, State},
+    tree::{take_free_block, Block, BlockNodeRes, Placement, Run, SizeNodes, State},
     VaAllocator,
 };
 use core::mem;

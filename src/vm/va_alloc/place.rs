@@ -7,13 +7,9 @@
 //! n is the number of blocks in the range.
 
 use super::{
-    tree::{align_up, key_parts, size_key},
+    tree::{align_up, key_parts, size_key, Placement, Run},
     VaAllocError, VaAllocator, VaRequest,
 };
-
-/// Largest number of blocks an allocation can cover: the hint-only span has two
-/// edges, so a free run is at most three blocks long.
-pub(super) const MAX_RUN: usize = 3;
 
 /// The alignment class of a request.
 #[derive(Clone, Copy)]
@@ -22,57 +18,6 @@ struct Class {
     align: u64,
     /// Whether it is the extra class.
     extra: bool,
-}
-
-/// The free blocks an allocation takes, in address order (read-only plan).
-pub(super) struct Run {
-    /// The starts of the blocks, `len` of them.
-    pub(super) keys: [u64; MAX_RUN],
-    /// Number of blocks.
-    pub(super) len: usize,
-    /// The start of the first block.
-    pub(super) first: u64,
-    /// The start of the last block.
-    pub(super) last: u64,
-    /// The end of the last block.
-    pub(super) last_end: u64,
-}
-
-impl Run {
-    /// The run of the one block `[start, end)`. O(1).
-    fn new(start: u64, end: u64) -> Self {
-        Self {
-            keys: [start; MAX_RUN],
-            len: 1,
-            first: start,
-            last: start,
-            last_end: end,
-        }
-    }
-
-    /// Append the block `[start, end)`; `false` if the run is full. O(1).
-    fn push(&mut self, start: u64, end: u64) -> bool {
-        match self.keys.get_mut(self.len) {
-            Some(k) => {
-                *k = start;
-                self.len += 1;
-                self.last = start;
-                self.last_end = end;
-                true
-            }
-            None => false,
-        }
-    }
-}
-
-/// Where an allocation goes: `[start, end)` inside the free blocks of `run`.
-pub(super) struct Placement {
-    /// The allocation's start.
-    pub(super) start: u64,
-    /// The allocation's end (exclusive).
-    pub(super) end: u64,
-    /// The free blocks it takes.
-    pub(super) run: Run,
 }
 
 impl VaAllocator {

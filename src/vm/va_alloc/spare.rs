@@ -8,12 +8,26 @@
 //! Every operation here is O(1) and never allocates: the cache's two stacks
 //! get their capacity at construction and are only pushed within it.
 
-use super::{
-    place::Placement,
-    tree::{BlockNodeRes, SizeNodeRes, SizeNodes},
-    VaReservations,
-};
+use super::tree::{BlockNodeRes, Placement, SizeNodeRes, SizeNodes};
 use kernel::{alloc::Flags, prelude::*, rbtree::RBTreeNodeReservation};
+
+/// Tree nodes reserved for one allocation by [`VaAllocator::prepare`].
+///
+/// Obtained before taking the lock that protects the allocator and consumed by
+/// [`VaAllocator::alloc_with`], which keeps what the allocation does not need in
+/// its spare cache (as far as there is room). Dropped unused, it frees them.
+pub(crate) struct VaReservations {
+    /// For the allocated block when it does not start at its free block's start.
+    pub(super) head: Piece,
+    /// For the free rest behind the allocated block.
+    pub(super) tail: Piece,
+}
+
+impl VaReservations {
+    /// Number of tree nodes one reservation holds: two pieces of a block-tree
+    /// node and two size-tree nodes.
+    pub(crate) const NODES: usize = 6;
+}
 
 /// Capacity of the spare cache in pieces (a block-tree node and one size-tree
 /// node per alignment class each): two worst-case allocations. An allocation
