@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
 """Every relative Markdown link in README.md and docs/*.md resolves: the file
 exists, and a #anchor names a heading of the target (GitHub's slugs)."""
 import os, re, sys, glob

@@ -21,8 +21,14 @@ lints() {
 	scripts/module.sh clippy >"$OUT/clippy.log" 2>&1 || echo "clippy: warnings in the module (see $OUT/clippy.log)" >>"$OUT/lint.txt"
 	# Clippy leaves its own objects behind: rebuild the plain module.
 	scripts/module.sh build 2>/dev/null
+	# The floors (no import cycle, nothing imports a higher floor), function
+	# and file sizes, and the documentation's links.
+	python3 scripts/imports.py --check --sizes >"$OUT/imports.log" 2>&1 ||
+		grep -E '^  (up|cycle|size|.*on no floor)' "$OUT/imports.log" | sed 's/^  /structure: /' >>"$OUT/lint.txt"
+	python3 scripts/check_links.py >"$OUT/links.log" 2>&1 ||
+		echo "docs: broken links (see $OUT/links.log)" >>"$OUT/lint.txt"
 }
-step "lints (rustfmt, clippy)" lints
+step "lints (rustfmt, clippy, structure, links)" lints
 
 host_tests() {
 	cargo test --workspace --exclude hlrs-guest-tests --color never >"$OUT/host.log" 2>&1 ||
