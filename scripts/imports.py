@@ -8,6 +8,7 @@ items, `#[cfg(test)]`).
     scripts/imports.py --check    also fail (exit 1) on a cycle or an import
                                   of a higher floor
     scripts/imports.py --dot      the graph in Graphviz dot
+    scripts/imports.py --with-tests   count the imports of test code too
     scripts/imports.py --sizes    also fail on a production (non-test)
                                   function over 80 lines or a file over
                                   1,200 lines of non-test code
@@ -185,7 +186,9 @@ def resolve(path, here):
 
 
 def edges_of(f):
-    text = strip_tests(strip_comments(f.read_text()))
+    text = strip_comments(f.read_text())
+    if "--with-tests" not in sys.argv:
+        text = strip_tests(text)
     targets = set()
     for m in re.finditer(r"\buse\s+([^;]+);", text):
         for p in expand_use(m.group(1)):
