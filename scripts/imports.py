@@ -166,9 +166,11 @@ def expand_use(body):
     return out
 
 
-def resolve(path, here):
+def resolve(path, here, inner=0):
+    """The file `path` names, used in file `here` inside `inner` inline
+    modules (`mod tests { .. }`: its `super` is the file itself)."""
     segs = path.split("::")
-    base = module_path(here)
+    base = module_path(here) + ["<inline>"] * inner
     # A file `foo.rs` is the module foo; `super` of it is its parent.
     if segs[0] == "crate":
         segs = segs[1:]
@@ -181,7 +183,7 @@ def resolve(path, here):
         segs = cur + segs
     else:
         return None
-    segs = [s for s in segs if s and s != "self" and s != "*"]
+    segs = [s for s in segs if s and s != "self" and s != "*" and s != "<inline>"]
     return file_of(segs)
 
 
@@ -189,17 +191,21 @@ def edges_of(f):
     text = strip_comments(f.read_text())
     if "--with-tests" not in sys.argv:
         text = strip_tests(text)
+    # `crate::LocalModule`, `THIS_MODULE` and `module_parameters` are made by
+    # the `module!` macro for the kernel (`owner` fields, parameter values),
+    # not project code.
+    text = re.sub(r"crate::(LocalModule|THIS_MODULE|module_parameters)\b", "", text)
+    # Inside an inline module (`mod tests { .. }`) `super` is the file itself.
+    inline = [(m.end(), skip_item(text, m.end() - 1)) for m in re.finditer(r"\bmod\s+\w+\s*\{", text)]
+    depth = lambda pos: sum(1 for a, b in inline if a <= pos < b)
     targets = set()
     for m in re.finditer(r"\buse\s+([^;]+);", text):
         for p in expand_use(m.group(1)):
-            t = resolve(p, f)
+            t = resolve(p, f, depth(m.start()))
             if t:
                 targets.add(t)
-    # `crate::LocalModule` / `THIS_MODULE` are the module's identity, made by
-    # the `module!` macro for the kernel (`owner` fields), not project code.
-    text = re.sub(r"crate::(LocalModule|THIS_MODULE)\b", "", text)
     for m in re.finditer(r"(?<![\w:])((?:crate|super)(?:::\w+)+)", text):
-        t = resolve(m.group(1), f)
+        t = resolve(m.group(1), f, depth(m.start()))
         if t:
             targets.add(t)
     targets.discard(f)

@@ -131,7 +131,7 @@ mod tests {
 
     #[test]
     fn a_context_owns_the_user_asid_until_dropped() -> Result {
-        let dev = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
+        let dev = HlDevice::new(0, AsicProperties::gaudi2(6, 0)?)?;
         let ctx = Context::new(dev.clone(), 1)?;
         assert_eq!(ctx.asid(), 1);
         assert_eq!(ctx.dram_phys_mem(), 0);

@@ -101,41 +101,33 @@ pub(crate) struct HlDevice {
     pub(crate) state: Mutex<DeviceState>,
 }
 
-/// The device-wide owners of a new device, bottom-up.
-type Owners = (Arc<SimGaudi2>, Arc<DeviceMmu>, Arc<DeviceVm>);
-
 impl HlDevice {
     /// A new, operational device.
-    pub(crate) fn new(index: u32, asic: AsicProperties) -> impl PinInit<Self, Error> {
-        let (sim, mmu, vm) = match Self::owners(&asic) {
-            Ok((s, m, v)) => (Ok(s), Ok(m), Ok(v)),
-            Err(e) => (Err(e), Err(e), Err(e)),
-        };
-        try_pin_init!(Self {
-            sim: sim?,
-            mmu: mmu?,
-            vm: vm?,
-            index,
-            asic,
-            state <- new_mutex!(DeviceState {
-                compute_ctx_active: false,
-                in_release: false,
-                parked: None,
-                asids: 1 << KERNEL_ASID,
-                open_counter: 0,
-                last_open_ktime_ns: 0,
-                session_start: None,
-                last_session_ms: 0,
-                active_vm: None,
-            }),
-        })
-    }
-
-    fn owners(asic: &AsicProperties) -> Result<Owners> {
-        let sim = Arc::pin_init(SimGaudi2::new(asic), GFP_KERNEL)?;
-        let mmu = Arc::pin_init(DeviceMmu::new(asic, sim.clone()), GFP_KERNEL)?;
+    pub(crate) fn new(index: u32, asic: AsicProperties) -> Result<Arc<Self>> {
+        let sim = Arc::pin_init(SimGaudi2::new(&asic), GFP_KERNEL)?;
+        let mmu = Arc::pin_init(DeviceMmu::new(&asic, sim.clone()), GFP_KERNEL)?;
         let vm = Arc::pin_init(DeviceVm::new(asic.clone(), mmu.clone()), GFP_KERNEL)?;
-        Ok((sim, mmu, vm))
+        Arc::pin_init(
+            pin_init!(Self {
+                sim,
+                mmu,
+                vm,
+                index,
+                asic,
+                state <- new_mutex!(DeviceState {
+                    compute_ctx_active: false,
+                    in_release: false,
+                    parked: None,
+                    asids: 1 << KERNEL_ASID,
+                    open_counter: 0,
+                    last_open_ktime_ns: 0,
+                    session_start: None,
+                    last_session_ms: 0,
+                    active_vm: None,
+                }),
+            }),
+            GFP_KERNEL,
+        )
     }
 
     /// The hardware behind this device.
@@ -346,10 +338,7 @@ mod tests {
     use kernel::sync::Arc;
 
     fn dev(index: u32) -> Result<Arc<HlDevice>> {
-        Arc::pin_init(
-            HlDevice::new(index, AsicProperties::gaudi2(6, 0)?),
-            GFP_KERNEL,
-        )
+        HlDevice::new(index, AsicProperties::gaudi2(6, 0)?)
     }
 
     #[test]

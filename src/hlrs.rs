@@ -50,7 +50,7 @@
 //! lock of ours held. No spinlock is used: every lock above is a mutex, and
 //! nothing allocates or sleeps under a spinlock.
 
-use kernel::{prelude::*, str::CString, sync::Arc};
+use kernel::{prelude::*, str::CString};
 
 /// `pr_err!` for what only a driver bug or a failing device can cause,
 /// which some KUnit cases provoke on purpose (injected failures, planted
@@ -224,10 +224,7 @@ type RegisteredDevice = (shell::accel::AccelDevice, shell::debugfs::DeviceDebugf
 fn prepare_devices(config: &params::Config) -> Result<KVec<PreparedDevice>> {
     let mut prepared = KVec::with_capacity(config.devices as usize, GFP_KERNEL)?;
     for index in 0..config.devices {
-        let hdev = Arc::pin_init(
-            device::HlDevice::new(index, config.asic.clone()),
-            GFP_KERNEL,
-        )?;
+        let hdev = device::HlDevice::new(index, config.asic.clone())?;
         let files = shell::debugfs::prepare(&hdev)?;
         let dev = shell::accel::PreparedDevice::new(hdev)?;
         prepared.push((dev, files), GFP_KERNEL)?;

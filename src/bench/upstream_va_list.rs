@@ -335,7 +335,7 @@ mod tests {
     use super::*;
     use crate::{
         asic::{self, AsicProperties},
-        bench::va_allocators::XorShift64Star,
+        bench::rng::XorShift64Star,
         vm::va_alloc::{VaAllocConfig, VaAllocator, VaRequest},
     };
 

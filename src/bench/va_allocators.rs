@@ -15,7 +15,7 @@
 //! [`ContextVm`]).
 //!
 //! Population for `live` blocks: `2 x live` blocks allocated in address order,
-//! sizes drawn from [`SIZE_CLASSES`] with seed 1, then every other one freed
+//! sizes drawn from [`SIZE_CLASSES`](super::rng::SIZE_CLASSES) with seed 1, then every other one freed
 //! (the first, third, ...): `live` allocated blocks, `live` holes of varied
 //! sizes, and the free tail. `ours` and `drm_mm` build it with their own
 //! allocate and free calls (checked to land at the same addresses); `upstream`
@@ -45,7 +45,7 @@
 
 use crate::{
     asic::{AsicProperties, VaSpan},
-    bench::upstream_va_list::UpstreamVaList,
+    bench::{rng::XorShift64Star, upstream_va_list::UpstreamVaList},
     device::HlDevice,
     kapi::drm_mm::DrmMm,
     vm::{context_vm::ContextVm, va_alloc::VaRequest, va_range::VaRangeType},
@@ -56,9 +56,6 @@ use kernel::{
     sync::{Arc, Mutex},
     time::{Instant, Monotonic},
 };
-
-/// Block sizes of the workloads, in pages.
-pub(crate) const SIZE_CLASSES: [u64; 8] = [1, 2, 3, 4, 8, 16, 32, 64];
 
 /// Seed of the population's sizes.
 const SEED_POPULATION: u64 = 1;
@@ -75,38 +72,6 @@ const BATCHES: usize = 7;
 const FRAG_STEPS: u32 = 20_000;
 /// Per-mille chance that a fragmentation step allocates (else it frees).
 const FRAG_ALLOC_PERMILLE: u64 = 550;
-
-/// xorshift64* (Vigna): a tiny fixed-seed generator, the same sequence on
-/// every run. Not for anything but workloads.
-pub(crate) struct XorShift64Star(u64);
-
-impl XorShift64Star {
-    /// A generator with `seed` (0 is replaced by 1: the state must not be 0). O(1).
-    pub(crate) fn new(seed: u64) -> Self {
-        Self(if seed == 0 { 1 } else { seed })
-    }
-
-    /// The next 64 random bits. O(1).
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0 = x;
-        x.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// A number in `0..n` (`n > 0`; 0 for `n == 0`), from the high bits. O(1).
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        ((u128::from(self.next_u64() >> 32) * u128::from(n)) >> 32) as u64
-    }
-
-    /// A random size class, in pages. O(1).
-    pub(crate) fn class_pages(&mut self) -> u64 {
-        let i = self.below(SIZE_CLASSES.len() as u64) as usize;
-        SIZE_CLASSES.get(i).copied().unwrap_or(1)
-    }
-}
 
 /// One allocator under test, each call under its lock.
 trait BenchAllocator {
@@ -128,7 +93,7 @@ struct Ours {
 impl Ours {
     /// A device and a context with empty ranges.
     fn new(asic: &AsicProperties) -> Result<Self> {
-        let dev = Arc::pin_init(HlDevice::new(0, asic.clone()), GFP_KERNEL)?;
+        let dev = HlDevice::new(0, asic.clone())?;
         let vm = Arc::pin_init(ContextVm::new(&dev.vm, 1)?, GFP_KERNEL)?;
         Ok(Self { _dev: dev, vm })
     }
@@ -211,7 +176,7 @@ impl BenchAllocator for UpstreamBench {
 }
 
 /// The population's `2 x live` blocks, `(start, size)` in address order from
-/// `base`, sizes from [`SIZE_CLASSES`] with [`SEED_POPULATION`]. O(live).
+/// `base`, sizes from [`SIZE_CLASSES`](super::rng::SIZE_CLASSES) with [`SEED_POPULATION`]. O(live).
 fn population_layout(live: u64, base: u64, page: u64) -> Result<KVVec<(u64, u64)>> {
     let mut rng = XorShift64Star::new(SEED_POPULATION);
     let mut v = KVVec::with_capacity(2 * live as usize, GFP_KERNEL)?;

@@ -588,7 +588,7 @@ mod tests {
     }
 
     fn dev() -> Result<Arc<HlDevice>> {
-        Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)
+        HlDevice::new(0, AsicProperties::gaudi2(6, 0)?)
     }
 
     type Outcome = (Result, KVec<u8>, HlInfoArgs);

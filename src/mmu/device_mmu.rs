@@ -82,6 +82,32 @@ impl DeviceMmu {
     }
 }
 
+/// The MMUs of a simulated Gaudi2 on their own, for the KUnit suites of
+/// `mmu/` (which stand below the device): the hardware and its [`DeviceMmu`].
+#[cfg(CONFIG_KUNIT)]
+pub(crate) struct TestMmu {
+    /// The hardware.
+    pub(crate) sim: Arc<crate::hw::sim::SimGaudi2>,
+    /// Its MMUs.
+    pub(crate) mmu: Arc<DeviceMmu>,
+}
+
+#[cfg(CONFIG_KUNIT)]
+impl TestMmu {
+    /// A Gaudi2 with six HBMs and its MMUs.
+    pub(crate) fn new() -> Result<Self> {
+        let asic = AsicProperties::gaudi2(6, 0)?;
+        let sim = Arc::pin_init(crate::hw::sim::SimGaudi2::new(&asic), GFP_KERNEL)?;
+        let mmu = Arc::pin_init(DeviceMmu::new(&asic, sim.clone()), GFP_KERNEL)?;
+        Ok(Self { sim, mmu })
+    }
+
+    /// The hardware behind the MMUs.
+    pub(crate) fn backend(&self) -> &dyn Backend {
+        &*self.sim
+    }
+}
+
 /// The hop memory of one MMU of a device, borrowed from its [`DeviceMmu`].
 pub(crate) enum Hops<'a> {
     /// Device-resident (DMMU).

@@ -198,11 +198,8 @@ impl<T> Drop for Held<T> {
 #[kunit_tests(hlrs_invalidate)]
 mod tests {
     use super::*;
-    use crate::{asic::AsicProperties, device::HlDevice};
-    use kernel::sync::{
-        atomic::{Atomic, Relaxed},
-        Arc,
-    };
+    use crate::mmu::device_mmu::TestMmu;
+    use kernel::sync::atomic::{Atomic, Relaxed};
 
     /// Counts its drops.
     struct Token<'a>(&'a Atomic<u32>);
@@ -214,7 +211,7 @@ mod tests {
 
     #[test]
     fn held_memory_is_released_only_against_a_covering_proof() -> Result {
-        let d = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
+        let d = TestMmu::new()?;
         let drops = Atomic::new(0u32);
         let area = MmuArea::new(MmuKind::Host, 1, 0x10_0000, 0x2000);
         let mut h = Held::new(Token(&drops), area);
@@ -261,7 +258,7 @@ mod tests {
         let j = a.join(b);
         assert_eq!((j.start, j.end), (0x1000, 0x9000));
         let c = MmuArea::new(MmuKind::Dram, 2, 0x1000, 0x1000);
-        let d = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
+        let d = TestMmu::new()?;
         let p = invalidate_range(d.backend(), MmuArea::everything(MmuKind::Dram, 1))?;
         assert!(p.covers(&j));
         assert!(!p.covers(&a.join(c)));

@@ -681,16 +681,11 @@ impl PageTable {
 mod tests {
     use super::*;
     use crate::mmu::hop_pool::{DrHops, HrHops};
-    use crate::{
-        asic::AsicProperties,
-        device::HlDevice,
-        mmu::{invalidate::invalidate_all, walk::translate},
-    };
-    use kernel::sync::Arc;
+    use crate::mmu::{device_mmu::TestMmu, invalidate::invalidate_all, walk::translate};
 
     /// Invalidate everything of `kind` and give the detached hops back.
     fn flush(
-        d: &HlDevice,
+        d: &TestMmu,
         mem: &mut dyn HopMemory,
         det: DetachedHops,
         kind: MmuKind,
@@ -919,7 +914,7 @@ mod tests {
 
     #[test]
     fn host_resident_pmmu_with_4k_and_2m_leaves() -> Result {
-        let d = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
+        let d = TestMmu::new()?;
         let hop0 = d.mmu.hr_hops.lock().hop0(1).ok_or(EINVAL)?;
         let mut mem = HrHops {
             pool: &d.mmu.hr_hops,
@@ -1007,7 +1002,7 @@ mod tests {
 
     #[test]
     fn batched_runs_map_like_single_pages_and_undo_failed_writes() -> Result {
-        let d = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
+        let d = TestMmu::new()?;
         let hop0 = d.mmu.hr_hops.lock().hop0(1).ok_or(EINVAL)?;
         let mut mem = FailingBatches {
             inner: HrHops {
@@ -1074,8 +1069,8 @@ mod tests {
         Ok(())
     }
 
-    fn setup() -> Result<(Arc<HlDevice>, PageTable)> {
-        let d = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
+    fn setup() -> Result<(TestMmu, PageTable)> {
+        let d = TestMmu::new()?;
         let hop0 = d.mmu.dr_hops.lock().hop0(1).ok_or(EINVAL)?;
         let mut mem = DrHops {
             pool: &d.mmu.dr_hops,

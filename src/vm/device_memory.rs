@@ -393,10 +393,7 @@ mod tests {
     }
 
     fn setup(index: u32) -> Result<(Arc<HlDevice>, Context)> {
-        let d = Arc::pin_init(
-            HlDevice::new(index, AsicProperties::gaudi2(6, 0)?),
-            GFP_KERNEL,
-        )?;
+        let d = HlDevice::new(index, AsicProperties::gaudi2(6, 0)?)?;
         let ctx = Context::new(d.clone(), 1)?;
         Ok((d, ctx))
     }

@@ -191,7 +191,7 @@ mod tests {
     const DPAGE: u64 = 0x3000_0000;
 
     fn setup() -> Result<(Arc<HlDevice>, Arc<Context>)> {
-        let d = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
+        let d = HlDevice::new(0, AsicProperties::gaudi2(6, 0)?)?;
         let ctx = Arc::new(Context::new(d.clone(), 1)?, GFP_KERNEL)?;
         Ok((d, ctx))
     }

@@ -134,7 +134,7 @@ mod tests {
 
     #[test]
     fn mmap_checks_and_the_record_lifetime() -> Result {
-        let d = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
+        let d = HlDevice::new(0, AsicProperties::gaudi2(6, 0)?)?;
         let ctx = Arc::new(Context::new(d.clone(), 1)?, GFP_KERNEL)?;
         let pg = |id: u64| mmap_handle(id, HL_MMAP_TYPE_BLOCK) >> HL_MMAP_PAGE_SHIFT;
         // Unknown id, wrong sizes.
@@ -183,7 +183,7 @@ mod tests {
 
     #[test]
     fn the_next_context_finds_the_registers_the_last_one_wrote_zeroed() -> Result {
-        let d = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
+        let d = HlDevice::new(0, AsicProperties::gaudi2(6, 0)?)?;
         let pg = |id: u64| mmap_handle(id, HL_MMAP_TYPE_BLOCK) >> HL_MMAP_PAGE_SHIFT;
         let ctx = Arc::new(Context::new(d.clone(), 1)?, GFP_KERNEL)?;
         for (id, size) in [(4u64, 0x8000u64), (0, 0x10000)] {

@@ -951,7 +951,7 @@ mod tests {
     }
 
     fn setup() -> Result<(Arc<HlDevice>, Context)> {
-        let d = Arc::pin_init(HlDevice::new(0, AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
+        let d = HlDevice::new(0, AsicProperties::gaudi2(6, 0)?)?;
         let ctx = Context::new(d.clone(), 1)?;
         Ok((d, ctx))
     }

@@ -167,7 +167,7 @@ mod tests {
     use kernel::sync::Arc;
 
     fn vm_of(asic: &AsicProperties) -> Result<(Arc<HlDevice>, Arc<ContextVm>)> {
-        let d = Arc::pin_init(HlDevice::new(0, asic.clone()), GFP_KERNEL)?;
+        let d = HlDevice::new(0, asic.clone())?;
         let vm = Arc::pin_init(ContextVm::new(&d.vm, 1)?, GFP_KERNEL)?;
         Ok((d, vm))
     }
