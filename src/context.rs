@@ -5,7 +5,10 @@
 
 use crate::{
     device::HlDevice,
-    vm::{context_vm::ContextVm, device_memory::free_all_of},
+    vm::{
+        context_vm::ContextVm,
+        teardown::{teardown, VmTeardown},
+    },
 };
 use kernel::{prelude::*, sync::Arc};
 
@@ -78,9 +81,13 @@ impl Drop for Context {
         // (upstream resets a Gaudi2 when its user releases it). None is
         // mapped any more: every block vma holds a reference to this context.
         self.dev.backend().release_registers();
-        // `hl_hw_block_mem_fini`: every block mapping holds a reference to
-        // the context, so none can be left here.
-        let blocks_left = self.vm.hw_blocks.lock().fini();
+        let VmTeardown {
+            blocks_left,
+            maps_left,
+            hops_left,
+            settled,
+            allocations_freed: left,
+        } = teardown(&self.vm);
         if blocks_left > 0 {
             hl_err!(
                 "context {}: {} HW block mapping(s) left at teardown\n",
@@ -88,13 +95,6 @@ impl Drop for Context {
                 blocks_left
             );
         }
-        // `hl_mem_mgr_fini`: the timestamp buffers go (a live mmap would keep
-        // its buffer, but it also keeps the file, so there is none).
-        self.vm.ts_buffers.lock().clear();
-        let maps_left = self.vm.unmap_all();
-        let hops_left = self.vm.teardown_mmu();
-        let settled = self.vm.settle_quarantine(true);
-        let left = free_all_of(&self.vm);
         if maps_left > 0 || hops_left > 0 {
             pr_debug!(
                 "context {}: unmapped {} mapping(s) left behind; {} hop(s) were left\n",
@@ -127,7 +127,23 @@ impl Drop for Context {
 #[kunit_tests(hlrs_context)]
 mod tests {
     use super::*;
-    use crate::asic::AsicProperties;
+    use crate::{
+        asic::AsicProperties,
+        vm::{
+            device_memory::{alloc_device_memory, free_device_memory},
+            handles::HandleReservation,
+            mapping::map_device_va,
+            page_pack::PhysPgPack,
+        },
+    };
+
+    const PAGE: u64 = 0x3000_0000;
+
+    fn setup() -> Result<(Arc<HlDevice>, Context)> {
+        let d = HlDevice::new(0, AsicProperties::gaudi2(6, 0)?)?;
+        let ctx = Context::new(d.clone(), 1)?;
+        Ok((d, ctx))
+    }
 
     #[test]
     fn a_context_owns_the_user_asid_until_dropped() -> Result {
@@ -141,6 +157,61 @@ mod tests {
         assert!(!dev.state.lock().compute_ctx_active);
         let again = Context::new(dev.clone(), 3)?;
         assert_eq!(again.asid(), 1);
+        Ok(())
+    }
+
+    #[test]
+    fn teardown_whose_invalidation_fails_keeps_everything_until_the_next_open() -> Result {
+        let (d, ctx) = setup()?;
+        let slots = d.mmu.dr_hops.lock().free_slots();
+        let h = alloc_device_memory(ctx.vm(), 2 * PAGE, 0)?;
+        map_device_va(ctx.vm(), u64::from(h), 0, 0)?;
+        let free = d.vm.pool.lock().free_pages();
+        d.sim.inject_invalidation_failures(u64::MAX);
+        drop(ctx);
+        // The pages, the hops and the ASID are still held; opens say EAGAIN.
+        assert!(d.release_parked());
+        assert_eq!(d.vm.pool.lock().free_pages(), free);
+        assert!(d.mmu.dr_hops.lock().free_slots() < slots);
+        assert_eq!(Context::new(d.clone(), 2).err(), Some(EAGAIN));
+        {
+            let st = d.state.lock();
+            assert!(st.in_release && !st.compute_ctx_active);
+        }
+        // Once an invalidation succeeds, the next open finishes the teardown.
+        d.sim.inject_invalidation_failures(0);
+        let ctx = Context::new(d.clone(), 3)?;
+        assert_eq!(ctx.asid(), 1);
+        assert!(!d.release_parked());
+        assert_eq!(d.vm.pool.lock().free_pages(), free + 2);
+        assert_eq!(d.mmu.dr_hops.lock().free_slots(), slots);
+        Ok(())
+    }
+
+    #[test]
+    fn a_recycled_asid_starts_with_nothing() -> Result {
+        let (d, ctx) = setup()?;
+        assert_eq!(ctx.asid(), 1);
+        drop(ctx);
+        // What a teardown that failed half-way used to leave: a handle of ASID 1
+        // with no context. The next context gets ASID 1 again and must not
+        // pass the owner check with it.
+        let stray = Arc::new(
+            PhysPgPack::alloc(&d.vm.pool, &d.vm.asic, 1, 0, 2, true)?,
+            GFP_KERNEL,
+        )?;
+        let h =
+            d.vm.handles
+                .lock()
+                .insert(stray, HandleReservation::new()?)?;
+        d.vm.account_dram(2 * PAGE as i64);
+        let ctx = Context::new(d.clone(), 2)?;
+        assert_eq!(ctx.asid(), 1);
+        assert!(d.vm.handles.lock().get(h).is_none());
+        assert_eq!(d.vm.handles.lock().owned_by(1), 0);
+        assert_eq!(free_device_memory(ctx.vm(), u64::from(h)), Err(EINVAL));
+        assert_eq!(d.vm.pool.lock().free_pages(), 127);
+        assert_eq!(d.vm.dram_used(), 0);
         Ok(())
     }
 }

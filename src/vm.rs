@@ -1,11 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Device virtual memory: the DRAM page pool, physical page packs, the handle
-//! table, ALLOC/FREE of device memory, and the per-context VA ranges with their
-//! block allocator.
+//! Device virtual memory (floor 5). Upstream keeps all of this in
+//! `common/memory.c`; here each concept has its own file, in three steps that
+//! import only downward:
 //!
-//! Upstream keeps all of this in `common/memory.c`; here each concept has its
-//! own file.
+//! 1. tables: [`dram_pool`], [`page_pack`], [`handles`], [`device_vm`] (the
+//!    device-wide owner: pool, handles, usage counters, over the device's
+//!    MMUs), [`va_range`] and [`va_alloc`] (a context's VA ranges and their
+//!    block allocator), [`mapping_table`] and [`userptr`], [`export_list`],
+//!    [`hw_block`], [`ts_buffer`], [`map_profile`];
+//! 2. [`context_vm`]: one context's VM, the aggregate of the tables (it
+//!    holds an `Arc` of the [`device_vm::DeviceVm`], never the device or the
+//!    context);
+//! 3. operations on a context's VM: [`device_memory`] (ALLOC/FREE),
+//!    [`mapping`] (MAP/UNMAP, the quarantine), [`dmabuf`] (EXPORT),
+//!    [`hw_block_mmap`], [`teardown`].
+//!
+//! `test_vm` (KUnit builds only) is the suites' fixture: a simulated Gaudi2
+//! with its MMUs and memory, and contexts' VMs on it.
 
 pub(crate) mod context_vm;
 pub(crate) mod device_memory;
@@ -20,6 +32,9 @@ pub(crate) mod map_profile;
 pub(crate) mod mapping;
 pub(crate) mod mapping_table;
 pub(crate) mod page_pack;
+pub(crate) mod teardown;
+#[cfg(CONFIG_KUNIT)]
+pub(crate) mod test_vm;
 pub(crate) mod ts_buffer;
 pub(crate) mod userptr;
 pub(crate) mod va_alloc;

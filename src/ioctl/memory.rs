@@ -102,3 +102,86 @@ pub(crate) fn memory_ioctl(
         _ => Err(EINVAL),
     }
 }
+
+#[kunit_tests(hlrs_memory_ioctl)]
+mod tests {
+    use super::*;
+    use crate::{asic::AsicProperties, context::Context, device::HlDevice};
+
+    /// An exporter for the suite, which exports nothing.
+    struct NoExport;
+
+    impl DmabufExporter for NoExport {
+        fn export_fd(&self, _export: KBox<DmabufExport>, _flags: u32) -> Result<i32> {
+            Err(EOPNOTSUPP)
+        }
+    }
+    use kernel::sync::Arc;
+
+    const PAGE: u64 = 0x3000_0000;
+
+    fn setup(index: u32) -> Result<(Arc<HlDevice>, Context)> {
+        let d = HlDevice::new(index, AsicProperties::gaudi2(6, 0)?)?;
+        let ctx = Context::new(d.clone(), 1)?;
+        Ok((d, ctx))
+    }
+
+    #[test]
+    fn ioctl_writes_the_union_back_as_upstream() -> Result {
+        let (d, ctx) = setup(0)?;
+        let file = ComputeFile {
+            ctx: Arc::new(ctx, GFP_KERNEL)?,
+        };
+        // ALLOC zeroes the union and sets the handle; page_size is ignored.
+        for page_size in [0u64, 3, 4096, 1 << 40] {
+            let mut a = HlMemArgs {
+                arg0: 1,
+                arg1: page_size,
+                arg2: 9,
+                op: HL_MEM_OP_ALLOC,
+                flags: 0,
+                ctx_id: 5,
+                num_of_elements: 7,
+            };
+            memory_ioctl(&file, &mut a, &NoExport)?;
+            assert!(a.out_u64() >= 1);
+            assert_eq!((a.arg1, a.arg2, a.op, a.ctx_id), (0, 0, 0, 0));
+        }
+        assert_eq!(d.vm.dram_used(), 4 * PAGE);
+        // A failed ALLOC leaves handle 0.
+        let mut a = HlMemArgs {
+            arg0: 0,
+            arg1: 5,
+            op: HL_MEM_OP_ALLOC,
+            ..Default::default()
+        };
+        assert_eq!(memory_ioctl(&file, &mut a, &NoExport), Err(EINVAL));
+        assert_eq!(a, HlMemArgs::default());
+        // FREE writes nothing back.
+        let mut f = HlMemArgs {
+            arg0: 2,
+            arg1: 77,
+            op: HL_MEM_OP_FREE,
+            ..Default::default()
+        };
+        let before = f;
+        memory_ioctl(&file, &mut f, &NoExport)?;
+        assert_eq!(f, before);
+        // Unknown op, and the device not operational.
+        let mut u = HlMemArgs {
+            op: 7,
+            ..Default::default()
+        };
+        assert_eq!(memory_ioctl(&file, &mut u, &NoExport), Err(EINVAL));
+        d.sim
+            .set_status(crate::hw::backend::DeviceStatus::NeedsReset);
+        let mut a = HlMemArgs {
+            arg0: 1,
+            op: HL_MEM_OP_ALLOC,
+            ..Default::default()
+        };
+        assert_eq!(memory_ioctl(&file, &mut a, &NoExport), Err(EBUSY));
+        assert_eq!(d.vm.dram_used(), 3 * PAGE);
+        Ok(())
+    }
+}

@@ -67,44 +67,18 @@ pub(crate) fn free_device_memory(vm: &ContextVm, handle: u64) -> Result {
     Ok(())
 }
 
-/// Free every allocation `vm`'s context still owns (the DRAM part of `hl_vm_ctx_fini`,
-/// common/memory.c:2787-2804), including `HL_MEM_SHARED` ones, as upstream.
-/// Returns how many there were.
-///
-/// Cannot fail and allocates nothing (upstream's walk of the IDR does not
-/// either): when it returns, no handle of the context's ASID is left, so the
-/// next context that gets the same ASID cannot reach this one's DRAM. O(n) in
-/// the device's live handles.
-pub(crate) fn free_all_of(vm: &ContextVm) -> usize {
-    let dev = &*vm.dev;
-    let asid = vm.asid;
-    let mut handles = dev.handles.lock();
-    // The packs' pages go back to the pool as each one is dropped (pool lock
-    // inside the handle lock, as documented in `device.rs`): the context's
-    // mappings, which held the other references, are gone by now.
-    handles.remove_owned_by(
-        |owner| owner == asid,
-        |_, pack| {
-            vm.account_dram(-(pack.total_size as i64));
-        },
-    )
-}
-
 #[kunit_tests(hlrs_device_memory)]
 mod tests {
     use super::*;
-    use crate::context::Context;
-    use crate::{
-        asic::AsicProperties, device::HlDevice, file::ComputeFile, ioctl::memory::memory_ioctl,
-        shell::dmabuf::FdExporter, uapi::*,
-    };
+    use crate::vm::test_vm::{TestContext, TestDevice};
+    use crate::{asic::AsicProperties, uapi::*};
 
     const PAGE: u64 = 0x3000_0000;
     const USER: u64 = 127 * PAGE;
 
     #[test]
     fn handles_start_at_one_and_are_reused_lowest_first() -> Result {
-        let (d, ctx) = setup(0)?;
+        let (d, ctx) = setup()?;
         assert_eq!(alloc_device_memory(ctx.vm(), 1, 0)?, 1);
         assert_eq!(alloc_device_memory(ctx.vm(), 1, 0)?, 2);
         assert_eq!(alloc_device_memory(ctx.vm(), 1, 0)?, 3);
@@ -119,7 +93,7 @@ mod tests {
 
     #[test]
     fn sizes_round_up_to_whole_dram_pages() -> Result {
-        let (d, ctx) = setup(0)?;
+        let (d, ctx) = setup()?;
         let h = alloc_device_memory(ctx.vm(), 1, 0)?;
         assert_eq!(ctx.dram_phys_mem(), PAGE);
         assert_eq!(d.vm.dram_used(), PAGE);
@@ -133,7 +107,7 @@ mod tests {
 
     #[test]
     fn bad_sizes_and_flags_are_einval() -> Result {
-        let (d, ctx) = setup(0)?;
+        let (d, ctx) = setup()?;
         assert_eq!(alloc_device_memory(ctx.vm(), 0, 0), Err(EINVAL));
         // Upstream's rounding wraps to 0 pages here; ours is checked.
         assert_eq!(alloc_device_memory(ctx.vm(), u64::MAX, 0), Err(EINVAL));
@@ -152,7 +126,7 @@ mod tests {
     #[test]
     fn exhaustion_is_enomem_and_leaks_nothing() -> Result {
         for flags in [0, HL_MEM_CONTIGUOUS] {
-            let (d, ctx) = setup(0)?;
+            let (d, ctx) = setup()?;
             assert_eq!(alloc_device_memory(ctx.vm(), USER + 1, flags), Err(ENOMEM));
             assert_eq!(d.vm.dram_used(), 0);
             assert_eq!(d.vm.pool.lock().free_pages(), 127);
@@ -166,7 +140,7 @@ mod tests {
 
     #[test]
     fn contiguous_packs_store_no_per_page_entries() -> Result {
-        let (d, ctx) = setup(0)?;
+        let (d, ctx) = setup()?;
         let a = alloc_device_memory(ctx.vm(), 3 * PAGE, HL_MEM_CONTIGUOUS)?;
         let b = alloc_device_memory(ctx.vm(), 3 * PAGE, 0)?;
         let handles = d.vm.handles.lock();
@@ -190,7 +164,7 @@ mod tests {
 
     #[test]
     fn free_checks_handle_mapping_and_owner() -> Result {
-        let (d, ctx) = setup(0)?;
+        let (d, ctx) = setup()?;
         assert_eq!(free_device_memory(ctx.vm(), 1), Err(EINVAL));
         let h = alloc_device_memory(ctx.vm(), 1, HL_MEM_SHARED)?;
         // Mapped: refused, memory stays.
@@ -220,7 +194,7 @@ mod tests {
 
     #[test]
     fn teardown_frees_everything_left_behind() -> Result {
-        let (d, ctx) = setup(0)?;
+        let (d, ctx) = setup()?;
         alloc_device_memory(ctx.vm(), 5 * PAGE, HL_MEM_CONTIGUOUS)?;
         alloc_device_memory(ctx.vm(), 7 * PAGE, HL_MEM_SHARED)?;
         alloc_device_memory(ctx.vm(), 1, 0)?;
@@ -230,14 +204,14 @@ mod tests {
         assert_eq!(d.vm.pool.lock().free_pages(), 127);
         assert_eq!(d.vm.handles.lock().len(), 0);
         // The next context starts from scratch.
-        let ctx = Context::new(d.clone(), 2)?;
+        let ctx = TestContext::new(&d)?;
         assert_eq!(alloc_device_memory(ctx.vm(), 1, 0)?, 1);
         Ok(())
     }
 
     #[test]
     fn teardown_removes_only_its_own_handles_and_frees_their_ids() -> Result {
-        let (d, ctx) = setup(0)?;
+        let (d, ctx) = setup()?;
         // A kernel-ASID pack takes handle 1; the context's get 2, 3 and 4.
         let kpack = Arc::new(
             PhysPgPack::alloc(&d.vm.pool, &d.vm.asic, 0, 0, 1, true)?,
@@ -262,7 +236,7 @@ mod tests {
         }
         assert_eq!(d.vm.pool.lock().free_pages(), 126);
         // The ids went back to the free set: the next context reuses them.
-        let ctx = Context::new(d.clone(), 2)?;
+        let ctx = TestContext::new(&d)?;
         assert_eq!(alloc_device_memory(ctx.vm(), 1, 0)?, 2);
         assert_eq!(alloc_device_memory(ctx.vm(), 1, 0)?, 3);
         assert_eq!(alloc_device_memory(ctx.vm(), 1, 0)?, 4);
@@ -274,94 +248,8 @@ mod tests {
     }
 
     #[test]
-    fn a_recycled_asid_starts_with_nothing() -> Result {
-        let (d, ctx) = setup(0)?;
-        assert_eq!(ctx.asid(), 1);
-        drop(ctx);
-        // What a teardown that failed half-way used to leave: a handle of ASID 1
-        // with no context. The next context gets ASID 1 again and must not
-        // pass the owner check with it.
-        let stray = Arc::new(
-            PhysPgPack::alloc(&d.vm.pool, &d.vm.asic, 1, 0, 2, true)?,
-            GFP_KERNEL,
-        )?;
-        let h =
-            d.vm.handles
-                .lock()
-                .insert(stray, HandleReservation::new()?)?;
-        d.vm.account_dram(2 * PAGE as i64);
-        let ctx = Context::new(d.clone(), 2)?;
-        assert_eq!(ctx.asid(), 1);
-        assert!(d.vm.handles.lock().get(h).is_none());
-        assert_eq!(d.vm.handles.lock().owned_by(1), 0);
-        assert_eq!(free_device_memory(ctx.vm(), u64::from(h)), Err(EINVAL));
-        assert_eq!(d.vm.pool.lock().free_pages(), 127);
-        assert_eq!(d.vm.dram_used(), 0);
-        Ok(())
-    }
-
-    #[test]
-    fn ioctl_writes_the_union_back_as_upstream() -> Result {
-        let (d, ctx) = setup(0)?;
-        let file = ComputeFile {
-            ctx: Arc::new(ctx, GFP_KERNEL)?,
-        };
-        // ALLOC zeroes the union and sets the handle; page_size is ignored.
-        for page_size in [0u64, 3, 4096, 1 << 40] {
-            let mut a = HlMemArgs {
-                arg0: 1,
-                arg1: page_size,
-                arg2: 9,
-                op: HL_MEM_OP_ALLOC,
-                flags: 0,
-                ctx_id: 5,
-                num_of_elements: 7,
-            };
-            memory_ioctl(&file, &mut a, &FdExporter(None))?;
-            assert!(a.out_u64() >= 1);
-            assert_eq!((a.arg1, a.arg2, a.op, a.ctx_id), (0, 0, 0, 0));
-        }
-        assert_eq!(d.vm.dram_used(), 4 * PAGE);
-        // A failed ALLOC leaves handle 0.
-        let mut a = HlMemArgs {
-            arg0: 0,
-            arg1: 5,
-            op: HL_MEM_OP_ALLOC,
-            ..Default::default()
-        };
-        assert_eq!(memory_ioctl(&file, &mut a, &FdExporter(None)), Err(EINVAL));
-        assert_eq!(a, HlMemArgs::default());
-        // FREE writes nothing back.
-        let mut f = HlMemArgs {
-            arg0: 2,
-            arg1: 77,
-            op: HL_MEM_OP_FREE,
-            ..Default::default()
-        };
-        let before = f;
-        memory_ioctl(&file, &mut f, &FdExporter(None))?;
-        assert_eq!(f, before);
-        // Unknown op, and the device not operational.
-        let mut u = HlMemArgs {
-            op: 7,
-            ..Default::default()
-        };
-        assert_eq!(memory_ioctl(&file, &mut u, &FdExporter(None)), Err(EINVAL));
-        d.sim
-            .set_status(crate::hw::backend::DeviceStatus::NeedsReset);
-        let mut a = HlMemArgs {
-            arg0: 1,
-            op: HL_MEM_OP_ALLOC,
-            ..Default::default()
-        };
-        assert_eq!(memory_ioctl(&file, &mut a, &FdExporter(None)), Err(EBUSY));
-        assert_eq!(d.vm.dram_used(), 3 * PAGE);
-        Ok(())
-    }
-
-    #[test]
     fn dram_usage_is_exact_through_a_random_mix() -> Result {
-        let (d, ctx) = setup(0)?;
+        let (d, ctx) = setup()?;
         let mut live: KVec<(u32, u64)> = KVec::new();
         let mut seed = 0x9E37_79B9_7F4A_7C15u64;
         for _ in 0..2000 {
@@ -392,9 +280,9 @@ mod tests {
         Ok(())
     }
 
-    fn setup(index: u32) -> Result<(Arc<HlDevice>, Context)> {
-        let d = HlDevice::new(index, AsicProperties::gaudi2(6, 0)?)?;
-        let ctx = Context::new(d.clone(), 1)?;
+    fn setup() -> Result<(Arc<TestDevice>, TestContext)> {
+        let d = TestDevice::new(AsicProperties::gaudi2(6, 0)?)?;
+        let ctx = TestContext::new(&d)?;
         Ok((d, ctx))
     }
 }

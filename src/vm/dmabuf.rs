@@ -176,27 +176,25 @@ pub(crate) fn prepare_export(
 #[kunit_tests(hlrs_dmabuf)]
 mod tests {
     use super::*;
-    use crate::context::Context;
+    use crate::vm::test_vm::{TestContext, TestDevice};
     use crate::{
         asic::AsicProperties,
-        device::HlDevice,
         uapi::{HL_MEM_CONTIGUOUS, HL_MEM_SHARED},
         vm::{
             device_memory::{alloc_device_memory, free_device_memory},
             mapping::{map_device_va, unmap_device_va},
         },
     };
-    use kernel::alloc::KVVec;
 
     const DPAGE: u64 = 0x3000_0000;
 
-    fn setup() -> Result<(Arc<HlDevice>, Arc<Context>)> {
-        let d = HlDevice::new(0, AsicProperties::gaudi2(6, 0)?)?;
-        let ctx = Arc::new(Context::new(d.clone(), 1)?, GFP_KERNEL)?;
+    fn setup() -> Result<(Arc<TestDevice>, Arc<TestContext>)> {
+        let d = TestDevice::new(AsicProperties::gaudi2(6, 0)?)?;
+        let ctx = Arc::new(TestContext::new(&d)?, GFP_KERNEL)?;
         Ok((d, ctx))
     }
 
-    fn mapped(ctx: &Arc<Context>, pages: u64, flags: u32) -> Result<(u32, u64)> {
+    fn mapped(ctx: &Arc<TestContext>, pages: u64, flags: u32) -> Result<(u32, u64)> {
         let h = alloc_device_memory(ctx.vm(), pages * DPAGE, flags)?;
         let va = map_device_va(ctx.vm(), u64::from(h), 0, 0)?;
         Ok((h, va))
@@ -304,206 +302,6 @@ mod tests {
         // Outside the pack: refused.
         assert!(DramPieces::new(&*s.pack, 3 * DPAGE - PAGE, 2 * PAGE).is_err());
         assert!(DramPieces::new(&*s.pack, u64::MAX - PAGE + 1, PAGE).is_err());
-        Ok(())
-    }
-
-    /// A scattered 3-page mapping with every other DRAM page held by another
-    /// allocation, and the range `[DPAGE - 3 pages, + 6 pages)` of it to
-    /// export: it crosses the boundary between two DRAM pages that are not
-    /// physically consecutive, so its DRAM is in two places. (Crossing both
-    /// boundaries would take a whole 768 MiB DRAM page of host memory.)
-    /// Returns (handle, VA, offset, size).
-    fn scattered_export_setup(ctx: &Arc<Context>) -> Result<(u32, u64, u64, u64)> {
-        for _ in 0..3 {
-            let keep = alloc_device_memory(ctx.vm(), DPAGE, 0)?;
-            let gap = alloc_device_memory(ctx.vm(), DPAGE, 0)?;
-            free_device_memory(ctx.vm(), u64::from(gap))?;
-            let _ = keep;
-        }
-        let (h, va) = mapped(ctx, 3, 0)?;
-        Ok((h, va, DPAGE - 3 * PAGE, 6 * PAGE))
-    }
-
-    /// Write a pattern to the DRAM behind every 4 KiB of `[va + offset, +
-    /// size)` (as the MMU translates it) except the `skip`-th, and return
-    /// what the simulated DRAM then holds for the range.
-    fn fill_and_read(
-        d: &Arc<HlDevice>,
-        ctx: &Arc<Context>,
-        va: u64,
-        offset: u64,
-        size: u64,
-        skip: u64,
-    ) -> Result<KVVec<u8>> {
-        let mut want = KVVec::from_elem(0u8, size as usize, GFP_KERNEL)?;
-        for (i, chunk) in want.chunks_mut(PAGE as usize).enumerate() {
-            let i = i as u64;
-            let pa = ctx
-                .vm()
-                .translate(va + offset + i * PAGE)
-                .map_err(|_| EINVAL)?
-                .pa;
-            if i != skip {
-                let mut bytes = [0u8; 64];
-                for (k, b) in bytes.iter_mut().enumerate() {
-                    *b = (i as u8).wrapping_mul(31).wrapping_add(k as u8) | 1;
-                }
-                // The start, the end and the middle of each page.
-                for at in [0, PAGE - 64, PAGE / 2 - 32] {
-                    d.backend().dram_write(pa + at, &bytes)?;
-                }
-            }
-            d.backend().dram_read(pa, chunk)?;
-        }
-        Ok(want)
-    }
-
-    #[test]
-    fn importer_gets_addresses_mapped_for_its_device() -> Result {
-        let (d, ctx) = setup()?;
-        let imp = crate::shell::dmabuf::TestImporter::new()?;
-        let (h, va, offset, size) = scattered_export_setup(&ctx)?;
-        // The 4th page of the range is never written: the importer still
-        // gets a (zeroed) host page for it.
-        let want = fill_and_read(&d, &ctx, va, offset, size, 3)?;
-        assert!(want.iter().take(PAGE as usize).any(|&b| b != 0));
-        let backed = d.sim.backed_chunks();
-        // A P2P-capable dynamic importer and a plain one are served alike:
-        // the simulation's DRAM is host memory, so no attachment is P2P.
-        for p2p in [true, false] {
-            let export = prepare_export(ctx.vm(), ctx.clone(), va, size, offset, 0)?;
-            assert_eq!(d.vm.dmabuf_exports(), 1);
-            let found = imp.import(export, p2p, |_| assert_eq!(d.vm.dmabuf_mappings(), 1))?;
-            assert!(!found.peer2peer);
-            // No IOMMU in the guest: one DMA entry per CPU entry.
-            assert_eq!(found.entries.len(), found.cpu_entries as usize);
-            let mut done = 0u64;
-            for e in found.entries.iter() {
-                // Every entry has its page, and its DMA address is exactly
-                // what the DMA API gives for that page on the importer's
-                // device (before: the made-up BAR address 0x4000_0000_0000 +
-                // offset, mapped for nobody).
-                assert!(e.has_page);
-                assert_eq!(e.dma_of_page, Some(e.dma));
-                assert!(e.len > 0 && e.len <= 64 << 10 && e.len % PAGE == 0);
-                done += e.len;
-            }
-            assert_eq!(done, size);
-            // Through the pages, the importer reads exactly what the
-            // simulated DRAM holds for the range.
-            assert!(found.bytes.as_slice() == want.as_slice());
-            // The release gave everything back.
-            assert_eq!(d.vm.dmabuf_mappings(), 0);
-            assert_eq!(d.vm.dmabuf_exports(), 0);
-            assert_eq!(ctx.vm().exports.lock().iter().count(), 0);
-        }
-        // Mapping populated the one page never written, and only it.
-        assert_eq!(d.sim.backed_chunks(), backed + 1);
-        unmap_device_va(ctx.vm(), va)?;
-        free_device_memory(ctx.vm(), u64::from(h))?;
-        Ok(())
-    }
-
-    #[test]
-    fn importer_mapping_holds_the_backing_pages_until_unmapped() -> Result {
-        let (d, ctx) = setup()?;
-        let imp = crate::shell::dmabuf::TestImporter::new()?;
-        let (h, va, offset, size) = scattered_export_setup(&ctx)?;
-        fill_and_read(&d, &ctx, va, offset, size, u64::MAX)?;
-        let pages = size / PAGE;
-        let mut pas = KVec::new();
-        for i in 0..pages {
-            let pa = ctx
-                .vm()
-                .translate(va + offset + i * PAGE)
-                .map_err(|_| EINVAL)?
-                .pa;
-            pas.push(pa, GFP_KERNEL)?;
-        }
-        let refs = |pa: &u64| d.sim.chunk_refs(*pa);
-        assert!(pas.iter().all(|pa| refs(pa) == Some(1)));
-        let export = prepare_export(ctx.vm(), ctx.clone(), va, size, offset, 0)?;
-        imp.import(export, false, |_| {
-            // While mapped, the importer's table holds one more reference
-            // to every page of the range.
-            assert!(pas.iter().all(|pa| refs(pa) == Some(2)));
-        })?;
-        assert!(pas.iter().all(|pa| refs(pa) == Some(1)));
-        // A failed map (the third page cannot be populated) keeps nothing.
-        let (h2, va2) = mapped(&ctx, 1, 0)?;
-        let pa = ctx.vm().translate(va2).map_err(|_| EINVAL)?.pa;
-        let backed = d.sim.backed_chunks();
-        d.sim.inject_host_page_failure(3);
-        let export = prepare_export(ctx.vm(), ctx.clone(), va2, 8 * PAGE, 0, 0)?;
-        assert_eq!(imp.import(export, false, |_| ()).err(), Some(ENOMEM));
-        d.sim.inject_host_page_failure(0);
-        assert_eq!(d.vm.dmabuf_mappings(), 0);
-        assert_eq!(d.vm.dmabuf_exports(), 0);
-        // The two pages populated before the failure stay backed DRAM, held
-        // by the simulation alone.
-        assert_eq!(d.sim.backed_chunks(), backed + 2);
-        assert_eq!(d.sim.chunk_refs(pa), Some(1));
-        assert_eq!(d.sim.chunk_refs(pa + PAGE), Some(1));
-        assert_eq!(d.sim.chunk_refs(pa + 2 * PAGE), None);
-        unmap_device_va(ctx.vm(), va2)?;
-        free_device_memory(ctx.vm(), u64::from(h2))?;
-        unmap_device_va(ctx.vm(), va)?;
-        free_device_memory(ctx.vm(), u64::from(h))?;
-        Ok(())
-    }
-
-    #[test]
-    fn a_map_failing_at_any_allocation_keeps_nothing() -> Result {
-        use crate::shell::dmabuf::TestImporter;
-        let (d, ctx) = setup()?;
-        let imp = TestImporter::new()?;
-        let (h, va, offset, size) = scattered_export_setup(&ctx)?;
-        // Every page but the 4th backed: the map populates that one.
-        let want = fill_and_read(&d, &ctx, va, offset, size, 3)?;
-        let mut pas = KVec::new();
-        for i in 0..size / PAGE {
-            let t = ctx.vm().translate(va + offset + i * PAGE);
-            pas.push(t.map_err(|_| EINVAL)?.pa, GFP_KERNEL)?;
-        }
-        // Fail the 1st, 2nd, ... allocation of the import (export, attach,
-        // populate, page array, sg table, its record, the importer's own
-        // reads) until one goes through: each failure is ENOMEM, and leaves
-        // no mapping, no export and no extra page reference behind
-        // (kmemleak checks the sg table and the records at the end of the run).
-        let mut failures = 0u32;
-        for n in 1..1000 {
-            let export = prepare_export(ctx.vm(), ctx.clone(), va, size, offset, 0)?;
-            if TestImporter::fail_nth(n).is_none() {
-                pr_info!("no CONFIG_FAULT_INJECTION: allocation failures not injected\n");
-                break;
-            }
-            let r = imp.import(export, n % 2 == 0, |_| ());
-            let left = TestImporter::fail_nth(0).unwrap_or(0);
-            assert_eq!(d.vm.dmabuf_mappings(), 0);
-            assert_eq!(d.vm.dmabuf_exports(), 0);
-            for pa in pas.iter() {
-                assert!(matches!(d.sim.chunk_refs(*pa), None | Some(1)));
-            }
-            match r {
-                Ok(found) => {
-                    assert!(found.bytes.as_slice() == want.as_slice());
-                    if left != 0 {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    assert_eq!(left, 0);
-                    assert_eq!(e, ENOMEM);
-                    failures += 1;
-                }
-            }
-        }
-        pr_info!(
-            "hlrs_dmabuf: an import failed at each of its {} allocation points (injected)\n",
-            failures
-        );
-        unmap_device_va(ctx.vm(), va)?;
-        free_device_memory(ctx.vm(), u64::from(h))?;
         Ok(())
     }
 

@@ -103,3 +103,116 @@ pub(crate) fn prepare_mmap(
         first_vma,
     })
 }
+
+#[kunit_tests(hlrs_hw_block)]
+mod tests {
+    use super::*;
+    use crate::uapi::{mmap_handle, HL_MMAP_TYPE_BLOCK};
+    use crate::vm::hw_block::*;
+    use crate::{
+        asic::{AsicProperties, CFG_BASE, NUM_USER_MAPPED_BLOCKS},
+        uapi::{mmap_type, HL_MMAP_PAGE_SHIFT},
+    };
+    use crate::{
+        uapi::mmap_value,
+        vm::test_vm::{TestContext, TestDevice},
+    };
+
+    #[test]
+    fn map_block_answers_for_every_block_and_nothing_else() -> Result {
+        for id in 0..NUM_USER_MAPPED_BLOCKS as u64 {
+            let b = user_block(id).ok_or(EINVAL)?;
+            let (h, size) = map_block(CFG_BASE + b.address)?;
+            assert_eq!(u64::from(size), b.size);
+            assert_eq!(h >> 61, 1);
+            let pgoff = h >> HL_MMAP_PAGE_SHIFT;
+            assert_eq!(mmap_type(pgoff), HL_MMAP_TYPE_BLOCK);
+            assert_eq!(mmap_value(pgoff), id);
+            for off in [1u64, 4, 0x800] {
+                assert_eq!(map_block(CFG_BASE + b.address + off), Err(EINVAL));
+            }
+        }
+        assert_eq!(map_block(0), Err(EINVAL));
+        assert_eq!(map_block(CFG_BASE), Err(EINVAL));
+        Ok(())
+    }
+
+    #[test]
+    fn mmap_checks_and_the_record_lifetime() -> Result {
+        let d = TestDevice::new(AsicProperties::gaudi2(6, 0)?)?;
+        let ctx = Arc::new(TestContext::new(&d)?, GFP_KERNEL)?;
+        let pg = |id: u64| mmap_handle(id, HL_MMAP_TYPE_BLOCK) >> HL_MMAP_PAGE_SHIFT;
+        // Unknown id, wrong sizes.
+        assert!(prepare_mmap(
+            ctx.vm(),
+            ctx.clone(),
+            pg(NUM_USER_MAPPED_BLOCKS as u64),
+            0x1000,
+            0x1000
+        )
+        .is_err());
+        assert_eq!(
+            prepare_mmap(ctx.vm(), ctx.clone(), pg(4), 0x1000, 0x1000).err(),
+            Some(EINVAL)
+        );
+        assert_eq!(
+            prepare_mmap(ctx.vm(), ctx.clone(), pg(4), 0x1000, 0x10000).err(),
+            Some(EINVAL)
+        );
+        // A good one: the block's registers exist from now on.
+        let plan = prepare_mmap(ctx.vm(), ctx.clone(), pg(4), 0x7000_0000, 0x8000)?;
+        let pfn = plan.pfn;
+        assert_eq!(d.sim.cfg_space.block_pfn(4, 0x8000)?, pfn);
+        let vma = plan.publish();
+        let rec = *ctx.vm().hw_blocks.lock().iter().next().ok_or(EINVAL)?;
+        assert_eq!(
+            (rec.id, rec.va, rec.size, rec.vmas),
+            (4, 0x7000_0000, 0x8000, 1)
+        );
+        // A split adds a vma; the record goes with the last one.
+        vma.vma_opened();
+        vma.vma_closed();
+        assert_eq!(ctx.vm().hw_blocks.lock().iter().count(), 1);
+        vma.vma_closed();
+        assert_eq!(ctx.vm().hw_blocks.lock().iter().count(), 0);
+        // The mapping held a context reference: this test's, and the vma's.
+        drop(vma);
+        assert_eq!(ctx.vm().hw_blocks.lock().fini(), 0);
+        // Registers written by "userspace" read back.
+        d.sim.cfg_space.write(4, 0x10, 0xdead_beef)?;
+        assert_eq!(d.sim.cfg_space.read(4, 0x10), Some(0xdead_beef));
+        assert_eq!(d.sim.cfg_space.read(4, 0x8000), None);
+        assert_eq!(d.sim.cfg_space.read(5, 0), None);
+        Ok(())
+    }
+
+    #[test]
+    fn the_next_context_finds_the_registers_the_last_one_wrote_zeroed() -> Result {
+        let d = TestDevice::new(AsicProperties::gaudi2(6, 0)?)?;
+        let pg = |id: u64| mmap_handle(id, HL_MMAP_TYPE_BLOCK) >> HL_MMAP_PAGE_SHIFT;
+        let ctx = Arc::new(TestContext::new(&d)?, GFP_KERNEL)?;
+        for (id, size) in [(4u64, 0x8000u64), (0, 0x10000)] {
+            let vma = prepare_mmap(ctx.vm(), ctx.clone(), pg(id), 0x7000_0000, size)?.publish();
+            d.sim.cfg_space.write(id as u32, 0x10, 0xdead_beef)?;
+            // The vma goes (munmap): its reference to the context with it.
+            vma.vma_closed();
+        }
+        assert_eq!(d.sim.cfg_space.backed_blocks(), 2);
+        assert_eq!(d.sim.cfg_space.read(4, 0x10), Some(0xdead_beef));
+        // The context goes: every block's registers with it.
+        drop(ctx);
+        assert_eq!(d.sim.cfg_space.backed_blocks(), 0);
+        assert_eq!(d.sim.cfg_space.read(4, 0x10), None);
+        // The next context backs the block again, zeroed.
+        let ctx = Arc::new(TestContext::new(&d)?, GFP_KERNEL)?;
+        let vma = prepare_mmap(ctx.vm(), ctx.clone(), pg(4), 0x7000_0000, 0x8000)?.publish();
+        for off in (0..0x8000).step_by(4) {
+            assert_eq!(d.sim.cfg_space.read(4, off), Some(0));
+        }
+        vma.vma_closed();
+        drop(vma);
+        drop(ctx);
+        assert_eq!(d.sim.cfg_space.backed_blocks(), 0);
+        Ok(())
+    }
+}

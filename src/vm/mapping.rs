@@ -529,14 +529,13 @@ fn host_dma_addrs(dev: &DeviceVm, pinned: &PinnedUserPages, page_size: u64) -> R
 mod tests {
     use super::*;
     use crate::vm::page_pack::PhysPgPack;
+    use crate::vm::test_vm::{TestContext, TestDevice};
     use crate::{
         asic::AsicProperties,
         uapi::HL_MEM_CONTIGUOUS,
         vm::device_memory::{alloc_device_memory, free_device_memory},
     };
     use crate::{asic::MmuGeometry, mmu::walk::translate};
-    #[allow(unused_imports)]
-    use crate::{context::Context, device::HlDevice};
 
     const PAGE: u64 = 0x3000_0000;
 
@@ -658,7 +657,7 @@ mod tests {
     }
 
     /// The handle's mapping count, as FREE sees it.
-    fn mapping_cnt(d: &HlDevice, h: u64) -> Option<u32> {
+    fn mapping_cnt(d: &TestDevice, h: u64) -> Option<u32> {
         d.vm.handles.lock().get(h as u32).map(|e| e.mapping_cnt)
     }
 
@@ -779,34 +778,6 @@ mod tests {
     }
 
     #[test]
-    fn teardown_whose_invalidation_fails_keeps_everything_until_the_next_open() -> Result {
-        let (d, ctx) = setup()?;
-        let slots = d.mmu.dr_hops.lock().free_slots();
-        let h = alloc_device_memory(ctx.vm(), 2 * PAGE, 0)?;
-        map_device_va(ctx.vm(), u64::from(h), 0, 0)?;
-        let free = d.vm.pool.lock().free_pages();
-        d.sim.inject_invalidation_failures(u64::MAX);
-        drop(ctx);
-        // The pages, the hops and the ASID are still held; opens say EAGAIN.
-        assert!(d.release_parked());
-        assert_eq!(d.vm.pool.lock().free_pages(), free);
-        assert!(d.mmu.dr_hops.lock().free_slots() < slots);
-        assert_eq!(Context::new(d.clone(), 2).err(), Some(EAGAIN));
-        {
-            let st = d.state.lock();
-            assert!(st.in_release && !st.compute_ctx_active);
-        }
-        // Once an invalidation succeeds, the next open finishes the teardown.
-        d.sim.inject_invalidation_failures(0);
-        let ctx = Context::new(d.clone(), 3)?;
-        assert_eq!(ctx.asid(), 1);
-        assert!(!d.release_parked());
-        assert_eq!(d.vm.pool.lock().free_pages(), free + 2);
-        assert_eq!(d.mmu.dr_hops.lock().free_slots(), slots);
-        Ok(())
-    }
-
-    #[test]
     fn teardown_of_100000_mappings_yields_and_releases_everything() -> Result {
         // 100,000 unless the module was loaded with `kunit_mappings=`.
         let n = crate::module_parameters::kunit_mappings.value();
@@ -902,7 +873,7 @@ mod tests {
         let (after, last) = d.sim.invalidation_log();
         assert_eq!(after, count + 2);
         // Also with nothing mapped: the hop 0s were cleared.
-        let ctx = Context::new(d.clone(), 2)?;
+        let ctx = TestContext::new(&d)?;
         let (count, _) = d.sim.invalidation_log();
         drop(ctx);
         assert_eq!(d.sim.invalidation_log().0, count + 2);
@@ -950,14 +921,14 @@ mod tests {
         Ok(())
     }
 
-    fn setup() -> Result<(Arc<HlDevice>, Context)> {
-        let d = HlDevice::new(0, AsicProperties::gaudi2(6, 0)?)?;
-        let ctx = Context::new(d.clone(), 1)?;
+    fn setup() -> Result<(Arc<TestDevice>, TestContext)> {
+        let d = TestDevice::new(AsicProperties::gaudi2(6, 0)?)?;
+        let ctx = TestContext::new(&d)?;
         Ok((d, ctx))
     }
 
     /// The page-walk oracle on the context's DMMU tree.
-    fn oracle(_d: &HlDevice, ctx: &Context, va: u64) -> Option<u64> {
+    fn oracle(_d: &TestDevice, ctx: &TestContext, va: u64) -> Option<u64> {
         ctx.vm().translate(va).ok().map(|t| t.pa)
     }
 }

@@ -158,14 +158,12 @@ mod commit;
 mod place;
 mod spare;
 #[cfg(CONFIG_KUNIT)]
-mod test_api;
+pub(crate) mod test_api;
 #[cfg(CONFIG_KUNIT)]
 mod tests;
 mod tree;
 
 pub(crate) use self::spare::VaReservations;
-#[cfg(CONFIG_KUNIT)]
-pub(crate) use self::test_api::NodeStats;
 use self::{
     spare::{Piece, SpareCache},
     tree::{align_up, Block, ExtraClass, SizeNodes, SizeTrees, State},
@@ -414,7 +412,7 @@ pub(crate) struct VaAllocator {
     /// Number of free blocks in `blocks`.
     free_blocks: usize,
     /// Spare tree nodes (the spare cache), with the counters of
-    /// [`NodeStats`] in KUnit builds.
+    /// [`test_api::NodeStats`] in KUnit builds.
     spare: SpareCache,
 }
 

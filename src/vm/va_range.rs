@@ -161,15 +161,11 @@ impl VaRanges {
 #[kunit_tests(hlrs_va_range)]
 mod tests {
     use super::*;
-    use crate::vm::context_vm::ContextVm;
-    #[allow(unused_imports)]
-    use crate::{context::Context, device::HlDevice};
-    use kernel::sync::Arc;
 
-    fn vm_of(asic: &AsicProperties) -> Result<(Arc<HlDevice>, Arc<ContextVm>)> {
-        let d = HlDevice::new(0, asic.clone())?;
-        let vm = Arc::pin_init(ContextVm::new(&d.vm, 1)?, GFP_KERNEL)?;
-        Ok((d, vm))
+    /// The VA ranges of a new context on `asic` (and nothing in place of the
+    /// device the ranges need none of).
+    fn vm_of(asic: &AsicProperties) -> Result<((), Pin<KBox<VaRanges>>)> {
+        Ok(((), KBox::pin_init(VaRanges::new(asic)?, GFP_KERNEL)?))
     }
 
     #[test]

@@ -70,11 +70,11 @@ pub(super) struct SpareCache {
     pub(super) blocks: KVec<BlockNodeRes>,
     /// Spare size-tree nodes of any class, at most `SPARE_SIZE_NODES`.
     pub(super) sizes: KVec<SizeNodeRes>,
-    /// Node reservations allocated for the allocator ([`super::NodeStats::fresh`];
+    /// Node reservations allocated for the allocator ([`super::test_api::NodeStats::fresh`];
     /// counted for the tests only).
     #[cfg(CONFIG_KUNIT)]
     pub(super) fresh: usize,
-    /// Nodes freed because the cache was full ([`super::NodeStats::freed`];
+    /// Nodes freed because the cache was full ([`super::test_api::NodeStats::freed`];
     /// counted for the tests only).
     #[cfg(CONFIG_KUNIT)]
     pub(super) freed: usize,

@@ -13,6 +13,7 @@ mod suite {
     use crate::asic::{AsicProperties, HINTS_DRAM_RESERVED, HINTS_HOST_RESERVED};
     use crate::vm::va_alloc::{
         spare::{SPARE_BLOCK_NODES, SPARE_SIZE_NODES},
+        test_api::NodeStats,
         tree::{Block, SizeKey},
         *,
     };
