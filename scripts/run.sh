@@ -14,7 +14,7 @@ mkdir -p "$OUT"
 } >&2
 
 # Show the walk: what the guest printed between the run markers.
-sed -n '/^@@HLRS insmod-end/,/^@@HLRS run rc=/p' "$OUT/console.log" | grep -v '^@@HLRS' | grep -v '^\[ *[0-9.]*\] '
+sed -n '/^\(\[ *[0-9.]*\] \)\{0,1\}@@HLRS insmod-end/,/^@@HLRS run rc=/p' "$OUT/console.log" | grep -v '^@@HLRS' | grep -v '^\[ *[0-9.]*\] '
 echo
 printf '\033[1m== Unloading the module\033[0m\n'
 grep -m1 -E '^\[ *[0-9.]+\] habanalabs_rs: unloaded' "$OUT/console.log" | sed 's/^/  /'
