@@ -39,6 +39,7 @@
 use crate::kapi::{
     dma::{DmaDirection, Importer, ImporterSgt},
     host_page::HostPage,
+    pin::PinnedUserPages,
 };
 use kernel::{alloc::KVVec, prelude::*, sync::Arc};
 
@@ -73,15 +74,14 @@ impl Drop for HostDma {
     }
 }
 
-/// Map `n` host pages of `page_size` bytes (page `i` at physical address
-/// `phys(i)`) for `backend`'s DMA; see [`Backend::dma_map_host`].
+/// Map the pinned buffer `pinned` in pages of `page_size` bytes for
+/// `backend`'s DMA; see [`Backend::dma_map_host`].
 pub(crate) fn map_host_pages(
     backend: &Arc<dyn Backend>,
-    n: usize,
+    pinned: &PinnedUserPages,
     page_size: u64,
-    phys: &mut dyn FnMut(usize) -> Option<u64>,
 ) -> Result<HostDma> {
-    let addrs = backend.dma_map_host(n, page_size, phys)?;
+    let addrs = backend.dma_map_host(pinned, page_size)?;
     // INVARIANT: just mapped by `backend`.
     Ok(HostDma {
         backend: backend.clone(),
@@ -179,18 +179,14 @@ pub(crate) trait Backend: Sealed + Send + Sync {
     /// Whether every engine is idle.
     fn is_idle(&self) -> bool;
 
-    /// Map `n` pinned host pages of `page_size` bytes each (the physical
-    /// address of page `i` is `phys(i)`) for the device's DMA (upstream
-    /// `dma_map_host_va`: `dma_map_sgtable`). Returns the device address of
-    /// each page: every page is contiguous for the device, the run need not
-    /// be. Undone by [`Backend::dma_unmap_host`] (use [`map_host_pages`],
-    /// whose result undoes it when dropped). O(n).
-    fn dma_map_host(
-        &self,
-        n: usize,
-        page_size: u64,
-        phys: &mut dyn FnMut(usize) -> Option<u64>,
-    ) -> Result<KVVec<u64>>;
+    /// Map the pinned host buffer `pinned` for the device's DMA in pages of
+    /// `page_size` bytes (4 KiB, or 2 MiB when each 2 MiB piece is physically
+    /// contiguous; upstream `dma_map_host_va`: `dma_map_sgtable`). Returns
+    /// the device address of each page: every page is contiguous for the
+    /// device, the buffer need not be. Undone by [`Backend::dma_unmap_host`]
+    /// (use [`map_host_pages`], whose result undoes it when dropped).
+    /// O(pages), yielding once per 512.
+    fn dma_map_host(&self, pinned: &PinnedUserPages, page_size: u64) -> Result<KVVec<u64>>;
 
     /// Undo [`Backend::dma_map_host`] of `addrs` (pages of `page_size`).
     fn dma_unmap_host(&self, addrs: &[u64], page_size: u64);

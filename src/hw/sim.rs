@@ -24,6 +24,7 @@ use crate::{
     kapi::{
         dma::{DmaDirection, Importer, ImporterSgt},
         host_page::HostPage,
+        pin::PinnedUserPages,
     },
 };
 use kernel::{
@@ -242,6 +243,14 @@ fn pieces(addr: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usi
     })
 }
 
+impl SimGaudi2 {
+    /// The device (DMA) address of the host page at physical address `phys`:
+    /// the simulated Gaudi2 has no IOMMU, it sees physical addresses.
+    fn host_dma_addr(&self, phys: u64) -> Result<u64> {
+        Ok(phys)
+    }
+}
+
 impl crate::hw::backend::Sealed for SimGaudi2 {}
 
 impl Backend for SimGaudi2 {
@@ -301,19 +310,19 @@ impl Backend for SimGaudi2 {
         true
     }
 
-    fn dma_map_host(
-        &self,
-        n: usize,
-        _page_size: u64,
-        phys: &mut dyn FnMut(usize) -> Option<u64>,
-    ) -> Result<KVVec<u64>> {
+    fn dma_map_host(&self, pinned: &PinnedUserPages, page_size: u64) -> Result<KVVec<u64>> {
         // The simulated Gaudi2 has no IOMMU: it sees physical addresses.
+        let per = usize::try_from(page_size / PAGE_SIZE as u64)
+            .map_err(|_| EINVAL)?
+            .max(1);
+        let n = pinned.npages() / per;
         let mut dma = KVVec::with_capacity(n, GFP_KERNEL | __GFP_NOWARN)?;
         for i in 0..n {
             if i > 0 && i as u64 % crate::asic::HOP_PTES == 0 {
                 crate::kapi::sched::cond_resched();
             }
-            dma.push_within_capacity(phys(i).ok_or(EINVAL)?)
+            let phys = pinned.phys(i * per).ok_or(EINVAL)?;
+            dma.push_within_capacity(self.host_dma_addr(phys)?)
                 .map_err(|_| ENOMEM)?;
         }
         Ok(dma)
@@ -471,9 +480,7 @@ mod tests {
                 size: 0x2000
             })
         );
-        let dma = s.dma_map_host(1, 4096, &mut |_| Some(0x1234_5000))?;
-        assert_eq!(dma.first().copied(), Some(0x1234_5000));
-        s.dma_unmap_host(&dma, 4096);
+        assert_eq!(s.host_dma_addr(0x1234_5000)?, 0x1234_5000);
         s.invalidate_all(MmuKind::Host)?;
         let (n, last) = s.invalidation_log();
         assert_eq!(n, 2);

@@ -516,13 +516,7 @@ pub(crate) fn map_host_va(
 /// (`dma_map_host_va`), unmapped when the result is dropped. O(npages),
 /// yielding once per 512 pages.
 fn host_dma_addrs(dev: &DeviceVm, pinned: &PinnedUserPages, page_size: u64) -> Result<HostDma> {
-    let per = usize::try_from(page_size / PAGE_SIZE as u64)
-        .map_err(|_| EINVAL)?
-        .max(1);
-    let n = pinned.npages() / per;
-    map_host_pages(dev.mmu.backend_arc(), n, page_size, &mut |i| {
-        pinned.phys(i.checked_mul(per)?)
-    })
+    map_host_pages(dev.mmu.backend_arc(), pinned, page_size)
 }
 
 #[kunit_tests(hlrs_mapping)]
