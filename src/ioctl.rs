@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The ioctls, as safe functions over typed arguments. The FFI layer
-//! (`ffi::accel`) copies the argument in and out and calls these.
+//! (`shell::accel`) copies the argument in and out and calls these.
 
 pub(crate) mod info;
 pub(crate) mod memory;

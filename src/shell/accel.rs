@@ -34,7 +34,7 @@
 //!   then the devices are unregistered and `drm_dev_unplug` runs) before the
 //!   references are dropped, and kernfs removal waits for running callbacks;
 //! - debugfs files own their data and their fops pin the module
-//!   (`ffi/debugfs.rs`); they are removed at unload, which waits for the
+//!   (`kapi/debugfs.rs`); they are removed at unload, which waits for the
 //!   callbacks in progress.
 
 use crate::{

@@ -18,7 +18,7 @@
 //! | `dram` | simulated DRAM by physical address (tests): write `write ADDR HEX` to store bytes, `read ADDR LEN` to choose what reading shows |
 //!
 //! Each file is rendered once per open, without `seq_file`'s re-rendering
-//! at every buffer doubling (`ffi/debugfs.rs`). The files whose size grows
+//! at every buffer doubling (`kapi/debugfs.rs`). The files whose size grows
 //! with the context's state (`va`, `userptr`, `hw_blocks`, `ts_buffers`)
 //! copy their rows out in one pass under the lock, into a buffer sized
 //! beforehand (so nothing is allocated under it), and format them after

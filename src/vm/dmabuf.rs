@@ -10,12 +10,12 @@
 //! and gets an sg table that the device's backend made for that importer
 //! from the export's DRAM pieces ([`DramPieces`]): on the simulated Gaudi2,
 //! whose DRAM is host memory, the host pages behind the range, DMA-mapped
-//! for the importer's device (see `ffi/dmabuf.rs` and `crate::hw::backend`).
+//! for the importer's device (see `shell/dmabuf.rs` and `crate::hw::backend`).
 //!
 //! This file is the safe part: parameter checks, the export record (which
 //! keeps the mapping from being unmapped and the context alive, and gives
 //! everything back when dropped), and the DRAM pieces of an export.
-//! `ffi/dmabuf.rs` is the dma-buf framework glue.
+//! `shell/dmabuf.rs` is the dma-buf framework glue.
 //!
 //! Differences from upstream: `offset + size` is checked for overflow
 //! (upstream adds them unchecked, so a huge `offset` wraps past the check and

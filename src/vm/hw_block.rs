@@ -5,7 +5,7 @@
 //! `hl_hw_block_mem_init/fini`, common/memory.c:1408-1513, 2912-2938).
 //!
 //! MAP_BLOCK is stateless: it turns a block's device address into an mmap
-//! handle and the block's size. The mmap (in `ffi/mmap.rs`) maps exactly one
+//! handle and the block's size. The mmap (in `shell/mmap.rs`) maps exactly one
 //! whole block and records the mapping in its context, with a reference to
 //! the context, until the last vma of the mapping is gone.
 //!
