@@ -40,7 +40,7 @@
 //! | 5 | a VA range's mutex (`VaRanges::{host, host_huge, dram}`) | one VA allocator | alone: only inside the allocator's calls, never across an allocation |
 //! | 6 | `ContextVm::mmu` | the context's two page tables (upstream: one device-wide `mmu_lock`) | held across the mapping of one pack |
 //! | 7 | `DeviceMmu::dr_hops`, `DeviceMmu::hr_hops` | the hop pools | inside 6 |
-//! | 8 | `SimGaudi2::dram`, `SimGaudi2::invalidations`, `SimGaudi2::status`, `CfgSpace::blocks` | simulated DRAM, invalidation log, state, register blocks | leaves, inside 7 (PTE writes) or alone |
+//! | 8 | `SimGaudi2::dram`, `SimGaudi2::sram`, `SimGaudi2::invalidations`, `SimGaudi2::status`, `CfgSpace::blocks` | simulated DRAM and SRAM, invalidation log, state, register blocks | leaves, inside 7 (PTE writes) or alone |
 //! | 9 | `DeviceVm::handles` | handle -> page pack | held only to look up, count or remove handles; packs dropped under it take 10 |
 //! | 10 | `DeviceVm::pool` (shared by every page pack) | the DRAM page pool | leaf |
 //!
