@@ -15,6 +15,7 @@
 //! | `mmu` | the hop walk of the VA last written | `<asid> 0x<va>` |
 //! | `mmu_error` | `EINVAL` until a mask was written, then empty (nothing to acknowledge) | `0x<mask>` |
 //! | `userptr` | the open context's pinned host buffers | - |
+//! | `userptr_lookup` | the DMA address of the user address written, per pinned buffer holding it | a hexadecimal user address |
 //! | `clk_gate` | empty | accepted and ignored (as upstream) |
 //!
 //! `data32`/`data64` follow `hl_access_mem` (debugfs.c:1091-1136): an address
@@ -58,16 +59,19 @@ pub(crate) struct AbiFiles {
     mmu_va: Atomic<u64>,
     /// `mmu_error`: the capability mask last written.
     mmu_cap_mask: Atomic<u64>,
+    /// `userptr_lookup`: the user address last written.
+    userptr_lookup: Atomic<u64>,
 }
 
 /// The files, in upstream's names.
-static ABI_FILES: [FileDef<AbiFiles>; 7] = [
+static ABI_FILES: [FileDef<AbiFiles>; 8] = [
     FileDef::rw(c"addr", show_addr, write_addr),
     FileDef::rw_try(c"data32", show_data32, write_data32),
     FileDef::rw_try(c"data64", show_data64, write_data64),
     FileDef::rw(c"mmu", show_mmu, write_mmu),
     FileDef::rw_try(c"mmu_error", show_mmu_error, write_mmu_error),
     FileDef::ro(c"userptr", show_userptr),
+    FileDef::rw(c"userptr_lookup", show_userptr_lookup, write_userptr_lookup),
     FileDef::rw(c"clk_gate", |_, _| Ok(()), |_, _| Ok(())),
 ];
 
@@ -86,6 +90,7 @@ pub(crate) fn prepare(dev: &Arc<HlDevice>) -> Result<PreparedAbi> {
         mmu_asid: Atomic::new(0),
         mmu_va: Atomic::new(0),
         mmu_cap_mask: Atomic::new(0),
+        userptr_lookup: Atomic::new(0),
     };
     Prepared::new(CString::try_from_fmt(fmt!("unused"))?, files, &ABI_FILES)
 }
@@ -329,9 +334,109 @@ fn show_userptr(p: &AbiFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     writeln!(f)
 }
 
+fn write_userptr_lookup(p: &AbiFiles, text: &str) -> Result {
+    p.userptr_lookup.store(parse_hex(text)?, Relaxed);
+    Ok(())
+}
+
+/// `userptr_lookup_show` (debugfs.c:350-400): for each pinned buffer of the
+/// open context holding the address written, its DMA (here physical)
+/// address, the pid and the buffer.
+fn show_userptr_lookup(p: &AbiFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let at = p.userptr_lookup.load(Relaxed);
+    let Some(vm) = p.dev.state.lock().active_vm.clone() else {
+        return Ok(());
+    };
+    let n = vm.mappings.lock().len();
+    let mut rows: KVVec<(u64, i32, u64, u64)> =
+        KVVec::with_capacity(n, GFP_KERNEL).map_err(|_| fmt::Error)?;
+    let page = PAGE_SIZE as u64;
+    for (_, m) in vm.mappings.lock().iter() {
+        let Some(Backing::Host { pinned, .. }) = m.backing() else {
+            continue;
+        };
+        if at < pinned.addr || at - pinned.addr >= pinned.size {
+            continue;
+        }
+        let idx = usize::try_from(at / page - pinned.addr / page).unwrap_or(usize::MAX);
+        if let Some(pa) = pinned.phys(idx) {
+            let _ =
+                rows.push_within_capacity((pa + at % page, pinned.pid, pinned.addr, pinned.size));
+        }
+    }
+    if rows.is_empty() {
+        return Ok(());
+    }
+    writeln!(f)?;
+    writeln!(
+        f,
+        " user virtual address         dma address       pid        region start     region size"
+    )?;
+    writeln!(
+        f,
+        "---------------------------------------------------------------------------------------"
+    )?;
+    for (dma, pid, addr, size) in rows.iter() {
+        writeln!(
+            f,
+            " 0x{:<18x}  0x{:<16x}  {:<8}  0x{:<16x} {:<12}",
+            at, dma, pid, addr, size
+        )?;
+    }
+    writeln!(f)
+}
+
 #[kunit_tests(hlrs_debugfs_abi)]
 mod tests {
     use super::*;
+    use crate::{
+        asic::AsicProperties,
+        context::Context,
+        vm::{device_memory::alloc_device_memory, mapping::map_device_va},
+    };
+
+    fn read64(d: &HlDevice, addr: u64) -> Result<u64> {
+        let mut b = [0u8; 8];
+        access_mem(d, addr, Access::Read(&mut b))?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    fn write64(d: &HlDevice, addr: u64, v: u64) -> Result {
+        access_mem(d, addr, Access::Write(&v.to_le_bytes()))
+    }
+
+    #[test]
+    fn dram_va_sram_and_refusals() -> Result {
+        let d = HlDevice::new(0, AsicProperties::gaudi2(6, 0)?)?;
+        let page = d.asic.dram_page_size;
+        // No context: a VA is refused; SRAM and user DRAM are reachable.
+        assert_eq!(read64(&d, d.asic.dram_va.start), Err(EINVAL));
+        write64(&d, SRAM_BASE_ADDR + 8, 0x55)?;
+        assert_eq!(read64(&d, SRAM_BASE_ADDR + 8)?, 0x55);
+        let ctx = Context::new(d.clone(), 1)?;
+        let vm = ctx.vm();
+        let h = alloc_device_memory(vm, 2 * page, 0)?;
+        let va = map_device_va(vm, u64::from(h), 0, 0)?;
+        write64(&d, va + page + 16, 0xabcd)?;
+        assert_eq!(read64(&d, va + page + 16)?, 0xabcd);
+        // The oracle's physical address holds it.
+        let pa = vm.translate(va + page + 16).map_err(|_| EINVAL)?.pa;
+        assert_eq!(read64(&d, pa)?, 0xabcd);
+        let mut b = [0u8; 4];
+        d.backend().dram_read(pa, &mut b)?;
+        assert_eq!(u32::from_le_bytes(b), 0xabcd);
+        // Past the mapping, misaligned, wild, the driver's own DRAM.
+        assert_eq!(read64(&d, va + 2 * page), Err(EINVAL));
+        assert_eq!(read64(&d, va + 4), Err(EINVAL));
+        assert_eq!(read64(&d, 0x1234), Err(EINVAL));
+        assert_eq!(read64(&d, u64::MAX - 7), Err(EINVAL));
+        assert_eq!(write64(&d, d.asic.dram_base, 1), Err(EPERM));
+        assert!(read64(&d, d.asic.dram_base).is_ok());
+        // A new context finds SRAM zeroed.
+        drop(ctx);
+        assert_eq!(read64(&d, SRAM_BASE_ADDR + 8)?, 0);
+        Ok(())
+    }
 
     #[test]
     fn hex_parsing_is_strict() {

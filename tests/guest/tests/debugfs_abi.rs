@@ -233,6 +233,16 @@ fn mmu_and_userptr_files() {
     let userptr = std::fs::read_to_string(dir.join("userptr")).unwrap();
     assert!(userptr.contains(&format!("0x{addr:<14x}")), "{userptr}");
     assert!(userptr.contains("DMA_BIDIRECTIONAL"), "{userptr}");
+    // userptr_lookup: the physical (DMA) address of a byte of the buffer.
+    std::fs::write(dir.join("userptr_lookup"), format!("{:#x}", addr + 100)).unwrap();
+    let lookup = std::fs::read_to_string(dir.join("userptr_lookup")).unwrap();
+    let dma = hlrs_guest_tests::phys_of(addr + 100);
+    assert!(lookup.contains(&format!("0x{dma:<16x}")), "{lookup}");
+    std::fs::write(dir.join("userptr_lookup"), "0x10").unwrap();
+    assert_eq!(
+        std::fs::read_to_string(dir.join("userptr_lookup")).unwrap(),
+        ""
+    );
     // The walk of the context's ASID; the oracle agrees.
     let asid: u32 = debugfs(0, "mmu")
         .lines()
