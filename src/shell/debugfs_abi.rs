@@ -16,6 +16,7 @@
 //! | `mmu_error` | `EINVAL` until a mask was written, then empty (nothing to acknowledge) | `0x<mask>` |
 //! | `userptr` | the open context's pinned host buffers | - |
 //! | `userptr_lookup` | the DMA address of the user address written, per pinned buffer holding it | a hexadecimal user address |
+//! | `vm` | the open context's ASID and mappings (VA, size, handle) | - |
 //! | `clk_gate` | empty | accepted and ignored (as upstream) |
 //!
 //! `data32`/`data64` follow `hl_access_mem` (debugfs.c:1091-1136): an address
@@ -33,7 +34,10 @@
 use crate::{
     asic::{VaSpan, SRAM_BASE_ADDR, SRAM_SIZE},
     device::HlDevice,
-    kapi::debugfs::{Dir, FileDef, Prepared},
+    kapi::{
+        debugfs::{Dir, FileDef, Prepared},
+        pin::PinnedUserPages,
+    },
     mmu::walk::Translation,
     vm::{context_vm::ContextVm, mapping_table::Backing},
 };
@@ -64,7 +68,7 @@ pub(crate) struct AbiFiles {
 }
 
 /// The files, in upstream's names.
-static ABI_FILES: [FileDef<AbiFiles>; 8] = [
+static ABI_FILES: [FileDef<AbiFiles>; 9] = [
     FileDef::rw(c"addr", show_addr, write_addr),
     FileDef::rw_try(c"data32", show_data32, write_data32),
     FileDef::rw_try(c"data64", show_data64, write_data64),
@@ -72,6 +76,7 @@ static ABI_FILES: [FileDef<AbiFiles>; 8] = [
     FileDef::rw_try(c"mmu_error", show_mmu_error, write_mmu_error),
     FileDef::ro(c"userptr", show_userptr),
     FileDef::rw(c"userptr_lookup", show_userptr_lookup, write_userptr_lookup),
+    FileDef::ro(c"vm", show_vm),
     FileDef::rw(c"clk_gate", |_, _| Ok(()), |_, _| Ok(())),
 ];
 
@@ -297,21 +302,33 @@ fn write_mmu_error(p: &AbiFiles, text: &str) -> Result {
     Ok(())
 }
 
+/// A row made by `row` for each pinned host buffer of the open context that
+/// it accepts: copied out under the mapping lock into a buffer sized before
+/// it (rows added meanwhile are left out), to be formatted after.
+fn host_rows<R>(
+    p: &AbiFiles,
+    row: impl Fn(&PinnedUserPages) -> Option<R>,
+) -> core::result::Result<KVVec<R>, fmt::Error> {
+    let Some(vm) = p.dev.state.lock().active_vm.clone() else {
+        return Ok(KVVec::new());
+    };
+    let n = vm.mappings.lock().len();
+    let mut rows = KVVec::with_capacity(n, GFP_KERNEL).map_err(|_| fmt::Error)?;
+    for (_, m) in vm.mappings.lock().iter() {
+        if let Some(r) = match m.backing() {
+            Some(Backing::Host { pinned, .. }) => row(pinned),
+            _ => None,
+        } {
+            let _ = rows.push_within_capacity(r);
+        }
+    }
+    Ok(rows)
+}
+
 /// `userptr_show` (debugfs.c:204-233): the open context's pinned buffers
 /// (copied out under the lock into rows sized before it, formatted after).
 fn show_userptr(p: &AbiFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    let Some(vm) = p.dev.state.lock().active_vm.clone() else {
-        return Ok(());
-    };
-    let n = vm.mappings.lock().len();
-    let mut rows: KVVec<(i32, u64, u64)> =
-        KVVec::with_capacity(n, GFP_KERNEL).map_err(|_| fmt::Error)?;
-    for (_, m) in vm.mappings.lock().iter() {
-        if let Some(Backing::Host { pinned, .. }) = m.backing() {
-            // Rows added since they were counted are left out.
-            let _ = rows.push_within_capacity((pinned.pid, pinned.addr, pinned.size));
-        }
-    }
+    let rows = host_rows(p, |pinned| Some((pinned.pid, pinned.addr, pinned.size)))?;
     if rows.is_empty() {
         return Ok(());
     }
@@ -344,26 +361,20 @@ fn write_userptr_lookup(p: &AbiFiles, text: &str) -> Result {
 /// address, the pid and the buffer.
 fn show_userptr_lookup(p: &AbiFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let at = p.userptr_lookup.load(Relaxed);
-    let Some(vm) = p.dev.state.lock().active_vm.clone() else {
-        return Ok(());
-    };
-    let n = vm.mappings.lock().len();
-    let mut rows: KVVec<(u64, i32, u64, u64)> =
-        KVVec::with_capacity(n, GFP_KERNEL).map_err(|_| fmt::Error)?;
     let page = PAGE_SIZE as u64;
-    for (_, m) in vm.mappings.lock().iter() {
-        let Some(Backing::Host { pinned, .. }) = m.backing() else {
-            continue;
-        };
+    let rows = host_rows(p, |pinned| {
         if at < pinned.addr || at - pinned.addr >= pinned.size {
-            continue;
+            return None;
         }
-        let idx = usize::try_from(at / page - pinned.addr / page).unwrap_or(usize::MAX);
-        if let Some(pa) = pinned.phys(idx) {
-            let _ =
-                rows.push_within_capacity((pa + at % page, pinned.pid, pinned.addr, pinned.size));
-        }
-    }
+        let idx = usize::try_from(at / page - pinned.addr / page).ok()?;
+        let pa = pinned.phys(idx)?;
+        Some((
+            pa.checked_add(at % page)?,
+            pinned.pid,
+            pinned.addr,
+            pinned.size,
+        ))
+    })?;
     if rows.is_empty() {
         return Ok(());
     }
@@ -382,6 +393,47 @@ fn show_userptr_lookup(p: &AbiFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result 
             " 0x{:<18x}  0x{:<16x}  {:<8}  0x{:<16x} {:<12}",
             at, dma, pid, addr, size
         )?;
+    }
+    writeln!(f)
+}
+
+/// `vm_show` (debugfs.c:235-348), its first part: the open context's ASID
+/// and mappings (VA as returned to the user, size, handle of device memory;
+/// host mappings have none). The HW-block mappings, allocations and VA
+/// ranges are in this module's own `hw_blocks`, `memory` and `va` files.
+fn show_vm(p: &AbiFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let Some(vm) = p.dev.state.lock().active_vm.clone() else {
+        return Ok(());
+    };
+    let n = vm.mappings.lock().len();
+    let mut rows: KVVec<(u64, u64, Option<u32>)> =
+        KVVec::with_capacity(n, GFP_KERNEL).map_err(|_| fmt::Error)?;
+    for (va, m) in vm.mappings.lock().iter() {
+        let row = match m.backing() {
+            Some(Backing::Host { pinned, .. }) => (*va, pinned.size, None),
+            Some(Backing::Dram { handle, pack }) => (
+                *va,
+                pack.page_size.saturating_mul(pack.npages),
+                Some(*handle),
+            ),
+            None => continue,
+        };
+        // Rows added since they were counted are left out.
+        let _ = rows.push_within_capacity(row);
+    }
+    writeln!(
+        f,
+        "\n\n----------------------------------------------------"
+    )?;
+    writeln!(f, "----------------------------------------------------\n")?;
+    writeln!(f, "ctx asid: {}\n\nmappings:\n", vm.asid)?;
+    writeln!(f, "    virtual address        size          handle")?;
+    writeln!(f, "----------------------------------------------------")?;
+    for (va, size, handle) in rows.iter() {
+        match handle {
+            None => writeln!(f, "    0x{:<14x}      {:<10}", va, size)?,
+            Some(h) => writeln!(f, "    0x{:<14x}      {:<10}       {:<4}", va, size, h)?,
+        }
     }
     writeln!(f)
 }

@@ -138,6 +138,10 @@ fn dram_handle_through_its_device_va() {
         assert_eq!(m.peek(va + off, Width::W64).unwrap(), !value);
     }
     expect_errno(m.peek(va + 2 * PAGE, Width::W64), EINVAL);
+    // vm: the mapping with its size and handle.
+    let vm = std::fs::read_to_string(abi_dirs(0)[0].join("vm")).unwrap();
+    let row = format!("    0x{va:<14x}      {:<10}       {h:<4}", 2 * PAGE);
+    assert!(vm.contains("ctx asid: ") && vm.contains(&row), "{vm}");
     d.unmap(va).unwrap();
     expect_errno(m.peek(va, Width::W32), EINVAL);
     d.free(h).unwrap();
