@@ -101,6 +101,13 @@ pub(crate) const EDMA_SCRATCHPAD_SIZE: u64 = SZ_1M;
 pub(crate) const SRAM_BASE_ADDR: u64 = 0x1000_FFFF_FD00_0000;
 /// `SRAM_SIZE`: 48 MiB (include/gaudi2/gaudi2.h:41).
 pub(crate) const SRAM_SIZE: u64 = 48 * SZ_1M;
+/// `SRAM_USER_BASE_OFFSET`: the driver keeps no SRAM for itself on Gaudi2
+/// (gaudi2/gaudi2P.h:121), so `sram_user_base_address` = `SRAM_BASE_ADDR`
+/// (gaudi2/gaudi2.c:2810).
+pub(crate) const SRAM_USER_BASE_OFFSET: u64 = 0;
+/// `GAUDI2_EDMA_FULL_MASK` (gaudi2/gaudi2P.h:126): every EDMA enabled, no
+/// binning (gaudi2/gaudi2.c:3216-3219).
+pub(crate) const GAUDI2_EDMA_FULL_MASK: u32 = 0xFF;
 /// `GAUDI2_HBM_NUM`: HBM stacks on a Gaudi2 (gaudi2/gaudi2P.h).
 pub(crate) const GAUDI2_HBM_NUM: u32 = 6;
 /// Fewest working HBMs a Gaudi2 runs with: at most one may be binned
@@ -344,7 +351,7 @@ impl AsicProperties {
             dram_user_base: DRAM_PHYS_BASE + dram_page_size,
             dram_page_size,
             mmu_pgt_addr,
-            sram_user_base: SRAM_BASE_ADDR,
+            sram_user_base: SRAM_BASE_ADDR + SRAM_USER_BASE_OFFSET,
             sram_size: SRAM_SIZE,
             dram_va: VaSpan::new(dmmu_start, dmmu_end),
             dmmu_page_size: SZ_1G,

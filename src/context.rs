@@ -80,7 +80,9 @@ impl Drop for Context {
         // The registers of every HW block go, so the next user reads zeros
         // (upstream resets a Gaudi2 when its user releases it). None is
         // mapped any more: every block vma holds a reference to this context.
+        // SRAM is zeroed too.
         self.dev.backend().release_registers();
+        self.dev.backend().release_sram();
         let VmTeardown {
             blocks_left,
             maps_left,

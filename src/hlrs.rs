@@ -40,7 +40,7 @@
 //! | 5 | a VA range's mutex (`VaRanges::{host, host_huge, dram}`) | one VA allocator | alone: only inside the allocator's calls, never across an allocation |
 //! | 6 | `ContextVm::mmu` | the context's two page tables (upstream: one device-wide `mmu_lock`) | held across the mapping of one pack |
 //! | 7 | `DeviceMmu::dr_hops`, `DeviceMmu::hr_hops` | the hop pools | inside 6 |
-//! | 8 | `SimGaudi2::dram`, `SimGaudi2::invalidations`, `SimGaudi2::status`, `CfgSpace::blocks` | simulated DRAM, invalidation log, state, register blocks | leaves, inside 7 (PTE writes) or alone |
+//! | 8 | `SimGaudi2::dram`, `SimGaudi2::sram`, `SimGaudi2::invalidations`, `SimGaudi2::status`, `CfgSpace::blocks` | simulated DRAM and SRAM, invalidation log, state, register blocks | leaves, inside 7 (PTE writes) or alone |
 //! | 9 | `DeviceVm::handles` | handle -> page pack | held only to look up, count or remove handles; packs dropped under it take 10 |
 //! | 10 | `DeviceVm::pool` (shared by every page pack) | the DRAM page pool | leaf |
 //!
@@ -123,6 +123,9 @@ struct HabanaLabsRs {
     /// `/sys/kernel/debug/habanalabs_rs/` with `pci_scan`; removed after the
     /// devices' directories in it.
     _debugfs: kapi::debugfs::Dir<PciScan>,
+    /// `/sys/kernel/debug/habanalabs/`, upstream's old root, holding a link
+    /// `hl<N>` per device; removed after the devices' links.
+    _hl_debugfs: kapi::debugfs::Dir<()>,
 }
 
 /// The files at the debugfs root.
@@ -190,15 +193,19 @@ impl kernel::Module for HabanaLabsRs {
             PciScan(pci),
             &ROOT_FILES,
         )?;
+        let hl_root =
+            kapi::debugfs::Prepared::new(CString::try_from_fmt(fmt!("habanalabs"))?, (), &[])?;
         let n = config.devices as usize;
         let prepared = prepare_devices(&config)?;
         let mut devices = KVec::with_capacity(n, GFP_KERNEL)?;
         // Phase 2: register; nothing from here on fails the load.
         mark("registration", 0);
         let root = root.create::<PciScan>(None);
-        for (dev, files) in prepared {
+        let hl_root = hl_root.create::<()>(None);
+        for (dev, files, abi) in prepared {
             mark("publish", dev.hdev().index);
-            publish_device(dev, files, &region, &root, &mut devices);
+            let roots = (&root, &hl_root);
+            publish_device(dev, (files, abi), &region, roots, &mut devices);
         }
         if devices.len() < n {
             pr_err!("{} of {} device(s) registered\n", devices.len(), n);
@@ -209,15 +216,27 @@ impl kernel::Module for HabanaLabsRs {
             devices,
             _region: region,
             _debugfs: root,
+            _hl_debugfs: hl_root,
         })
     }
 }
 
-/// A device and its debugfs files, allocated and not registered.
-type PreparedDevice = (shell::accel::PreparedDevice, shell::debugfs::PreparedFiles);
+/// A device and its debugfs files (ours and upstream's), allocated and not
+/// registered.
+type PreparedDevice = (
+    shell::accel::PreparedDevice,
+    shell::debugfs::PreparedFiles,
+    shell::debugfs_abi::PreparedAbi,
+);
 
-/// A registered device and its debugfs files.
-type RegisteredDevice = (shell::accel::AccelDevice, shell::debugfs::DeviceDebugfs);
+/// A registered device and its debugfs files. Dropped in this order:
+/// upstream's files and links first (they live in the DRM core's directory
+/// of the device, which goes with it), then the device, then ours.
+type RegisteredDevice = (
+    Option<shell::accel::AbiLinks>,
+    shell::accel::AccelDevice,
+    shell::debugfs::DeviceDebugfs,
+);
 
 /// Phase 1 of the load for every device: everything that can fail, with
 /// nothing a user can open.
@@ -226,8 +245,9 @@ fn prepare_devices(config: &params::Config) -> Result<KVec<PreparedDevice>> {
     for index in 0..config.devices {
         let hdev = device::HlDevice::new(index, config.asic.clone())?;
         let files = shell::debugfs::prepare(&hdev)?;
+        let abi = shell::debugfs_abi::prepare(&hdev)?;
         let dev = shell::accel::PreparedDevice::new(hdev)?;
-        prepared.push((dev, files), GFP_KERNEL)?;
+        prepared.push((dev, files, abi), GFP_KERNEL)?;
     }
     Ok(prepared)
 }
@@ -237,15 +257,20 @@ fn prepare_devices(config: &params::Config) -> Result<KVec<PreparedDevice>> {
 /// Never fails the load. `devices` has room for it (reserved in phase 1).
 fn publish_device(
     dev: shell::accel::PreparedDevice,
-    files: shell::debugfs::PreparedFiles,
+    (files, abi): (
+        shell::debugfs::PreparedFiles,
+        shell::debugfs_abi::PreparedAbi,
+    ),
     region: &shell::accel::ChrdevRegion,
-    root: &kapi::debugfs::Dir<PciScan>,
+    (root, hl_root): (&kapi::debugfs::Dir<PciScan>, &kapi::debugfs::Dir<()>),
     devices: &mut KVec<RegisteredDevice>,
 ) {
     let index = dev.hdev().index;
     match dev.publish(region) {
         Ok(dev) => {
-            let entry = (dev, files.create(Some(root)));
+            // Only the links' names can fail (allocation): left out then.
+            let abi = dev.create_abi_debugfs(abi, hl_root).ok();
+            let entry = (abi, dev, files.create(Some(root)));
             if let Err(e) = devices.push_within_capacity(entry) {
                 // Never reached; unregistering a published device here could
                 // pull it from under an opener.

@@ -16,6 +16,7 @@
 
 pub(crate) mod accel;
 pub(crate) mod debugfs;
+pub(crate) mod debugfs_abi;
 pub(crate) mod dmabuf;
 pub(crate) mod drm_file;
 pub(crate) mod mmap;

@@ -28,6 +28,13 @@ hlrs info
 say "DRAM usage of every device (hlrs usage: INFO ioctl, DRAM_USAGE)"
 hlrs usage
 
+say "SRAM through upstream's debugfs ABI (hlrs poke/peek: accel/0/addr + data64)"
+ls -l /sys/kernel/debug/accel/ /sys/kernel/debug/habanalabs/ | sed 's/^/  /'
+hlrs poke 0x1000FFFFFD000100 0xfeedface12345678 --64 && echo "  poke 0x1000fffffd000100 <- 0xfeedface12345678"
+echo "  peek 0x1000fffffd000100 (64): $(hlrs peek 0x1000FFFFFD000100 --64)"
+echo "  peek 0x1000fffffd000104 (32): $(hlrs peek 0x1000FFFFFD000104)"
+echo "  the same through habanalabs/hl0/data32: $(echo 0x1000FFFFFD000104 >/sys/kernel/debug/habanalabs/hl0/addr; cat /sys/kernel/debug/habanalabs/hl0/data32)"
+
 say "A walk through the memory ioctls (hlrs walk)"
 hlrs walk >/tmp/walk.txt 2>&1
 rc=$?

@@ -217,6 +217,18 @@ pub(crate) trait Backend: Sealed + Send + Sync {
     /// Write `data` to device DRAM at `addr` (tests and debugfs).
     fn dram_write(&self, addr: u64, data: &[u8]) -> Result;
 
+    /// Read device SRAM at `addr` (`[SRAM_BASE_ADDR, + SRAM_SIZE)`) into
+    /// `buf`; never-written SRAM reads as zeros. `EINVAL` outside SRAM.
+    fn sram_read(&self, addr: u64, buf: &mut [u8]) -> Result;
+
+    /// Write `data` to device SRAM at `addr`. `EINVAL` outside SRAM.
+    fn sram_write(&self, addr: u64, data: &[u8]) -> Result;
+
+    /// The compute context is gone: SRAM is zeroed for the next one (as
+    /// upstream's reset upon device release leaves it). Returns how many
+    /// 4 KiB chunks had been written.
+    fn release_sram(&self) -> usize;
+
     /// The page frame number of user-mappable HW block `id` (`size` bytes,
     /// its exact size) for `remap_pfn_range` (upstream
     /// `gaudi2_hw_block_mmap`: the block's BAR address). O(log blocks).

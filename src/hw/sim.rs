@@ -13,11 +13,16 @@
 //! device-resident (HMMU) tables. MMU cache invalidations are logged so tests
 //! can check that exactly the touched range was invalidated.
 //!
+//! SRAM (48 MiB at `SRAM_BASE_ADDR`) is sparse the same way, in a tree of
+//! its own keyed by the chunk's offset from the SRAM base; it is zeroed (its
+//! chunks freed) when the compute context goes, like the HW-block registers
+//! ([`Backend::release_sram`]).
+//!
 //! Lock order: each lock here is a leaf (nothing else is taken under it).
 
 pub(crate) mod cfg_space;
 
-use crate::asic::AsicProperties;
+use crate::asic::{AsicProperties, SRAM_BASE_ADDR, SRAM_SIZE};
 use crate::hw::backend::{Backend, DeviceStatus, MmuKind};
 use crate::{
     hw::backend::DramPieces,
@@ -79,6 +84,10 @@ pub(crate) struct SimGaudi2 {
     dram_end: u64,
     #[pin]
     dram: Mutex<RBTree<u64, HostPage>>,
+    /// SRAM chunks written since the last compute context went, keyed by
+    /// `(addr - SRAM_BASE_ADDR) / CHUNK`.
+    #[pin]
+    sram: Mutex<RBTree<u64, HostPage>>,
     #[pin]
     status: Mutex<DeviceStatus>,
     #[pin]
@@ -105,6 +114,7 @@ impl SimGaudi2 {
             dram_base,
             dram_end,
             dram <- new_mutex!(RBTree::new()),
+            sram <- new_mutex!(RBTree::new()),
             status <- new_mutex!(DeviceStatus::Operational),
             invalidations <- new_mutex!(InvalidationLog::default()),
             pte_writes: Atomic::new(0),
@@ -209,6 +219,22 @@ impl SimGaudi2 {
         self.dram.lock().iter().count()
     }
 
+    /// Number of 4 KiB chunks of host memory backing the simulated SRAM.
+    /// O(n) in the backed chunks: for tests and debugfs only.
+    pub(crate) fn backed_sram_chunks(&self) -> usize {
+        self.sram.lock().iter().count()
+    }
+
+    /// The offset in SRAM of `[addr, addr + len)`, which must lie inside it.
+    fn sram_offset(addr: u64, len: usize) -> Result<u64> {
+        let len = u64::try_from(len).map_err(|_| EINVAL)?;
+        let span = crate::asic::VaSpan::new(SRAM_BASE_ADDR, SRAM_BASE_ADDR + SRAM_SIZE);
+        if len == 0 || !span.contains_area(addr, len) {
+            return Err(EINVAL);
+        }
+        Ok(addr - SRAM_BASE_ADDR)
+    }
+
     /// Check that `[addr, addr + len)` is inside DRAM.
     fn check(&self, addr: u64, len: usize) -> Result {
         let len = u64::try_from(len).map_err(|_| EINVAL)?;
@@ -241,6 +267,33 @@ fn pieces(addr: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usi
         done += n;
         Some(piece)
     })
+}
+
+/// Copy `buf.len()` bytes at byte `at` of the sparse memory `mem` (chunk
+/// index = `at / CHUNK`); unbacked chunks read as zeros. O(chunks x log n).
+fn sparse_read(mem: &RBTree<u64, HostPage>, at: u64, buf: &mut [u8]) -> Result {
+    for (chunk, off, pos, n) in pieces(at, buf.len()) {
+        let dst = buf
+            .get_mut(pos..pos.checked_add(n).ok_or(EINVAL)?)
+            .ok_or(EINVAL)?;
+        match mem.get(&chunk) {
+            Some(page) => page.read(off, dst)?,
+            None => dst.fill(0),
+        }
+    }
+    Ok(())
+}
+
+/// Copy `data` to byte `at` of the sparse memory `mem`, backing the chunks
+/// it touches (allocates: `mem`'s lock is a mutex). O(chunks x log n).
+fn sparse_write(mem: &mut RBTree<u64, HostPage>, at: u64, data: &[u8]) -> Result {
+    for (chunk, off, pos, n) in pieces(at, data.len()) {
+        let src = data
+            .get(pos..pos.checked_add(n).ok_or(EINVAL)?)
+            .ok_or(EINVAL)?;
+        SimGaudi2::chunk_or_insert(mem, chunk)?.write(off, src)?;
+    }
+    Ok(())
 }
 
 impl SimGaudi2 {
@@ -381,17 +434,24 @@ impl Backend for SimGaudi2 {
 
     fn dram_read(&self, addr: u64, buf: &mut [u8]) -> Result {
         self.check(addr, buf.len())?;
-        let dram = self.dram.lock();
-        for (chunk, off, at, n) in pieces(addr, buf.len()) {
-            let dst = buf
-                .get_mut(at..at.checked_add(n).ok_or(EINVAL)?)
-                .ok_or(EINVAL)?;
-            match dram.get(&chunk) {
-                Some(page) => page.read(off, dst)?,
-                None => dst.fill(0),
-            }
-        }
-        Ok(())
+        sparse_read(&self.dram.lock(), addr, buf)
+    }
+
+    fn sram_read(&self, addr: u64, buf: &mut [u8]) -> Result {
+        let at = Self::sram_offset(addr, buf.len())?;
+        sparse_read(&self.sram.lock(), at, buf)
+    }
+
+    fn sram_write(&self, addr: u64, data: &[u8]) -> Result {
+        let at = Self::sram_offset(addr, data.len())?;
+        sparse_write(&mut self.sram.lock(), at, data)
+    }
+
+    fn release_sram(&self) -> usize {
+        let sram = core::mem::take(&mut *self.sram.lock());
+        let n = sram.iter().count();
+        drop(sram);
+        n
     }
 
     fn block_pfn(&self, id: u32, size: u64) -> Result<u64> {
@@ -404,15 +464,8 @@ impl Backend for SimGaudi2 {
 
     fn dram_write(&self, addr: u64, data: &[u8]) -> Result {
         self.check(addr, data.len())?;
-        let mut dram = self.dram.lock();
-        for (chunk, off, at, n) in pieces(addr, data.len()) {
-            let src = data
-                .get(at..at.checked_add(n).ok_or(EINVAL)?)
-                .ok_or(EINVAL)?;
-            // A sleeping lock: allocating here is allowed.
-            Self::chunk_or_insert(&mut dram, chunk)?.write(off, src)?;
-        }
-        Ok(())
+        // A sleeping lock: allocating under it is allowed.
+        sparse_write(&mut self.dram.lock(), addr, data)
     }
 }
 
@@ -485,6 +538,36 @@ mod tests {
         let (n, last) = s.invalidation_log();
         assert_eq!(n, 2);
         assert_eq!(last.map(|i| (i.kind, i.asid)), Some((MmuKind::Host, None)));
+        Ok(())
+    }
+
+    #[test]
+    fn sram_is_sparse_round_trips_and_resets() -> Result {
+        let s = sim()?;
+        let top = SRAM_BASE_ADDR + SRAM_SIZE;
+        let mut b = [0xffu8; 8];
+        s.sram_read(top - 8, &mut b)?;
+        assert_eq!(b, [0; 8]);
+        assert_eq!(s.backed_sram_chunks(), 0);
+        s.sram_write(SRAM_BASE_ADDR + 4094, &[1, 2, 3, 4])?;
+        s.sram_write(top - 8, &0x1122_3344_5566_7788u64.to_le_bytes())?;
+        s.sram_read(SRAM_BASE_ADDR + 4093, &mut b)?;
+        assert_eq!(b, [0, 1, 2, 3, 4, 0, 0, 0]);
+        s.sram_read(top - 8, &mut b)?;
+        assert_eq!(u64::from_le_bytes(b), 0x1122_3344_5566_7788);
+        assert_eq!(s.backed_sram_chunks(), 3);
+        // Outside SRAM, across its end, empty or wrapping: refused.
+        assert_eq!(s.sram_read(top - 4, &mut b), Err(EINVAL));
+        assert_eq!(s.sram_read(SRAM_BASE_ADDR - 8, &mut b), Err(EINVAL));
+        assert_eq!(s.sram_write(u64::MAX - 2, &b), Err(EINVAL));
+        assert_eq!(s.sram_write(SRAM_BASE_ADDR, &[]), Err(EINVAL));
+        // DRAM is another memory.
+        s.dram_read(0x1001_0000_3000_0000, &mut b)?;
+        assert_eq!(b, [0; 8]);
+        assert_eq!(s.release_sram(), 3);
+        s.sram_read(top - 8, &mut b)?;
+        assert_eq!(b, [0; 8]);
+        assert_eq!(s.backed_sram_chunks(), 0);
         Ok(())
     }
 

@@ -83,8 +83,12 @@ pub(crate) fn hw_ip_info(dev: &HlDevice) -> HlInfoHwIpInfo {
     let mut hw = HlInfoHwIpInfo::ZERO;
     hw.device_id = u32::from(p.device_id);
     hw.revision_id = p.revision;
+    // User SRAM: what the driver keeps for itself is not reported (ioc:60-73).
     hw.sram_base_address = p.sram_user_base;
-    hw.sram_size = u32::try_from(p.sram_size).unwrap_or(u32::MAX);
+    let sram_kmd = p.sram_user_base.saturating_sub(crate::asic::SRAM_BASE_ADDR);
+    hw.sram_size = u32::try_from(p.sram_size.saturating_sub(sram_kmd)).unwrap_or(u32::MAX);
+    // Every EDMA engine (ioc:107; gaudi2.c:3218 without binning).
+    hw.edma_enabled_mask = crate::asic::GAUDI2_EDMA_FULL_MASK;
     // With DRAM virtual memory userspace sees the DMMU VA range (ioc:66-68).
     hw.dram_base_address = p.dram_va.start;
     hw.dram_size = p.user_dram_size();
@@ -365,6 +369,8 @@ mod tests {
         assert_eq!(hw.reserved_dram_size, 0x3000_0000);
         assert_eq!(hw.dram_enabled, 1);
         assert_eq!(hw.sram_size, 48 << 20);
+        assert_eq!(hw.sram_base_address, 0x1000_FFFF_FD00_0000);
+        assert_eq!(hw.edma_enabled_mask, 0xFF);
         assert_eq!(hw.revision_id, 1);
         assert!(hw.dram_size % hw.dram_page_size == 0);
         // The bytes on the wire are the struct's.

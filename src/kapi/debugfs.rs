@@ -46,7 +46,18 @@ const MAX_WRITE: usize = 2 * 4096 + 64;
 pub(crate) struct FileDef<T: 'static> {
     name: &'static CStr,
     show: fn(&T, &mut fmt::Formatter<'_>) -> fmt::Result,
+    /// When set, replaces `show`: a renderer that may refuse with an errno,
+    /// which the `open` for reading then returns.
+    try_show: Option<TryShowFn<T>>,
     store: Option<fn(&T, &str) -> Result>,
+}
+
+/// A renderer that may fail with an errno (see [`FileDef::rw_try`]).
+pub(crate) type TryShowFn<T> = fn(&T, &mut fmt::Formatter<'_>) -> Result;
+
+/// The `show` of files whose `try_show` renders.
+fn show_nothing<T>(_: &T, _: &mut fmt::Formatter<'_>) -> fmt::Result {
+    Ok(())
 }
 
 impl<T> FileDef<T> {
@@ -58,6 +69,7 @@ impl<T> FileDef<T> {
         Self {
             name,
             show,
+            try_show: None,
             store: None,
         }
     }
@@ -71,6 +83,23 @@ impl<T> FileDef<T> {
         Self {
             name,
             show,
+            try_show: None,
+            store: Some(store),
+        }
+    }
+
+    /// A read-write file (mode 0600) whose renderer may fail: an `open`
+    /// for reading returns its errno (upstream's `data32` read fails on a
+    /// bad address; here the open does, as the file is rendered at open).
+    pub(crate) const fn rw_try(
+        name: &'static CStr,
+        try_show: TryShowFn<T>,
+        store: fn(&T, &str) -> Result,
+    ) -> Self {
+        Self {
+            name,
+            show: show_nothing::<T>,
+            try_show: Some(try_show),
             store: Some(store),
         }
     }
@@ -103,12 +132,19 @@ impl<T> Node<T> {
 }
 
 /// Renders a node through `core::fmt`, so the renderers keep the
-/// `Formatter` signature of the kernel's Rust debugfs callbacks.
-struct Show<'a, T: 'static>(&'a Node<T>);
+/// `Formatter` signature of the kernel's Rust debugfs callbacks; the errno
+/// of a failing `try_show` is kept in the cell.
+struct Show<'a, T: 'static>(&'a Node<T>, core::cell::Cell<Option<Error>>);
 
 impl<T> core::fmt::Display for Show<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        (self.0.def.show)(self.0.data(), f)
+        match self.0.def.try_show {
+            None => (self.0.def.show)(self.0.data(), f),
+            Some(try_show) => try_show(self.0.data(), f).map_err(|e| {
+                self.1.set(Some(e));
+                fmt::Error
+            }),
+        }
     }
 }
 
@@ -160,8 +196,9 @@ unsafe extern "C" fn open<T: Send + Sync + 'static>(
     // the call.
     let node = unsafe { &*(*inode).i_private.cast::<Node<T>>() };
     let mut text = Text(KVVec::new());
-    if write!(text, "{}", Show(node)).is_err() {
-        return ENOMEM.to_errno();
+    let show = Show(node, core::cell::Cell::new(None));
+    if write!(text, "{}", show).is_err() {
+        return show.1.get().unwrap_or(ENOMEM).to_errno();
     }
     match KBox::new(text, GFP_KERNEL) {
         Ok(text) => {
@@ -286,28 +323,156 @@ impl<T: Send + Sync + 'static> Prepared<T> {
         // SAFETY: `name` is a C string; `parent` is null or a live directory
         // of ours (`Dir` values are dropped children first, see `Dir`).
         let dentry = unsafe { bindings::debugfs_create_dir(self.name.as_char_ptr(), parent) };
+        // SAFETY: `dentry` is the directory just made (or an error pointer,
+        // which debugfs refuses as a parent).
+        let files = unsafe { self.create_files(dentry) };
+        Dir {
+            dentry,
+            files,
+            own_dir: true,
+            _nodes: self.nodes,
+            _data: self.data,
+        }
+    }
+
+    /// Create the files (not a directory; the name is unused) in `parent`, a
+    /// directory someone else made (the DRM core's per-device directory).
+    /// Dropping the result removes the files one by one.
+    ///
+    /// # Safety
+    ///
+    /// `parent` must be a debugfs directory (or an error pointer or null)
+    /// that stays until the returned value is dropped.
+    pub(crate) unsafe fn create_in(self, parent: *mut bindings::dentry) -> Dir<T> {
+        // SAFETY: per the contract.
+        let files = unsafe { self.create_files(parent) };
+        Dir {
+            dentry: parent,
+            files,
+            own_dir: false,
+            _nodes: self.nodes,
+            _data: self.data,
+        }
+    }
+
+    /// Create a file per node in `dir`; returns their dentries (error
+    /// pointers for the ones debugfs refused), as many as fit in the room
+    /// reserved by [`Prepared::new`].
+    ///
+    /// # Safety
+    ///
+    /// `dir` is a live debugfs directory, an error pointer or null, and the
+    /// nodes stay until the files are removed.
+    unsafe fn create_files(&self, dir: *mut bindings::dentry) -> KVec<*mut bindings::dentry> {
+        let mut files = KVec::new();
+        if files.reserve(self.nodes.len(), GFP_KERNEL).is_err() {
+            return files;
+        }
         // A promoted constant: it lives as long as the module.
         let fops: &'static bindings::file_operations = &Ops::<T>::FOPS;
         for node in self.nodes.iter() {
-            // SAFETY: the node lives in the `Dir` returned below, which
-            // removes the directory before freeing it; the fops are static.
-            // An error dentry is ignored (a missing file).
-            unsafe {
+            // SAFETY: the node lives in the `Dir` the caller makes, which
+            // removes the file before freeing it; the fops are static. An
+            // error dentry is a missing file.
+            let file = unsafe {
                 bindings::debugfs_create_file_full(
                     node.def.name.as_char_ptr(),
                     node.def.mode(),
-                    dentry,
+                    dir,
                     core::ptr::from_ref(node).cast_mut().cast(),
                     null_mut(),
                     fops,
                 )
             };
+            // Room was reserved above.
+            let _ = files.push_within_capacity(file);
         }
-        Dir {
-            dentry,
-            _nodes: self.nodes,
-            _data: self.data,
+        files
+    }
+}
+
+/// A debugfs symbolic link of ours; dropping it removes it.
+///
+/// # Invariants
+///
+/// `dentry` is what `debugfs_create_symlink` returned (possibly an error
+/// pointer), removed once, by `Drop`.
+pub(crate) struct Symlink {
+    dentry: *mut bindings::dentry,
+}
+
+// SAFETY: the dentry is only passed to debugfs, which is thread-safe.
+unsafe impl Send for Symlink {}
+// SAFETY: no `&self` method.
+unsafe impl Sync for Symlink {}
+
+impl Symlink {
+    /// `name` in `parent` pointing to `target`. A debugfs failure leaves it
+    /// out (an error pointer, ignored at removal).
+    ///
+    /// # Safety
+    ///
+    /// `parent` must be a debugfs directory (or an error pointer or null: the
+    /// debugfs root) that stays until the link is dropped.
+    pub(crate) unsafe fn new(name: &CStr, parent: *mut bindings::dentry, target: &CStr) -> Self {
+        // SAFETY: C strings; `parent` per the contract.
+        let dentry = unsafe {
+            bindings::debugfs_create_symlink(name.as_char_ptr(), parent, target.as_char_ptr())
+        };
+        Self { dentry }
+    }
+
+    /// `name` in the directory `dir` of ours pointing to `target`.
+    pub(crate) fn in_dir<U: Send + Sync + 'static>(
+        name: &CStr,
+        dir: &Dir<U>,
+        target: &CStr,
+    ) -> Self {
+        // SAFETY: `dir` is ours and outlives the link if the caller drops
+        // the link first (as `Dir` requires of what is created in it).
+        unsafe { Self::new(name, dir.dentry, target) }
+    }
+}
+
+impl Drop for Symlink {
+    fn drop(&mut self) {
+        // SAFETY: made by `debugfs_create_symlink`, removed once, here.
+        unsafe { bindings::debugfs_remove(self.dentry) };
+    }
+}
+
+/// The debugfs directory `name` at the debugfs root made by someone else
+/// (`accel`, the DRM core's), held while the value lives.
+pub(crate) struct Lookup {
+    dentry: *mut bindings::dentry,
+}
+
+// SAFETY: the dentry reference may be dropped from any thread.
+unsafe impl Send for Lookup {}
+// SAFETY: no `&self` method touches it except to read the pointer.
+unsafe impl Sync for Lookup {}
+
+impl Lookup {
+    /// `debugfs_lookup(name, NULL)`; `None` if it does not exist.
+    pub(crate) fn root(name: &CStr) -> Option<Self> {
+        // SAFETY: a C string and the debugfs root.
+        let dentry = unsafe { bindings::debugfs_lookup(name.as_char_ptr(), null_mut()) };
+        if dentry.is_null() {
+            return None;
         }
+        Some(Self { dentry })
+    }
+
+    /// The directory, for [`Symlink::new`] (alive while `self` is).
+    pub(crate) fn dentry(&self) -> *mut bindings::dentry {
+        self.dentry
+    }
+}
+
+impl Drop for Lookup {
+    fn drop(&mut self) {
+        // SAFETY: the reference `debugfs_lookup` took, given back once.
+        unsafe { bindings::dput(self.dentry) };
     }
 }
 
@@ -321,6 +486,11 @@ impl<T: Send + Sync + 'static> Prepared<T> {
 /// to `_data`. A directory created under another is dropped before it.
 pub(crate) struct Dir<T: Send + Sync + 'static> {
     dentry: *mut bindings::dentry,
+    /// The files' dentries (removed one by one when the directory is not
+    /// ours).
+    files: KVec<*mut bindings::dentry>,
+    /// Whether `dentry` is ours to remove (with its files).
+    own_dir: bool,
     _nodes: KVec<Node<T>>,
     _data: KBox<T>,
 }
@@ -336,6 +506,14 @@ impl<T: Send + Sync + 'static> Drop for Dir<T> {
     fn drop(&mut self) {
         // Removal waits for the file callbacks in progress, after which no
         // callback reaches the nodes or the data, which are freed after this.
+        if !self.own_dir {
+            for file in self.files.iter() {
+                // SAFETY: made by `debugfs_create_file_full` in a directory
+                // that outlives us (`create_in`), removed once, here.
+                unsafe { bindings::debugfs_remove(*file) };
+            }
+            return;
+        }
         // SAFETY: `dentry` came from `debugfs_create_dir` (error pointers
         // are ignored by `debugfs_remove`) and is removed once, here.
         unsafe { bindings::debugfs_remove(self.dentry) };

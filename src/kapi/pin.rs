@@ -189,6 +189,42 @@ impl PinnedUserPages {
         })
     }
 
+    /// Copy `dst.len()` bytes from offset `off` of pinned page `i` (debugfs
+    /// `data32`/`data64` through a host mapping). `EINVAL` past the pages or
+    /// out of the page. The copy is the C `memcpy` through a local mapping:
+    /// the process may write the page meanwhile, as with `copy_to_user`.
+    pub(crate) fn read_page(&self, i: usize, off: usize, dst: &mut [u8]) -> Result {
+        let page = self.page_at(i, off, dst.len())?;
+        // SAFETY: `page` is pinned by us for the lifetime of `self`; the
+        // local mapping is undone below; `off + len` is inside the page.
+        unsafe {
+            let addr = bindings::kmap_local_page(page).cast::<u8>();
+            bindings::memcpy(dst.as_mut_ptr().cast(), addr.add(off).cast(), dst.len());
+            bindings::kunmap_local(addr.cast());
+        }
+        Ok(())
+    }
+
+    /// Copy `src` to offset `off` of pinned page `i` (see [`Self::read_page`]).
+    pub(crate) fn write_page(&self, i: usize, off: usize, src: &[u8]) -> Result {
+        let page = self.page_at(i, off, src.len())?;
+        // SAFETY: as in `read_page`, the copy going the other way (the pages
+        // are pinned for write and unpinned dirty).
+        unsafe {
+            let addr = bindings::kmap_local_page(page).cast::<u8>();
+            bindings::memcpy(addr.add(off).cast(), src.as_ptr().cast(), src.len());
+            bindings::kunmap_local(addr.cast());
+        }
+        Ok(())
+    }
+
+    fn page_at(&self, i: usize, off: usize, len: usize) -> Result<*mut bindings::page> {
+        if off.checked_add(len).is_none_or(|end| end > PAGE_SIZE) {
+            return Err(EINVAL);
+        }
+        self.pages.get(i).copied().ok_or(EINVAL)
+    }
+
     /// Physical (device) address of pinned page `i`; the simulated Gaudi2 has
     /// no IOMMU, so this is what a DMA mapping would return.
     pub(crate) fn phys(&self, i: usize) -> Option<u64> {

@@ -45,6 +45,7 @@ use crate::{
         info::{info_ioctl, InfoCaller, UserBuffer},
         memory::memory_ioctl,
     },
+    kapi,
     shell::drm_file::compute_file,
     uapi::{self, HlInfoArgs, HlMemArgs},
 };
@@ -1063,6 +1064,7 @@ impl PreparedDevice {
         Ok(AccelDevice {
             hdev,
             drm,
+            index,
             ctrl,
             _faux: faux,
         })
@@ -1072,6 +1074,15 @@ impl PreparedDevice {
     pub(crate) fn hdev(&self) -> &Arc<HlDevice> {
         &self.hdev
     }
+}
+
+/// Upstream's debugfs files of one device and the links to them; the links
+/// go first, then the files, then the reference to `accel/`.
+pub(crate) struct AbiLinks {
+    _hl: kapi::debugfs::Symlink,
+    _by_minor: Option<kapi::debugfs::Symlink>,
+    _files: crate::shell::debugfs_abi::AbiDebugfs,
+    _accel: Option<kapi::debugfs::Lookup>,
 }
 
 /// One registered device: faux parent, accel node, control node.
@@ -1085,6 +1096,8 @@ impl PreparedDevice {
 pub(crate) struct AccelDevice {
     hdev: Arc<HlDevice>,
     drm: NonNull<HlDrm>,
+    /// The accel minor index.
+    index: u32,
     ctrl: ControlNode,
     _faux: faux::Registration,
 }
@@ -1097,6 +1110,45 @@ unsafe impl Send for AccelDevice {}
 unsafe impl Sync for AccelDevice {}
 
 impl AccelDevice {
+    /// Create upstream's debugfs files (`debugfs_abi`) in the DRM core's
+    /// directory of this device, `accel/<parent device>/`, and the links
+    /// `accel/<minor>` and `<hl_root>/hl<minor>` to it. The result must be
+    /// dropped before this device (the DRM core removes its directory when
+    /// the device is released) and before `hl_root`.
+    pub(crate) fn create_abi_debugfs(
+        &self,
+        files: crate::shell::debugfs_abi::PreparedAbi,
+        hl_root: &kapi::debugfs::Dir<()>,
+    ) -> Result<AbiLinks> {
+        // SAFETY: the DRM device is alive (we hold a reference); its
+        // `debugfs_root` and `unique` were set by `drm_dev_init` and stay
+        // until its release.
+        let (root, unique) = unsafe {
+            let drm_dev = addr_of_mut!((*self.drm.as_ptr()).drm);
+            (
+                (*drm_dev).debugfs_root,
+                CStr::from_char_ptr((*drm_dev).unique),
+            )
+        };
+        // SAFETY: `root` is the DRM core's directory, which outlives the
+        // files: the caller drops them before this device's reference.
+        let files = unsafe { files.create_in(root) };
+        let minor = CString::try_from_fmt(fmt!("{}", self.index))?;
+        let hl = CString::try_from_fmt(fmt!("hl{}", self.index))?;
+        let up = CString::try_from_fmt(fmt!("../accel/{}", unique))?;
+        let accel = kapi::debugfs::Lookup::root(c"accel");
+        let by_minor = accel.as_ref().map(|a| {
+            // SAFETY: `accel` stays (held by `AbiLinks`) while the link does.
+            unsafe { kapi::debugfs::Symlink::new(&minor, a.dentry(), unique) }
+        });
+        Ok(AbiLinks {
+            _hl: kapi::debugfs::Symlink::in_dir(&hl, hl_root, &up),
+            _by_minor: by_minor,
+            _accel: accel,
+            _files: files,
+        })
+    }
+
     /// Add the accel kdev's attributes and the control node; all or nothing.
     ///
     /// # Safety

@@ -110,6 +110,7 @@ impl TestContext {
 impl Drop for TestContext {
     fn drop(&mut self) {
         self.dev.backend().release_registers();
+        self.dev.backend().release_sram();
         let settled = teardown(&self.vm).settled;
         self.dev.parked.store(u32::from(!settled), Relaxed);
         if settled {

@@ -323,6 +323,11 @@ fn the_make_run_walk_succeeds() {
     );
     assert!(text.contains("hint honoured"), "{text}");
     assert!(text.contains("usage back to idle: yes"), "{text}");
+    // The word written through debugfs data64 is in the process's memory.
+    assert!(
+        text.contains("debugfs data64 <- ") && text.contains("(same)"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 /// The operations, in summary order. The first [`SELECTABLE`] are drawn; the
 /// rest are the host MAPs of buffers with other backings than anonymous
 /// memory, counted apart.
-const OPS: [&str; 18] = [
+const OPS: [&str; 19] = [
     "INFO",
     "ALLOC",
     "FREE",
@@ -44,13 +44,14 @@ const OPS: [&str; 18] = [
     "host munmap",
     "fork",
     "fail invalidation",
+    "debugfs mem",
     "MAP hugetlb",
     "MAP thp",
     "MAP memfd",
     "MAP read-only",
 ];
 /// How many of [`OPS`] the fuzzer draws from.
-const SELECTABLE: usize = 14;
+const SELECTABLE: usize = 15;
 /// Index of "MAP host" in [`OPS`].
 const MAP_HOST_OP: usize = 4;
 
@@ -68,6 +69,7 @@ fn allowed(op: usize, e: i32) -> bool {
     const EMFILE: i32 = 24;
     const EOPNOTSUPP: i32 = 95;
     const EADDRINUSE: i32 = 98;
+    const ERANGE: i32 = 34;
     match OPS[op] {
         "INFO" => matches!(e, EINVAL | EFAULT | EOPNOTSUPP),
         "ALLOC" => matches!(e, EINVAL | ENOMEM),
@@ -82,6 +84,9 @@ fn allowed(op: usize, e: i32) -> bool {
         "munmap" => e == EINVAL,
         "TS_ALLOC" => matches!(e, EINVAL | ENOMEM),
         "EXPORT" => matches!(e, EINVAL | EMFILE | EBADF),
+        // Upstream's debugfs addr + data32/data64 (root): refused addresses,
+        // the driver's own DRAM (read-only), a 32-bit value out of range.
+        "debugfs mem" => matches!(e, EINVAL | EPERM | ERANGE),
         _ => false,
     }
 }
@@ -519,9 +524,51 @@ impl Worker<'_> {
                     Ok(())
                 }
             }
+            "debugfs mem" => self.debugfs_mem(),
             _ => Ok(()),
         };
         self.record(op, r)
+    }
+}
+
+impl Worker<'_> {
+    /// One access through upstream's debugfs: `addr`, then a read or a write
+    /// of `data32`/`data64`, at a known VA (plus an offset), an edge value,
+    /// SRAM, DRAM by physical address or anything.
+    fn debugfs_mem(&mut self) -> Result<(), i32> {
+        const SRAM: u64 = 0x1000_FFFF_FD00_0000;
+        const DRAM: u64 = 0x1001_0000_0000_0000;
+        let addr = match self.rng.below(6) {
+            0 => self.edge(),
+            // Bounded windows: every written 4 KiB chunk is backed by guest
+            // memory (SRAM's first 1 MiB, 512 KiB of the reserved and of
+            // the first user DRAM page).
+            1 => SRAM + self.rng.below(1 << 17) * 8,
+            2 => DRAM + self.rng.below(2) * self.dram_page + self.rng.below(1 << 16) * 8,
+            3 => self.rng.next(),
+            _ => self.va().wrapping_add(self.rng.below(1 << 14) * 4),
+        };
+        let mem = hlrs::debugfs::DebugfsMem::new(self.dev.index());
+        let width = if self.rng.below(2) == 0 {
+            hlrs::debugfs::Width::W32
+        } else {
+            hlrs::debugfs::Width::W64
+        };
+        let r = if self.rng.below(2) == 0 {
+            mem.peek(addr, width).map(drop)
+        } else {
+            let value = match width {
+                hlrs::debugfs::Width::W32 => self.rng.below(1 << 33),
+                hlrs::debugfs::Width::W64 => self.rng.next(),
+            };
+            mem.poke(addr, value, width)
+        };
+        match r {
+            Ok(()) => Ok(()),
+            // Not root, or no debugfs: nothing to fuzz.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(e.raw_os_error().unwrap_or(5)),
+        }
     }
 }
 

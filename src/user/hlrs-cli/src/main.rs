@@ -48,6 +48,29 @@ enum Command {
     },
     /// HL_INFO_USER_MAPPINGS: the mappings captured at the last page fault.
     Mappings,
+    /// Read device memory through upstream's debugfs (`addr` + `data32` or
+    /// `data64`): a device VA of the open compute context, or an SRAM or
+    /// DRAM physical address. Root only.
+    Peek {
+        /// Address (hexadecimal, `0x` optional).
+        #[arg(value_parser = parse_hex)]
+        addr: u64,
+        /// 64 bits (`data64`) instead of 32.
+        #[arg(long = "64")]
+        wide: bool,
+    },
+    /// Write device memory through upstream's debugfs (see `peek`).
+    Poke {
+        /// Address (hexadecimal, `0x` optional).
+        #[arg(value_parser = parse_hex)]
+        addr: u64,
+        /// Value (hexadecimal, `0x` optional).
+        #[arg(value_parser = parse_hex)]
+        value: u64,
+        /// 64 bits (`data64`) instead of 32.
+        #[arg(long = "64")]
+        wide: bool,
+    },
     /// A structured ioctl fuzzer: every INFO and MEMORY op and the fd's mmap,
     /// with boundary values and handles/VAs from earlier calls, threads on
     /// each device's fd, forks; fixed seed, bounded calls and time; prints a
@@ -145,6 +168,18 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             Ok(format::usage(&rows, cli.json))
         }
         Command::Walk => walk::run(cli.device),
+        Command::Peek { addr, wide } => {
+            let v = hlrs::debugfs::DebugfsMem::new(cli.device).peek(addr, width(wide))?;
+            Ok(if wide {
+                format!("0x{v:016x}\n")
+            } else {
+                format!("0x{v:08x}\n")
+            })
+        }
+        Command::Poke { addr, value, wide } => {
+            hlrs::debugfs::DebugfsMem::new(cli.device).poke(addr, value, width(wide))?;
+            Ok(String::new())
+        }
         Command::Shell => shell::run(cli.device),
         Command::Mappings => {
             let dev = Device::open_compute(cli.device)?;
@@ -315,6 +350,20 @@ fn run(cli: &Cli) -> std::io::Result<String> {
     }
 }
 
+fn width(wide: bool) -> hlrs::debugfs::Width {
+    if wide {
+        hlrs::debugfs::Width::W64
+    } else {
+        hlrs::debugfs::Width::W32
+    }
+}
+
+/// A hexadecimal number, `0x` optional.
+fn parse_hex(s: &str) -> Result<u64, String> {
+    let hex = s.strip_prefix("0x").unwrap_or(s);
+    u64::from_str_radix(hex, 16).map_err(|e| format!("{s}: {e}"))
+}
+
 /// DRAM allocated by the open compute context of device `i`, from the
 /// driver's debugfs `memory` table (root only; `None` when unreadable).
 fn context_usage(i: u32) -> Option<u64> {
@@ -345,6 +394,28 @@ mod tests {
     fn parses_global_options_after_the_subcommand() {
         let cli = Cli::try_parse_from(["hlrs", "info", "--device", "3", "--json"]);
         assert!(cli.is_ok_and(|c| c.device == 3 && c.json && matches!(c.command, Command::Info)));
+    }
+
+    #[test]
+    fn parses_peek_and_poke() {
+        let cli = Cli::try_parse_from(["hlrs", "peek", "0x1000FFFFFD000000", "--64"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Peek {
+                addr: 0x1000_FFFF_FD00_0000,
+                wide: true
+            }
+        ));
+        let cli = Cli::try_parse_from(["hlrs", "poke", "ff", "0x12"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Poke {
+                addr: 0xff,
+                value: 0x12,
+                wide: false
+            }
+        ));
+        assert!(Cli::try_parse_from(["hlrs", "peek", "zz"]).is_err());
     }
 
     #[test]

@@ -17,6 +17,32 @@ fn translate(index: u32, va: u64) -> String {
         .unwrap_or_default()
 }
 
+/// Upstream's debugfs `data64` on a host buffer's device VA: write through
+/// the device's page tables, read it back in the process's own memory.
+fn poke_host_through_debugfs(out: &mut String, index: u32, buf: &[u8], host: u64, va: u64) {
+    // The 8-byte aligned word at buffer offset 128, inside the mapping.
+    let off = 128 - (host - buf.as_ptr() as u64);
+    let at = va + off;
+    let mem = hlrs::debugfs::DebugfsMem::new(index);
+    let value = 0x0123_4567_89ab_cdefu64;
+    let r = mem.poke(at, value, hlrs::debugfs::Width::W64);
+    let Some(word) = buf.get(128..136) else {
+        return;
+    };
+    // SAFETY: reads 8 bytes of our own live buffer, which the kernel wrote.
+    let seen = unsafe { std::ptr::read_volatile(word.as_ptr().cast::<[u8; 8]>()) };
+    let _ = match r {
+        Ok(()) => writeln!(
+            out,
+            "  debugfs data64 <- {value:#x} at device VA {at:#x}; the process reads {:#x} at {:#x}{}",
+            u64::from_ne_bytes(seen),
+            buf.as_ptr() as u64 + 128,
+            if u64::from_ne_bytes(seen) == value { " (same)" } else { " (DIFFERENT!)" }
+        ),
+        Err(e) => writeln!(out, "  debugfs data64 at {at:#x}: {e}"),
+    };
+}
+
 fn usage_line(out: &mut String, dev: &Device, total: u64) -> io::Result<()> {
     let u = dev.dram_usage()?;
     let _ = writeln!(
@@ -108,6 +134,7 @@ pub fn run(index: u32) -> io::Result<String> {
             let _ = writeln!(out, "    userptr: {l}");
         }
     }
+    poke_host_through_debugfs(&mut out, index, &buf, host, va_h);
 
     let _ = writeln!(
         out,
