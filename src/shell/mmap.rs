@@ -4,9 +4,10 @@
 //! every `unsafe` of vma handling, and the memory that user mappings reach.
 //!
 //! - [`hl_mmap`] dispatches on the type bits of the page offset: a HW block
-//!   (`HL_MMAP_TYPE_BLOCK`) or a timestamp buffer (`HL_MMAP_TYPE_TS_BUFF`); any
-//!   other type is `EINVAL`. The checks (ids, exact sizes, one live mmap) are
-//!   safe Rust in `vm/hw_block.rs` and `vm/ts_buffer.rs`; this file only turns
+//!   (`HL_MMAP_TYPE_BLOCK`), a timestamp buffer (`HL_MMAP_TYPE_TS_BUFF`) or a
+//!   command buffer (`HL_MMAP_TYPE_CB`); any other type is `EINVAL`. The
+//!   checks (ids, exact sizes, one live mmap) are safe Rust in
+//!   `vm/hw_block.rs`, `vm/ts_buffer.rs` and `vm/command_buffer.rs`; this file only turns
 //!   their answer into page-table entries and vm operations.
 //! - The register memory user mappings reach is `kapi::register_page`'s
 //!   `RegisterBlock`.
@@ -20,8 +21,9 @@
 
 use crate::{
     file::ComputeFile,
-    uapi::{mmap_type, HL_MMAP_TYPE_BLOCK, HL_MMAP_TYPE_TS_BUFF},
+    uapi::{mmap_type, HL_MMAP_TYPE_BLOCK, HL_MMAP_TYPE_CB, HL_MMAP_TYPE_TS_BUFF},
     vm::{
+        command_buffer::CommandBuffer,
         hw_block_mmap::{BlockVma, HwBlockMmap},
         ts_buffer::TsBuffer,
     },
@@ -49,7 +51,8 @@ const BLOCK_VM_FLAGS: bindings::vm_flags_t = bindings::VM_IO
     | bindings::VM_DONTCOPY
     | bindings::VM_NORESERVE;
 
-/// Flags upstream sets on a timestamp-buffer mapping (memory.c:2102-2108).
+/// Flags upstream sets on a timestamp-buffer mapping (memory.c:2102-2108),
+/// and on a CB mapping (`gaudi2_mmap`, gaudi2.c, the same four).
 const TS_VM_FLAGS: bindings::vm_flags_t = bindings::VM_DONTEXPAND
     | bindings::VM_DONTDUMP
     | bindings::VM_DONTCOPY
@@ -69,6 +72,12 @@ static HW_BLOCK_VM_OPS: VmOps = VmOps(bindings::vm_operations_struct {
 static TS_VM_OPS: VmOps = VmOps(bindings::vm_operations_struct {
     open: Some(vm_open::<TsBuffer>),
     close: Some(vm_close::<TsBuffer>),
+    ..pin_init::zeroed()
+});
+
+static CB_VM_OPS: VmOps = VmOps(bindings::vm_operations_struct {
+    open: Some(vm_open::<CommandBuffer>),
+    close: Some(vm_close::<CommandBuffer>),
     ..pin_init::zeroed()
 });
 
@@ -106,6 +115,10 @@ pub(crate) unsafe extern "C" fn hl_mmap(
         HL_MMAP_TYPE_TS_BUFF => {
             // SAFETY: as above.
             unsafe { map_ts_buffer(f, vma, pgoff as u64, start, len) }
+        }
+        HL_MMAP_TYPE_CB => {
+            // SAFETY: as above.
+            unsafe { map_cb(f, vma, pgoff as u64, start, len) }
         }
         _ => Err(EINVAL),
     };
@@ -212,26 +225,66 @@ unsafe fn map_ts_buffer(
 ) -> Result {
     // Looks the buffer up, checks the length and claims its one live mmap.
     let claim = crate::vm::ts_buffer::claim_mmap(&f.ctx.vm().ts_buffers, pgoff, len)?;
-    let buf: &TsBuffer = &claim;
+    // SAFETY: `vma` is undergoing setup; the memory is the buffer's, which
+    // the claim keeps alive.
+    unsafe { insert_vmalloc_pages(vma, claim.user_memory(), start, len) }?;
+    // SAFETY: the vma is being set up by us (contract of this function).
+    unsafe { install(vma, claim.into_vma_reference(), &TS_VM_OPS) };
+    Ok(())
+}
+
+/// `hl_cb_mmap`: map a command buffer's memory.
+///
+/// # Safety
+///
+/// `vma` is undergoing initial setup (the caller is the `mmap` hook).
+unsafe fn map_cb(
+    f: &ComputeFile,
+    vma: *mut bindings::vm_area_struct,
+    pgoff: u64,
+    start: u64,
+    len: u64,
+) -> Result {
+    // Looks the CB up, checks the length and claims its one live mmap.
+    let claim = crate::vm::command_buffer::claim_mmap(&f.ctx.vm().cbs, pgoff, len)?;
+    // SAFETY: `vma` is undergoing setup; the memory is the CB's, which the
+    // claim keeps alive.
+    unsafe { insert_vmalloc_pages(vma, claim.memory(), start, len) }?;
+    // SAFETY: the vma is being set up by us (contract of this function).
+    unsafe { install(vma, claim.into_vma_reference(), &CB_VM_OPS) };
+    Ok(())
+}
+
+/// Set the flags of a mapping of vmalloc memory on `vma` and insert the
+/// pages of `(base, bytes)` from `start`, up to `len` bytes. On error the
+/// caller's claim, dropped, lets the memory be mapped again. O(pages).
+///
+/// # Safety
+///
+/// `vma` is undergoing initial setup and covers `len` bytes from `start`;
+/// `base` is a vmalloc allocation of `bytes` bytes (a page multiple) that
+/// stays alive for the call.
+unsafe fn insert_vmalloc_pages(
+    vma: *mut bindings::vm_area_struct,
+    (base, bytes): (*const u8, usize),
+    start: u64,
+    len: u64,
+) -> Result {
     // SAFETY: the vma is not yet visible to anyone else.
     unsafe { (*vma).__bindgen_anon_2.vm_flags |= TS_VM_FLAGS };
-    let (base, bytes) = buf.user_memory();
     let mut off = 0usize;
     while (off as u64) < len && off < bytes {
         // SAFETY: `base + off` is inside the buffer's vmalloc area (`off <
-        // bytes`, both page multiples), which lives as long as `buf`.
+        // bytes`, both page multiples), which lives for the call (contract).
         let page = unsafe { bindings::vmalloc_to_page(base.add(off).cast()) };
         // SAFETY: `vma` covers `len` bytes from its start; `page` is a live
         // page of the buffer; `vm_insert_page` takes its own page reference.
         let rc = unsafe { bindings::vm_insert_page(vma, (start + off as u64) as c_ulong, page) };
         if rc != 0 {
-            // `claim` is dropped: the buffer is free to be mapped again.
             return Err(Error::from_errno(rc));
         }
         off += PAGE_SIZE;
     }
-    // SAFETY: the vma is being set up by us (contract of this function).
-    unsafe { install(vma, claim.into_vma_reference(), &TS_VM_OPS) };
     Ok(())
 }
 
@@ -255,6 +308,15 @@ impl SharedByVmas for BlockVma {
     }
 }
 
+impl SharedByVmas for CommandBuffer {
+    fn vma_opened(&self) {
+        CommandBuffer::vma_opened(self)
+    }
+    fn vma_closed(&self) {
+        CommandBuffer::vma_closed(self)
+    }
+}
+
 impl SharedByVmas for TsBuffer {
     fn vma_opened(&self) {
         TsBuffer::vma_opened(self)
@@ -270,7 +332,7 @@ impl SharedByVmas for TsBuffer {
 /// # Safety
 ///
 /// Only called by the mm for a vma whose `vm_private_data` is an
-/// `Arc<T>` reference set by [`map_hw_block`] or [`map_ts_buffer`] (copied
+/// `Arc<T>` reference set by [`map_hw_block`], [`map_ts_buffer`] or [`map_cb`] (copied
 /// from such a vma).
 unsafe extern "C" fn vm_open<T: SharedByVmas>(vma: *mut bindings::vm_area_struct) {
     // SAFETY: `vm_private_data` is a live `Arc<T>` reference held by the vma
@@ -288,7 +350,7 @@ unsafe extern "C" fn vm_open<T: SharedByVmas>(vma: *mut bindings::vm_area_struct
 /// # Safety
 ///
 /// Only called by the mm, once per vma that [`map_hw_block`],
-/// [`map_ts_buffer`] or [`vm_open`] gave an `Arc<T>` reference.
+/// [`map_ts_buffer`], [`map_cb`] or [`vm_open`] gave an `Arc<T>` reference.
 unsafe extern "C" fn vm_close<T: SharedByVmas>(vma: *mut bindings::vm_area_struct) {
     // SAFETY: the vma owns one strong reference, given back once, here.
     let mine = unsafe { Arc::from_raw((*vma).vm_private_data.cast::<T>()) };

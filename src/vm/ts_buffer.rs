@@ -58,7 +58,7 @@ pub(crate) struct TsRegistration {
 
 /// Bytes of one element of the user part: the mapping exposes the atomics'
 /// memory as plain `u64`s.
-const WORD: usize = core::mem::size_of::<Atomic<u64>>();
+pub(crate) const WORD: usize = core::mem::size_of::<Atomic<u64>>();
 const _: () = assert!(WORD == 8 && core::mem::align_of::<Atomic<u64>>() == 8);
 
 /// Bytes of the user part of an `n`-element buffer, as mapped (page rounded).
@@ -69,6 +69,22 @@ fn user_bytes(n: u32) -> u64 {
 /// Bytes of both parts of an `n`-element buffer (what [`TS_MAX_BYTES`] counts).
 pub(crate) fn buffer_bytes(n: u32) -> u64 {
     user_bytes(n) + u64::from(n) * core::mem::size_of::<TsRegistration>() as u64
+}
+
+/// `bytes` (a page multiple) of zeroed vmalloc memory that userspace may
+/// map, as 64-bit atomics, charged to the caller's memory cgroup
+/// (`vmalloc_user` with `GFP_KERNEL_ACCOUNT`): the user part of a timestamp
+/// buffer, the memory of a command buffer. O(bytes).
+pub(crate) fn zeroed_user_words(bytes: u64) -> Result<VVec<Atomic<u64>>> {
+    let flags = GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN;
+    let words = usize::try_from(bytes / WORD as u64).map_err(|_| EINVAL)?;
+    let mut user = VVec::with_capacity(words, flags)?;
+    for _ in 0..words {
+        // Within the capacity reserved above: cannot fail.
+        user.push_within_capacity(Atomic::new(0))
+            .map_err(|_| ENOMEM)?;
+    }
+    Ok(user)
 }
 
 /// One timestamp buffer.
@@ -95,14 +111,8 @@ impl TsBuffer {
     /// Allocate both parts, zeroed and charged to the caller's memory cgroup.
     fn new(id: u32, elements: u32) -> Result<Self> {
         let flags = GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN;
-        let words = usize::try_from(user_bytes(elements) / WORD as u64).map_err(|_| EINVAL)?;
         let n = usize::try_from(elements).map_err(|_| EINVAL)?;
-        let mut user = VVec::with_capacity(words, flags)?;
-        for _ in 0..words {
-            // Within the capacity reserved above: cannot fail.
-            user.push_within_capacity(Atomic::new(0))
-                .map_err(|_| ENOMEM)?;
-        }
+        let user = zeroed_user_words(user_bytes(elements))?;
         let kernel = VVec::from_elem(TsRegistration::default(), n, flags)?;
         LIVE.fetch_add(1, Relaxed);
         Ok(Self {

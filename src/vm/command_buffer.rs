@@ -1,0 +1,423 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Command buffers: `DRM_IOCTL_HL_CB` CREATE, DESTROY, INFO and the `mmap`
+//! of a CB handle (upstream common/command_buffer.c:92-437 on the memory
+//! manager of common/memory_mgr.c:20-372).
+//!
+//! A CB is `max(size, PAGE_SIZE)` bytes of kernel memory, rounded up to whole
+//! pages, zeroed, and charged to the caller's memory cgroup. The context's
+//! [`CbTable`] holds one reference to each CB, from CREATE to DESTROY (or the
+//! file's close); a live mmap holds one per vma, so a CB destroyed while
+//! mapped lives on until its last `munmap` (and a mapping keeps the file
+//! open: a CB outlives neither its file nor its last vma).
+//!
+//! Differences from upstream, all deliberate:
+//!
+//! - a file holds at most [`CB_MAX_PER_FILE`] CBs (`EMFILE` past it; upstream
+//!   has no bound, so one file could hold any amount of kernel memory);
+//! - a handle whose type bits are not `HL_MMAP_TYPE_CB` is `EINVAL`
+//!   (upstream's handle table is shared with timestamp buffers and looks up
+//!   the low 32 bits only, so a TS handle given to DESTROY or INFO is taken
+//!   for a CB: memory_mgr.c:31-45);
+//! - a destroyed handle is gone at once: INFO and DESTROY of it are `EINVAL`
+//!   even while a mapping keeps the CB alive (upstream keeps it findable
+//!   until the last reference goes, and INFO answers for a destroyed CB);
+//! - `HL_CB_FLAGS_MAP` is `EOPNOTSUPP` for now (see docs/command-buffers.md),
+//!   so INFO with `HL_CB_FLAGS_GET_DEVICE_VA` is always `EINVAL`, as
+//!   upstream's answer for a CB that is not mapped.
+
+use crate::{
+    uapi::{mmap_handle, mmap_type, HL_MAX_CB_SIZE, HL_MMAP_PAGE_SHIFT, HL_MMAP_TYPE_CB},
+    vm::ts_buffer::{zeroed_user_words, WORD},
+};
+use kernel::{
+    alloc::VVec,
+    page::PAGE_SIZE,
+    prelude::*,
+    rbtree::{RBTree, RBTreeNodeReservation},
+    sync::{
+        atomic::{Atomic, Full, Relaxed},
+        Arc, Mutex,
+    }, //
+};
+
+/// Most CBs one file may hold at a time (`EMFILE` past it): 256 CBs of the
+/// largest size are 512 MiB of kernel memory, all charged to the caller's
+/// memory cgroup.
+pub(crate) const CB_MAX_PER_FILE: usize = 256;
+
+/// Bytes a CB of `size` requested bytes occupies and maps: `max(size,
+/// PAGE_SIZE)` rounded up to whole pages (`hl_cb_mmap_mem_alloc`, and the
+/// length `hl_mem_mgr_mmap` requires). O(1).
+pub(crate) fn mapped_bytes(size: u32) -> u64 {
+    let page = PAGE_SIZE as u64;
+    u64::from(size).max(page).div_ceil(page) * page
+}
+
+/// One command buffer.
+///
+/// The memory is shared with userspace (and, on hardware, read by the
+/// device's queues), which may write it at any time: the driver only ever
+/// sees it as atomics, never as `&[u8]`.
+///
+/// # Invariants
+///
+/// `memory` is a vmalloc allocation of exactly `mapped_bytes(size)` bytes,
+/// all initialised; `vmas` counts the vmas of its one live mmap (0: not
+/// mapped).
+pub(crate) struct CommandBuffer {
+    id: u32,
+    size: u32,
+    memory: VVec<Atomic<u64>>,
+    vmas: Atomic<u32>,
+}
+
+/// CBs alive in this module (all devices): a leak shows here (debugfs `cbs`)
+/// and in the tests.
+static LIVE: Atomic<u64> = Atomic::new(0);
+
+/// Number of CBs alive in the module. O(1).
+pub(crate) fn live_cbs() -> u64 {
+    LIVE.load(Relaxed)
+}
+
+impl CommandBuffer {
+    /// A zeroed CB of `size` bytes (at least a page), charged to the caller's
+    /// memory cgroup. O(size).
+    fn new(id: u32, size: u32) -> Result<Self> {
+        let memory = zeroed_user_words(mapped_bytes(size))?;
+        LIVE.fetch_add(1, Relaxed);
+        Ok(Self {
+            id,
+            size: size.max(PAGE_SIZE as u32),
+            memory,
+            vmas: Atomic::new(0),
+        })
+    }
+
+    /// The CB's id (its handle's value). O(1).
+    pub(crate) fn id(&self) -> u32 {
+        self.id
+    }
+
+    /// Size in bytes (`cb->size`: the requested size, at least a page). O(1).
+    pub(crate) fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// Start and length (a page multiple) of the memory, for mapping. O(1).
+    pub(crate) fn memory(&self) -> (*const u8, usize) {
+        (self.memory.as_ptr().cast(), self.memory.len() * WORD)
+    }
+
+    /// The 64-bit word at byte offset `8 * i`, as the device would read it
+    /// (one atomic load: userspace may write it at any time). O(1).
+    pub(crate) fn word(&self, i: usize) -> Option<u64> {
+        self.memory.get(i).map(|w| w.load(Relaxed))
+    }
+
+    /// How many vmas map the CB (0: not mapped). O(1).
+    pub(crate) fn mapped_vmas(&self) -> u32 {
+        self.vmas.load(Relaxed)
+    }
+
+    /// One more vma of the live mmap (a split-off piece, an `mremap` copy). O(1).
+    pub(crate) fn vma_opened(&self) {
+        self.vmas.fetch_add(1, Full);
+    }
+
+    /// A vma of the live mmap went away; the last one ends the mmap. O(1).
+    pub(crate) fn vma_closed(&self) {
+        self.vmas.fetch_sub(1, Full);
+    }
+}
+
+impl Drop for CommandBuffer {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Relaxed);
+    }
+}
+
+/// The CBs of one context (upstream's per-file `hl_mem_mgr`): ids from 1,
+/// never reused by the file.
+pub(crate) struct CbTable {
+    by_id: RBTree<u32, Arc<CommandBuffer>>,
+    next_id: u32,
+    /// CBs in the table plus creations in progress (at most [`CB_MAX_PER_FILE`]).
+    count: usize,
+}
+
+impl CbTable {
+    /// No CBs. O(1).
+    pub(crate) fn new() -> Self {
+        Self {
+            by_id: RBTree::new(),
+            next_id: 1,
+            count: 0,
+        }
+    }
+
+    /// Number of CBs, with creations in progress. O(1).
+    pub(crate) fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Every CB in id order (debugfs). O(1) to start.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<CommandBuffer>> {
+        self.by_id.values()
+    }
+
+    /// Drop every CB (file close); mapped ones live on until their last
+    /// `munmap`. Allocates nothing. Returns how many there were. O(n).
+    pub(crate) fn clear(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(c) = self.by_id.cursor_front_mut() {
+            drop(c.remove_current().1);
+            n += 1;
+        }
+        self.count = 0;
+        n
+    }
+}
+
+/// The id a CB handle names: its page offset's low 32 bits (as upstream), if
+/// its type bits are `HL_MMAP_TYPE_CB`; `EINVAL` otherwise. O(1).
+fn handle_id(handle: u64) -> Result<u32> {
+    let pgoff = handle >> HL_MMAP_PAGE_SHIFT;
+    if mmap_type(pgoff) != HL_MMAP_TYPE_CB {
+        return Err(EINVAL);
+    }
+    Ok(pgoff as u32)
+}
+
+/// CREATE: a CB of `size` bytes in `table`; returns its handle,
+/// `(id | HL_MMAP_TYPE_CB) << PAGE_SHIFT`.
+///
+/// Errors: `EINVAL` past [`HL_MAX_CB_SIZE`]; `EMFILE` past
+/// [`CB_MAX_PER_FILE`]; `ENOMEM` when memory runs out. On error the table
+/// is as before (an id may have been used up). O(size) allocation, O(log n)
+/// insertion; the table lock is not held while allocating.
+pub(crate) fn cb_create(table: &Mutex<CbTable>, size: u32) -> Result<u64> {
+    if size > HL_MAX_CB_SIZE {
+        return Err(EINVAL);
+    }
+    // Reserve the slot and the id first, so two creations cannot both pass
+    // the bound; give the slot back if allocating fails.
+    let id = {
+        let mut t = table.lock();
+        if t.count >= CB_MAX_PER_FILE {
+            return Err(EMFILE);
+        }
+        let id = t.next_id;
+        t.next_id = id.checked_add(1).ok_or(ENOMEM)?;
+        t.count += 1;
+        id
+    };
+    let made = CommandBuffer::new(id, size)
+        .and_then(|b| Ok(Arc::new(b, GFP_KERNEL_ACCOUNT)?))
+        .and_then(|b| Ok((b, RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?)));
+    let mut t = table.lock();
+    match made {
+        Ok((cb, node)) => {
+            t.by_id.insert(node.into_node(id, cb));
+            Ok(mmap_handle(u64::from(id), HL_MMAP_TYPE_CB))
+        }
+        Err(e) => {
+            t.count = t.count.saturating_sub(1);
+            Err(e)
+        }
+    }
+}
+
+/// DESTROY: the handle goes (once: `EINVAL` for an unknown, foreign or
+/// already destroyed handle); the CB goes with it unless a mapping holds
+/// it. O(log n).
+pub(crate) fn cb_destroy(table: &Mutex<CbTable>, handle: u64) -> Result {
+    let id = handle_id(handle)?;
+    let cb = {
+        let mut t = table.lock();
+        let cb = t.by_id.remove(&id).ok_or(EINVAL)?;
+        t.count = t.count.saturating_sub(1);
+        cb
+    };
+    // Freed (if no mapping holds it) with the table unlocked.
+    drop(cb);
+    Ok(())
+}
+
+/// INFO: the usage count of the CB (the command submissions using it:
+/// always 0 here, as there are none). `EINVAL` for an unknown handle, and
+/// with `get_device_va` (no CB is mapped to the device). O(log n).
+pub(crate) fn cb_info(table: &Mutex<CbTable>, handle: u64, get_device_va: bool) -> Result<u32> {
+    let id = handle_id(handle)?;
+    if table.lock().by_id.get(&id).is_none() || get_device_va {
+        return Err(EINVAL);
+    }
+    Ok(0)
+}
+
+/// A claim on a CB's one live mmap, taken by [`claim_mmap`]. Dropped unused
+/// (the mapping failed), it gives the claim back.
+pub(crate) struct MmapClaim {
+    cb: Arc<CommandBuffer>,
+    used: bool,
+}
+
+impl core::ops::Deref for MmapClaim {
+    type Target = CommandBuffer;
+    fn deref(&self) -> &CommandBuffer {
+        &self.cb
+    }
+}
+
+impl MmapClaim {
+    /// The mapping succeeded: a reference for its first vma. O(1).
+    pub(crate) fn into_vma_reference(mut self) -> Arc<CommandBuffer> {
+        self.used = true;
+        self.cb.clone()
+    }
+}
+
+impl Drop for MmapClaim {
+    fn drop(&mut self) {
+        if !self.used {
+            self.cb.vmas.store(0, Relaxed);
+        }
+    }
+}
+
+/// Claim the one live mmap of the CB named by the page offset `pgoff`
+/// (`hl_mem_mgr_mmap`): `EINVAL` for an unknown id (the low 32 bits, as
+/// upstream), a length other than the CB's page-rounded size, or a CB that
+/// already has a live mmap. O(log n).
+pub(crate) fn claim_mmap(table: &Mutex<CbTable>, pgoff: u64, len: u64) -> Result<MmapClaim> {
+    let id = pgoff as u32;
+    let cb = table.lock().by_id.get(&id).cloned().ok_or(EINVAL)?;
+    if len != mapped_bytes(cb.size) {
+        return Err(EINVAL);
+    }
+    if cb.vmas.cmpxchg(0, 1, Full).is_err() {
+        return Err(EINVAL);
+    }
+    Ok(MmapClaim { cb, used: false })
+}
+
+#[kunit_tests(hlrs_cb)]
+mod tests {
+    use super::*;
+    use crate::uapi::{mmap_value, HL_MMAP_TYPE_TS_BUFF};
+    use kernel::new_mutex;
+
+    fn table() -> Result<Pin<KBox<Mutex<CbTable>>>> {
+        KBox::pin_init(new_mutex!(CbTable::new()), GFP_KERNEL)
+    }
+
+    fn get(t: &Mutex<CbTable>, id: u32) -> Result<Arc<CommandBuffer>> {
+        t.lock().by_id.get(&id).cloned().ok_or(EINVAL)
+    }
+
+    #[test]
+    fn sizes_round_to_pages_and_memory_is_zeroed() -> Result {
+        let t = table()?;
+        for (size, bytes) in [
+            (0u32, 4096u64),
+            (1, 4096),
+            (77, 4096),
+            (4096, 4096),
+            (5000, 8192),
+            (92517, 94208),
+            (1 << 20, 1 << 20),
+            (HL_MAX_CB_SIZE, 2 << 20),
+        ] {
+            let h = cb_create(&t, size)?;
+            let cb = get(&t, mmap_value(h >> HL_MMAP_PAGE_SHIFT) as u32)?;
+            let (ptr, len) = cb.memory();
+            assert_eq!(len as u64, bytes);
+            assert_eq!(mapped_bytes(size), bytes);
+            assert_eq!(ptr as usize % PAGE_SIZE, 0);
+            assert_eq!(cb.size(), size.max(4096));
+            assert_eq!(cb.word(0), Some(0));
+            assert_eq!(cb.word(len / 8 - 1), Some(0));
+            assert_eq!(cb.word(len / 8), None);
+        }
+        assert_eq!(cb_create(&t, HL_MAX_CB_SIZE + 1), Err(EINVAL));
+        assert_eq!(cb_create(&t, u32::MAX), Err(EINVAL));
+        assert_eq!(t.lock().len(), 8);
+        Ok(())
+    }
+
+    #[test]
+    fn handles_destroy_once_and_info() -> Result {
+        let t = table()?;
+        let h = cb_create(&t, 100)?;
+        assert_eq!(h, mmap_handle(1, HL_MMAP_TYPE_CB));
+        assert_eq!(h >> 60, 1);
+        assert_eq!(cb_info(&t, h, false), Ok(0));
+        assert_eq!(cb_info(&t, h, true), Err(EINVAL));
+        // A TS handle of the same id, and unknown ids, are not CBs.
+        let ts = mmap_handle(1, HL_MMAP_TYPE_TS_BUFF);
+        assert_eq!(cb_info(&t, ts, false), Err(EINVAL));
+        assert_eq!(cb_destroy(&t, ts), Err(EINVAL));
+        assert_eq!(cb_destroy(&t, 0), Err(EINVAL));
+        assert_eq!(cb_destroy(&t, mmap_handle(2, HL_MMAP_TYPE_CB)), Err(EINVAL));
+        cb_destroy(&t, h)?;
+        assert_eq!(cb_destroy(&t, h), Err(EINVAL));
+        assert_eq!(cb_info(&t, h, false), Err(EINVAL));
+        // Ids are not reused by the file; another table starts at 1.
+        assert_eq!(cb_create(&t, 1)?, mmap_handle(2, HL_MMAP_TYPE_CB));
+        let u = table()?;
+        assert_eq!(cb_create(&u, 1)?, mmap_handle(1, HL_MMAP_TYPE_CB));
+        Ok(())
+    }
+
+    #[test]
+    fn the_per_file_bound() -> Result {
+        let live0 = live_cbs();
+        let t = table()?;
+        for _ in 0..CB_MAX_PER_FILE {
+            cb_create(&t, 1)?;
+        }
+        assert_eq!(cb_create(&t, 1), Err(EMFILE));
+        assert_eq!(live_cbs(), live0 + CB_MAX_PER_FILE as u64);
+        cb_destroy(&t, mmap_handle(7, HL_MMAP_TYPE_CB))?;
+        cb_create(&t, 1)?;
+        assert_eq!(cb_create(&t, 1), Err(EMFILE));
+        assert_eq!(t.lock().clear(), CB_MAX_PER_FILE);
+        assert_eq!(live_cbs(), live0);
+        cb_create(&t, 1)?;
+        Ok(())
+    }
+
+    #[test]
+    fn mmap_claims_and_vma_references() -> Result {
+        let live0 = live_cbs();
+        let t = table()?;
+        let h = cb_create(&t, 5000)?;
+        let pgoff = h >> HL_MMAP_PAGE_SHIFT;
+        // Wrong lengths and unknown ids.
+        for len in [4096u64, 12288, 0] {
+            assert!(claim_mmap(&t, pgoff, len).is_err());
+        }
+        assert!(claim_mmap(&t, pgoff + 1, 8192).is_err());
+        // One live mmap; a claim given back unused frees the slot.
+        let c = claim_mmap(&t, pgoff, 8192)?;
+        assert!(claim_mmap(&t, pgoff, 8192).is_err());
+        drop(c);
+        let first = claim_mmap(&t, pgoff, 8192)?.into_vma_reference();
+        assert!(claim_mmap(&t, pgoff, 8192).is_err());
+        // Destroyed while mapped: the handle is gone, the CB lives on with
+        // its vmas (a split adds one), and goes with the last.
+        cb_destroy(&t, h)?;
+        assert_eq!(cb_destroy(&t, h), Err(EINVAL));
+        assert_eq!(live_cbs(), live0 + 1);
+        first.vma_opened();
+        let second = first.clone();
+        first.vma_closed();
+        drop(first);
+        assert_eq!(second.mapped_vmas(), 1);
+        second.vma_closed();
+        drop(second);
+        assert_eq!(live_cbs(), live0);
+        Ok(())
+    }
+}
