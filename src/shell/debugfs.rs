@@ -339,7 +339,10 @@ fn show_hw_blocks(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Resul
 /// The open context's timestamp buffers: references to them are taken under
 /// the table's lock, and their elements read after it is dropped.
 fn show_ts_buffers(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    use crate::vm::ts_buffer::{live_buffers, TS_MAX_BYTES};
+    use crate::vm::{
+        one_mmap::OneMmap,
+        ts_buffer::{live_buffers, TS_MAX_BYTES},
+    };
     writeln!(f, "alive in the module: {}", live_buffers())?;
     let Some(vm) = active_vm(dev) else {
         return writeln!(f, "no open compute context");
@@ -352,7 +355,7 @@ fn show_ts_buffers(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Resu
         for b in table.iter() {
             keep(&mut bufs, b.clone(), &mut missed);
         }
-        table.bytes()
+        table.charged()
     };
     writeln!(
         f,
@@ -389,7 +392,10 @@ fn show_ts_buffers(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Resu
 /// The open context's command buffers: references to them are taken under
 /// the table's lock, and their words read after it is dropped.
 fn show_cbs(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    use crate::vm::command_buffer::{live_cbs, CB_MAX_PER_FILE};
+    use crate::vm::{
+        command_buffer::{live_cbs, CB_MAX_PER_FILE},
+        one_mmap::OneMmap,
+    };
     writeln!(f, "alive in the module: {}", live_cbs())?;
     let Some(vm) = active_vm(dev) else {
         return writeln!(f, "no open compute context");

@@ -25,6 +25,7 @@ use crate::{
     vm::{
         command_buffer::CommandBuffer,
         hw_block_mmap::{BlockVma, HwBlockMmap},
+        one_mmap::{MmapClaim, OneMmap},
         ts_buffer::TsBuffer,
     },
 };
@@ -112,13 +113,23 @@ pub(crate) unsafe extern "C" fn hl_mmap(
             // SAFETY: as above.
             unsafe { map_hw_block(f, vma, pgoff as u64, start, len) }
         }
+        // Each looks the buffer up, checks the length and claims its one
+        // live mmap (safe Rust in `vm/`).
         HL_MMAP_TYPE_TS_BUFF => {
-            // SAFETY: as above.
-            unsafe { map_ts_buffer(f, vma, pgoff as u64, start, len) }
+            let vm = f.ctx.vm();
+            crate::vm::ts_buffer::claim_mmap(&vm.ts_buffers, pgoff as u64, len).and_then(|c| {
+                let mem = c.user_memory();
+                // SAFETY: as above; `mem` is the claimed buffer's user part.
+                unsafe { map_claimed(vma, c, mem, (start, len), &TS_VM_OPS) }
+            })
         }
         HL_MMAP_TYPE_CB => {
-            // SAFETY: as above.
-            unsafe { map_cb(f, vma, pgoff as u64, start, len) }
+            let vm = f.ctx.vm();
+            crate::vm::command_buffer::claim_mmap(&vm.cbs, pgoff as u64, len).and_then(|c| {
+                let mem = c.memory();
+                // SAFETY: as above; `mem` is the claimed CB's memory.
+                unsafe { map_claimed(vma, c, mem, (start, len), &CB_VM_OPS) }
+            })
         }
         _ => Err(EINVAL),
     };
@@ -211,47 +222,27 @@ unsafe fn install<T: SharedByVmas>(
     }
 }
 
-/// `hl_ts_mmap`: map a timestamp buffer's user part.
+/// `hl_ts_mmap` and `hl_cb_mmap`: map the whole memory `(base, bytes)` of
+/// a buffer whose one live mmap `claim` holds, and give the vma its
+/// reference and `ops`.
 ///
 /// # Safety
 ///
-/// `vma` is undergoing initial setup (the caller is the `mmap` hook).
-unsafe fn map_ts_buffer(
-    f: &ComputeFile,
+/// `vma` is undergoing initial setup (the caller is the `mmap` hook) and
+/// covers `len` bytes from `start`; `(base, bytes)` is the vmalloc memory of
+/// the claimed buffer, with `ops` the vm operations of `T`'s mappings.
+unsafe fn map_claimed<T: SharedByVmas + OneMmap>(
     vma: *mut bindings::vm_area_struct,
-    pgoff: u64,
-    start: u64,
-    len: u64,
+    claim: MmapClaim<T>,
+    (base, bytes): (*const u8, usize),
+    (start, len): (u64, u64),
+    ops: &'static VmOps,
 ) -> Result {
-    // Looks the buffer up, checks the length and claims its one live mmap.
-    let claim = crate::vm::ts_buffer::claim_mmap(&f.ctx.vm().ts_buffers, pgoff, len)?;
-    // SAFETY: `vma` is undergoing setup; the memory is the buffer's, which
-    // the claim keeps alive.
-    unsafe { insert_vmalloc_pages(vma, claim.user_memory(), start, len) }?;
+    // SAFETY: per the contract; the claim keeps the memory alive. On error
+    // the claim is dropped: the buffer is free to be mapped again.
+    unsafe { insert_vmalloc_pages(vma, (base, bytes), start, len) }?;
     // SAFETY: the vma is being set up by us (contract of this function).
-    unsafe { install(vma, claim.into_vma_reference(), &TS_VM_OPS) };
-    Ok(())
-}
-
-/// `hl_cb_mmap`: map a command buffer's memory.
-///
-/// # Safety
-///
-/// `vma` is undergoing initial setup (the caller is the `mmap` hook).
-unsafe fn map_cb(
-    f: &ComputeFile,
-    vma: *mut bindings::vm_area_struct,
-    pgoff: u64,
-    start: u64,
-    len: u64,
-) -> Result {
-    // Looks the CB up, checks the length and claims its one live mmap.
-    let claim = crate::vm::command_buffer::claim_mmap(&f.ctx.vm().cbs, pgoff, len)?;
-    // SAFETY: `vma` is undergoing setup; the memory is the CB's, which the
-    // claim keeps alive.
-    unsafe { insert_vmalloc_pages(vma, claim.memory(), start, len) }?;
-    // SAFETY: the vma is being set up by us (contract of this function).
-    unsafe { install(vma, claim.into_vma_reference(), &CB_VM_OPS) };
+    unsafe { install(vma, claim.into_vma_reference(), ops) };
     Ok(())
 }
 
@@ -310,19 +301,19 @@ impl SharedByVmas for BlockVma {
 
 impl SharedByVmas for CommandBuffer {
     fn vma_opened(&self) {
-        CommandBuffer::vma_opened(self)
+        OneMmap::vma_opened(self)
     }
     fn vma_closed(&self) {
-        CommandBuffer::vma_closed(self)
+        OneMmap::vma_closed(self)
     }
 }
 
 impl SharedByVmas for TsBuffer {
     fn vma_opened(&self) {
-        TsBuffer::vma_opened(self)
+        OneMmap::vma_opened(self)
     }
     fn vma_closed(&self) {
-        TsBuffer::vma_closed(self)
+        OneMmap::vma_closed(self)
     }
 }
 
@@ -332,7 +323,7 @@ impl SharedByVmas for TsBuffer {
 /// # Safety
 ///
 /// Only called by the mm for a vma whose `vm_private_data` is an
-/// `Arc<T>` reference set by [`map_hw_block`], [`map_ts_buffer`] or [`map_cb`] (copied
+/// `Arc<T>` reference set by [`map_hw_block`] or [`map_claimed`] (copied
 /// from such a vma).
 unsafe extern "C" fn vm_open<T: SharedByVmas>(vma: *mut bindings::vm_area_struct) {
     // SAFETY: `vm_private_data` is a live `Arc<T>` reference held by the vma
@@ -350,7 +341,7 @@ unsafe extern "C" fn vm_open<T: SharedByVmas>(vma: *mut bindings::vm_area_struct
 /// # Safety
 ///
 /// Only called by the mm, once per vma that [`map_hw_block`],
-/// [`map_ts_buffer`], [`map_cb`] or [`vm_open`] gave an `Arc<T>` reference.
+/// [`map_claimed`] or [`vm_open`] gave an `Arc<T>` reference.
 unsafe extern "C" fn vm_close<T: SharedByVmas>(vma: *mut bindings::vm_area_struct) {
     // SAFETY: the vma owns one strong reference, given back once, here.
     let mine = unsafe { Arc::from_raw((*vma).vm_private_data.cast::<T>()) };

@@ -28,16 +28,18 @@
 
 use crate::{
     uapi::{mmap_handle, mmap_type, HL_MAX_CB_SIZE, HL_MMAP_PAGE_SHIFT, HL_MMAP_TYPE_CB},
-    vm::ts_buffer::{zeroed_user_words, WORD},
+    vm::{
+        one_mmap::{self, add, MmapClaim, MmapTable, OneMmap, VmaCount},
+        ts_buffer::{zeroed_user_words, WORD},
+    },
 };
 use kernel::{
     alloc::VVec,
     page::PAGE_SIZE,
     prelude::*,
-    rbtree::{RBTree, RBTreeNodeReservation},
     sync::{
-        atomic::{Atomic, Full, Relaxed},
-        Arc, Mutex,
+        atomic::{Atomic, Relaxed},
+        Mutex,
     }, //
 };
 
@@ -69,7 +71,7 @@ pub(crate) struct CommandBuffer {
     id: u32,
     size: u32,
     memory: VVec<Atomic<u64>>,
-    vmas: Atomic<u32>,
+    vmas: VmaCount,
 }
 
 /// CBs alive in this module (all devices): a leak shows here (debugfs `cbs`)
@@ -91,7 +93,7 @@ impl CommandBuffer {
             id,
             size: size.max(PAGE_SIZE as u32),
             memory,
-            vmas: Atomic::new(0),
+            vmas: VmaCount::new(),
         })
     }
 
@@ -115,20 +117,11 @@ impl CommandBuffer {
     pub(crate) fn word(&self, i: usize) -> Option<u64> {
         self.memory.get(i).map(|w| w.load(Relaxed))
     }
+}
 
-    /// How many vmas map the CB (0: not mapped). O(1).
-    pub(crate) fn mapped_vmas(&self) -> u32 {
-        self.vmas.load(Relaxed)
-    }
-
-    /// One more vma of the live mmap (a split-off piece, an `mremap` copy). O(1).
-    pub(crate) fn vma_opened(&self) {
-        self.vmas.fetch_add(1, Full);
-    }
-
-    /// A vma of the live mmap went away; the last one ends the mmap. O(1).
-    pub(crate) fn vma_closed(&self) {
-        self.vmas.fetch_sub(1, Full);
+impl OneMmap for CommandBuffer {
+    fn vma_count(&self) -> &VmaCount {
+        &self.vmas
     }
 }
 
@@ -139,46 +132,8 @@ impl Drop for CommandBuffer {
 }
 
 /// The CBs of one context (upstream's per-file `hl_mem_mgr`): ids from 1,
-/// never reused by the file.
-pub(crate) struct CbTable {
-    by_id: RBTree<u32, Arc<CommandBuffer>>,
-    next_id: u32,
-    /// CBs in the table plus creations in progress (at most [`CB_MAX_PER_FILE`]).
-    count: usize,
-}
-
-impl CbTable {
-    /// No CBs. O(1).
-    pub(crate) fn new() -> Self {
-        Self {
-            by_id: RBTree::new(),
-            next_id: 1,
-            count: 0,
-        }
-    }
-
-    /// Number of CBs, with creations in progress. O(1).
-    pub(crate) fn len(&self) -> usize {
-        self.count
-    }
-
-    /// Every CB in id order (debugfs). O(1) to start.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<CommandBuffer>> {
-        self.by_id.values()
-    }
-
-    /// Drop every CB (file close); mapped ones live on until their last
-    /// `munmap`. Allocates nothing. Returns how many there were. O(n).
-    pub(crate) fn clear(&mut self) -> usize {
-        let mut n = 0;
-        while let Some(c) = self.by_id.cursor_front_mut() {
-            drop(c.remove_current().1);
-            n += 1;
-        }
-        self.count = 0;
-        n
-    }
-}
+/// never reused by the file, each charged 1 against [`CB_MAX_PER_FILE`].
+pub(crate) type CbTable = MmapTable<CommandBuffer>;
 
 /// The id a CB handle names: its page offset's low 32 bits (as upstream), if
 /// its type bits are `HL_MMAP_TYPE_CB`; `EINVAL` otherwise. O(1).
@@ -201,32 +156,11 @@ pub(crate) fn cb_create(table: &Mutex<CbTable>, size: u32) -> Result<u64> {
     if size > HL_MAX_CB_SIZE {
         return Err(EINVAL);
     }
-    // Reserve the slot and the id first, so two creations cannot both pass
-    // the bound; give the slot back if allocating fails.
-    let id = {
-        let mut t = table.lock();
-        if t.count >= CB_MAX_PER_FILE {
-            return Err(EMFILE);
-        }
-        let id = t.next_id;
-        t.next_id = id.checked_add(1).ok_or(ENOMEM)?;
-        t.count += 1;
-        id
-    };
-    let made = CommandBuffer::new(id, size)
-        .and_then(|b| Ok(Arc::new(b, GFP_KERNEL_ACCOUNT)?))
-        .and_then(|b| Ok((b, RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?)));
-    let mut t = table.lock();
-    match made {
-        Ok((cb, node)) => {
-            t.by_id.insert(node.into_node(id, cb));
-            Ok(mmap_handle(u64::from(id), HL_MMAP_TYPE_CB))
-        }
-        Err(e) => {
-            t.count = t.count.saturating_sub(1);
-            Err(e)
-        }
-    }
+    let charge = (1, CB_MAX_PER_FILE as u64, EMFILE);
+    let id = add(table, charge, GFP_KERNEL_ACCOUNT, |id| {
+        CommandBuffer::new(id, size)
+    })?;
+    Ok(mmap_handle(u64::from(id), HL_MMAP_TYPE_CB))
 }
 
 /// DESTROY: the handle goes (once: `EINVAL` for an unknown, foreign or
@@ -234,12 +168,7 @@ pub(crate) fn cb_create(table: &Mutex<CbTable>, size: u32) -> Result<u64> {
 /// it. O(log n).
 pub(crate) fn cb_destroy(table: &Mutex<CbTable>, handle: u64) -> Result {
     let id = handle_id(handle)?;
-    let cb = {
-        let mut t = table.lock();
-        let cb = t.by_id.remove(&id).ok_or(EINVAL)?;
-        t.count = t.count.saturating_sub(1);
-        cb
-    };
+    let cb = table.lock().remove(id, 1).ok_or(EINVAL)?;
     // Freed (if no mapping holds it) with the table unlocked.
     drop(cb);
     Ok(())
@@ -250,70 +179,36 @@ pub(crate) fn cb_destroy(table: &Mutex<CbTable>, handle: u64) -> Result {
 /// with `get_device_va` (no CB is mapped to the device). O(log n).
 pub(crate) fn cb_info(table: &Mutex<CbTable>, handle: u64, get_device_va: bool) -> Result<u32> {
     let id = handle_id(handle)?;
-    if table.lock().by_id.get(&id).is_none() || get_device_va {
+    if table.lock().get(id).is_none() || get_device_va {
         return Err(EINVAL);
     }
     Ok(0)
-}
-
-/// A claim on a CB's one live mmap, taken by [`claim_mmap`]. Dropped unused
-/// (the mapping failed), it gives the claim back.
-pub(crate) struct MmapClaim {
-    cb: Arc<CommandBuffer>,
-    used: bool,
-}
-
-impl core::ops::Deref for MmapClaim {
-    type Target = CommandBuffer;
-    fn deref(&self) -> &CommandBuffer {
-        &self.cb
-    }
-}
-
-impl MmapClaim {
-    /// The mapping succeeded: a reference for its first vma. O(1).
-    pub(crate) fn into_vma_reference(mut self) -> Arc<CommandBuffer> {
-        self.used = true;
-        self.cb.clone()
-    }
-}
-
-impl Drop for MmapClaim {
-    fn drop(&mut self) {
-        if !self.used {
-            self.cb.vmas.store(0, Relaxed);
-        }
-    }
 }
 
 /// Claim the one live mmap of the CB named by the page offset `pgoff`
 /// (`hl_mem_mgr_mmap`): `EINVAL` for an unknown id (the low 32 bits, as
 /// upstream), a length other than the CB's page-rounded size, or a CB that
 /// already has a live mmap. O(log n).
-pub(crate) fn claim_mmap(table: &Mutex<CbTable>, pgoff: u64, len: u64) -> Result<MmapClaim> {
-    let id = pgoff as u32;
-    let cb = table.lock().by_id.get(&id).cloned().ok_or(EINVAL)?;
-    if len != mapped_bytes(cb.size) {
-        return Err(EINVAL);
-    }
-    if cb.vmas.cmpxchg(0, 1, Full).is_err() {
-        return Err(EINVAL);
-    }
-    Ok(MmapClaim { cb, used: false })
+pub(crate) fn claim_mmap(
+    table: &Mutex<CbTable>,
+    pgoff: u64,
+    len: u64,
+) -> Result<MmapClaim<CommandBuffer>> {
+    one_mmap::claim_mmap(table, pgoff, len, |cb| mapped_bytes(cb.size))
 }
 
 #[kunit_tests(hlrs_cb)]
 mod tests {
     use super::*;
     use crate::uapi::{mmap_value, HL_MMAP_TYPE_TS_BUFF};
-    use kernel::new_mutex;
+    use kernel::{new_mutex, sync::Arc};
 
     fn table() -> Result<Pin<KBox<Mutex<CbTable>>>> {
         KBox::pin_init(new_mutex!(CbTable::new()), GFP_KERNEL)
     }
 
     fn get(t: &Mutex<CbTable>, id: u32) -> Result<Arc<CommandBuffer>> {
-        t.lock().by_id.get(&id).cloned().ok_or(EINVAL)
+        t.lock().get(id).ok_or(EINVAL)
     }
 
     #[test]

@@ -219,7 +219,8 @@ fn timestamp_alloc_and_mmap() {
 #[test]
 fn cb_create_and_mmap() {
     guest_only!();
-    for size in [1u32, 92517, HL_MAX_CB_SIZE] {
+    // Not HL_MAX_CB_SIZE: its 512 vmalloc pages are as many failure points.
+    for size in [1u32, 92517] {
         let points = sweep(
             "CB CREATE",
             |_| (),
