@@ -173,3 +173,30 @@ fn a_cb_left_mapped_and_alive_until_exit_goes_with_the_process() {
     }
     assert_eq!(alive(), base);
 }
+
+#[test]
+fn create_and_destroy_cost() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    for (size, n) in [(4096u32, 2000u32), (92517, 500), (HL_MAX_CB_SIZE, 100)] {
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            let h = d.cb_create(size, 0).unwrap();
+            d.cb_destroy(h).unwrap();
+        }
+        let us = t.elapsed().as_secs_f64() * 1e6 / f64::from(n);
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            let cb = d.command_buffer(size).unwrap();
+            drop(cb.mmap().unwrap());
+        }
+        let with_mmap = t.elapsed().as_secs_f64() * 1e6 / f64::from(n);
+        std::fs::write(
+            "/dev/kmsg",
+            format!(
+                "hlrs-cb: CREATE+DESTROY of {size} bytes: {us:.1} us; with mmap+munmap: {with_mmap:.1} us\n"
+            ),
+        )
+        .unwrap();
+    }
+}
