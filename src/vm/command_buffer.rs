@@ -22,10 +22,11 @@
 //! - a destroyed handle is gone at once: INFO and DESTROY of it are `EINVAL`
 //!   even while a mapping keeps the CB alive (upstream keeps it findable
 //!   until the last reference goes, and INFO answers for a destroyed CB);
-//! - `HL_CB_FLAGS_MAP` is `EOPNOTSUPP` for now (see docs/command-buffers.md),
-//!   so INFO with `HL_CB_FLAGS_GET_DEVICE_VA` is always `EINVAL`, as
-//!   upstream's answer for a CB that is not mapped.
+//!
+//! The mapping into the device MMU (`HL_CB_FLAGS_MAP`) is
+//! `super::mapping::map_cb_va`, a mapping that holds the CB.
 
+use crate::kapi::vmalloc::vmalloc_page_phys;
 use crate::{
     uapi::{mmap_handle, mmap_type, HL_MAX_CB_SIZE, HL_MMAP_PAGE_SHIFT, HL_MMAP_TYPE_CB},
     vm::{
@@ -34,12 +35,12 @@ use crate::{
     },
 };
 use kernel::{
-    alloc::VVec,
+    alloc::{KVVec, VVec},
     page::PAGE_SIZE,
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
-        Mutex,
+        Arc, Mutex,
     }, //
 };
 
@@ -72,6 +73,9 @@ pub(crate) struct CommandBuffer {
     size: u32,
     memory: VVec<Atomic<u64>>,
     vmas: VmaCount,
+    /// Device VA of its mapping into the device MMU (`HL_CB_FLAGS_MAP`); 0:
+    /// not mapped.
+    device_va: Atomic<u64>,
 }
 
 /// CBs alive in this module (all devices): a leak shows here (debugfs `cbs`)
@@ -94,6 +98,7 @@ impl CommandBuffer {
             size: size.max(PAGE_SIZE as u32),
             memory,
             vmas: VmaCount::new(),
+            device_va: Atomic::new(0),
         })
     }
 
@@ -110,6 +115,27 @@ impl CommandBuffer {
     /// Start and length (a page multiple) of the memory, for mapping. O(1).
     pub(crate) fn memory(&self) -> (*const u8, usize) {
         (self.memory.as_ptr().cast(), self.memory.len() * WORD)
+    }
+
+    /// Physical address of every page of the memory, in order. O(pages).
+    pub(crate) fn page_phys(&self) -> Result<KVVec<u64>> {
+        let n = self.memory().1 / PAGE_SIZE;
+        let mut phys = KVVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
+        for i in 0..n {
+            let p = vmalloc_page_phys(&self.memory, i).ok_or(EINVAL)?;
+            phys.push_within_capacity(p).map_err(|_| ENOMEM)?;
+        }
+        Ok(phys)
+    }
+
+    /// Device VA of the CB's mapping into the device MMU, if mapped. O(1).
+    pub(crate) fn device_va(&self) -> Option<u64> {
+        Some(self.device_va.load(Relaxed)).filter(|&va| va != 0)
+    }
+
+    /// Record the device VA of the CB's mapping (0: unmapped). O(1).
+    pub(crate) fn set_device_va(&self, va: u64) {
+        self.device_va.store(va, Relaxed);
     }
 
     /// The 64-bit word at byte offset `8 * i`, as the device would read it
@@ -166,21 +192,25 @@ pub(crate) fn cb_create(table: &Mutex<CbTable>, size: u32) -> Result<u64> {
 /// DESTROY: the handle goes (once: `EINVAL` for an unknown, foreign or
 /// already destroyed handle); the CB goes with it unless a mapping holds
 /// it. O(log n).
-pub(crate) fn cb_destroy(table: &Mutex<CbTable>, handle: u64) -> Result {
+pub(crate) fn cb_destroy(table: &Mutex<CbTable>, handle: u64) -> Result<Arc<CommandBuffer>> {
     let id = handle_id(handle)?;
-    let cb = table.lock().remove(id, 1).ok_or(EINVAL)?;
-    // Freed (if no mapping holds it) with the table unlocked.
-    drop(cb);
-    Ok(())
+    // Freed (if nothing else holds it) by the caller, with the table unlocked.
+    table.lock().remove(id, 1).ok_or(EINVAL)
+}
+
+/// The CB of `handle`, if the table has it. O(log n).
+pub(crate) fn cb_get(table: &Mutex<CbTable>, handle: u64) -> Result<Arc<CommandBuffer>> {
+    table.lock().get(handle_id(handle)?).ok_or(EINVAL)
 }
 
 /// INFO: the usage count of the CB (the command submissions using it:
-/// always 0 here, as there are none). `EINVAL` for an unknown handle, and
-/// with `get_device_va` (no CB is mapped to the device). O(log n).
-pub(crate) fn cb_info(table: &Mutex<CbTable>, handle: u64, get_device_va: bool) -> Result<u32> {
-    let id = handle_id(handle)?;
-    if table.lock().get(id).is_none() || get_device_va {
-        return Err(EINVAL);
+/// always 0 here, as there are none), or with `get_device_va` the device VA
+/// of its mapping. `EINVAL` for an unknown handle, and with `get_device_va`
+/// for a CB that is not mapped. O(log n).
+pub(crate) fn cb_info(table: &Mutex<CbTable>, handle: u64, get_device_va: bool) -> Result<u64> {
+    let cb = table.lock().get(handle_id(handle)?).ok_or(EINVAL)?;
+    if get_device_va {
+        return cb.device_va().ok_or(EINVAL);
     }
     Ok(0)
 }
@@ -201,7 +231,7 @@ pub(crate) fn claim_mmap(
 mod tests {
     use super::*;
     use crate::uapi::{mmap_value, HL_MMAP_TYPE_TS_BUFF};
-    use kernel::{new_mutex, sync::Arc};
+    use kernel::new_mutex;
 
     fn table() -> Result<Pin<KBox<Mutex<CbTable>>>> {
         KBox::pin_init(new_mutex!(CbTable::new()), GFP_KERNEL)
@@ -252,11 +282,11 @@ mod tests {
         // A TS handle of the same id, and unknown ids, are not CBs.
         let ts = mmap_handle(1, HL_MMAP_TYPE_TS_BUFF);
         assert_eq!(cb_info(&t, ts, false), Err(EINVAL));
-        assert_eq!(cb_destroy(&t, ts), Err(EINVAL));
-        assert_eq!(cb_destroy(&t, 0), Err(EINVAL));
-        assert_eq!(cb_destroy(&t, mmap_handle(2, HL_MMAP_TYPE_CB)), Err(EINVAL));
+        assert!(cb_destroy(&t, ts).is_err());
+        assert!(cb_destroy(&t, 0).is_err());
+        assert!(cb_destroy(&t, mmap_handle(2, HL_MMAP_TYPE_CB)).is_err());
         cb_destroy(&t, h)?;
-        assert_eq!(cb_destroy(&t, h), Err(EINVAL));
+        assert!(cb_destroy(&t, h).is_err());
         assert_eq!(cb_info(&t, h, false), Err(EINVAL));
         // Ids are not reused by the file; another table starts at 1.
         assert_eq!(cb_create(&t, 1)?, mmap_handle(2, HL_MMAP_TYPE_CB));
@@ -303,7 +333,7 @@ mod tests {
         // Destroyed while mapped: the handle is gone, the CB lives on with
         // its vmas (a split adds one), and goes with the last.
         cb_destroy(&t, h)?;
-        assert_eq!(cb_destroy(&t, h), Err(EINVAL));
+        assert!(cb_destroy(&t, h).is_err());
         assert_eq!(live_cbs(), live0 + 1);
         first.vma_opened();
         let second = first.clone();

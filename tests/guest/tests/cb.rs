@@ -3,11 +3,10 @@
 //! `hlthunk_get_cb_usage_count` and `hlthunk_destroy_command_buffer` use them.
 
 use hlrs::{cb_mapped_len, uapi::*, Device};
-use hlrs_guest_tests::{debugfs, expect_errno, guest_only, spawn_hold};
+use hlrs_guest_tests::{debugfs, expect_errno, guest_only, oracle_walk, phys_of, spawn_hold};
 
 const EINVAL: i32 = 22;
 const EMFILE: i32 = 24;
-const EOPNOTSUPP: i32 = 95;
 
 /// The `alive in the module` line of debugfs `cbs`.
 fn alive() -> u64 {
@@ -99,9 +98,9 @@ fn bad_sizes_handles_and_ops_get_upstreams_errnos() {
         expect_errno(d.cb_destroy(bad), EINVAL);
         expect_errno(d.cb_info(bad), EINVAL);
     }
-    // A CB mapped into the device MMU: not served yet.
-    expect_errno(d.cb_create(4096, HL_CB_FLAGS_MAP), EOPNOTSUPP);
+    // The device VA of a CB that is not mapped.
     expect_errno(d.cb_device_va(cb), EINVAL);
+    expect_errno(d.cb_create(HL_MAX_CB_SIZE + 1, HL_CB_FLAGS_MAP), EINVAL);
     // Unknown op.
     let mut a = HlCbArgs {
         cb_handle: cb,
@@ -199,4 +198,46 @@ fn create_and_destroy_cost() {
         )
         .unwrap();
     }
+}
+
+#[test]
+fn cb_map_gives_a_device_va_the_oracle_translates_to_the_cbs_pages() {
+    guest_only!();
+    let base = alive();
+    let d = Device::open_compute(0).unwrap();
+    let mut vas = Vec::new();
+    for size in [32u32, 77, 4096, 5000, 92517, 1 << 20, HL_MAX_CB_SIZE] {
+        let h = d.cb_create(size, HL_CB_FLAGS_MAP).unwrap();
+        let va = d.cb_device_va(h).unwrap();
+        assert_eq!(va % 4096, 0);
+        assert_eq!(d.cb_info(h).unwrap(), 0);
+        let m = d.cb_mmap(h, size).unwrap();
+        // Every page of the device VA is the CB's page the process maps.
+        for off in (0..m.len()).step_by(4096) {
+            m.write(off + 8, off as u64 + 1).unwrap();
+            let pa = phys_of(m.addr() + off as u64);
+            let walked = oracle_walk(0, va + off as u64 + 8).map(|w| w.0);
+            assert_eq!(walked, Some(pa + 8), "size {size} off {off}");
+        }
+        assert_eq!(oracle_walk(0, va + m.len() as u64), None, "size {size}");
+        // The mapping is the driver's: UNMAP and EXPORT of it are refused.
+        expect_errno(d.unmap(va), EINVAL);
+        expect_errno(d.export_dmabuf(va, 4096, 0, hlrs::DMABUF_FLAGS), EINVAL);
+        vas.push((h, va, m));
+    }
+    // DESTROY unmaps (the mmap keeps the CB's memory, not its device VA).
+    for (h, va, m) in vas {
+        d.cb_destroy(h).unwrap();
+        assert_eq!(oracle_walk(0, va), None);
+        expect_errno(d.cb_device_va(h), EINVAL);
+        drop(m);
+    }
+    assert_eq!(alive(), base);
+    // Closing the file with mapped CBs unmaps and frees them.
+    for _ in 0..3 {
+        d.cb_create(5000, HL_CB_FLAGS_MAP).unwrap();
+    }
+    drop(d);
+    assert_eq!(alive(), base);
+    assert!(debugfs(0, "memory").len() > 0);
 }

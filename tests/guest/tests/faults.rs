@@ -229,6 +229,12 @@ fn cb_create_and_mmap() {
         );
         assert!(points >= 2);
     }
+    sweep(
+        "CB CREATE with HL_CB_FLAGS_MAP",
+        |_| (),
+        |d, _| d.cb_create(92517, HL_CB_FLAGS_MAP),
+        |d, _, h| d.cb_destroy(h).unwrap(),
+    );
     let len = hlrs::cb_mapped_len(92517);
     sweep(
         "CB mmap",

@@ -84,8 +84,8 @@ fn allowed(op: usize, e: i32) -> bool {
         "mmap" => matches!(e, EINVAL | ENOMEM),
         "munmap" => e == EINVAL,
         "TS_ALLOC" => matches!(e, EINVAL | ENOMEM),
-        // EOPNOTSUPP: HL_CB_FLAGS_MAP is not served yet.
-        "CB CREATE" => matches!(e, EINVAL | EMFILE | ENOMEM | EOPNOTSUPP),
+        // EIO: the invalidation of a HL_CB_FLAGS_MAP mapping failed.
+        "CB CREATE" => matches!(e, EINVAL | EMFILE | ENOMEM | EIO),
         "CB INFO" | "CB DESTROY" => e == EINVAL,
         "EXPORT" => matches!(e, EINVAL | EMFILE | EBADF),
         _ => false,

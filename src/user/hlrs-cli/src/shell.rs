@@ -16,7 +16,7 @@ pub const HELP: &str = "commands:
   unmap VA                            unmap
   block ID [OFFSET VALUE]             MAP_BLOCK + mmap of HW block ID (0..452); write a 32-bit register
   ts N                                TS_ALLOC of N timestamps + mmap
-  cb create SIZE | cb info HANDLE [va] | cb destroy HANDLE
+  cb create SIZE [map] | cb info HANDLE [va] | cb destroy HANDLE
                                       command buffers (CB ioctl): create, usage count or device VA, destroy
   cb mmap HANDLE SIZE [OFFSET VALUE]  mmap a CB of SIZE bytes; write a 64-bit word
   export VA OFFSET SIZE               EXPORT_DMABUF_FD of a DRAM mapping (the fd is held until quit)
@@ -226,7 +226,8 @@ fn cb_command<'d>(
     let size32 = |i: usize| num(i).and_then(|v| u32::try_from(v).map_err(|_| bad()));
     match arg(1) {
         "create" => {
-            let h = dev.cb_create(size32(2)?, 0)?;
+            let map = if arg(3) == "map" { HL_CB_FLAGS_MAP } else { 0 };
+            let h = dev.cb_create(size32(2)?, map)?;
             let _ = write!(out, "command buffer handle {h:#x}");
         }
         "info" if arg(3) == "va" => {

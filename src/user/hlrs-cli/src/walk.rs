@@ -273,6 +273,17 @@ fn command_buffer(
         "  after munmap: {}",
         alive.lines().next().unwrap_or("")
     );
+    // HL_CB_FLAGS_MAP: the CB in the device MMU, as the oracle walks it.
+    let h = dev.cb_create(5000, HL_CB_FLAGS_MAP)?;
+    let va = dev.cb_device_va(h)?;
+    let _ = writeln!(out, "  a mapped CB (HL_CB_FLAGS_MAP): device VA {va:#x}");
+    let _ = writeln!(out, "    {}", translate(dev.index(), va + 4096));
+    dev.cb_destroy(h)?;
+    let _ = writeln!(
+        out,
+        "    after DESTROY: {}",
+        translate(dev.index(), va + 4096)
+    );
     Ok(())
 }
 
