@@ -256,7 +256,7 @@ fn command_buffer(
         m.addr()
     );
     for l in debugfs("cbs").lines().skip(1) {
-        let _ = writeln!(out, "    cbs: {}", l.trim());
+        let _ = writeln!(out, "    debugfs cbs: {}", l.trim());
     }
     cb.destroy()?;
     let again = dev.cb_destroy(h).err().map(|e| hlrs::errno(&e));
