@@ -35,7 +35,7 @@
 //! |---|---|---|---|
 //! | 1 | `HlDevice::state` | open/ASID bookkeeping, the parked VM | held by `open_compute` across the retry of a parked teardown (which takes 4-11) and the ASID purge (9, 10) |
 //! | 2 | `ContextVm::exports` | a context's export records | alone (taken and released around 4 in EXPORT and the dma-buf release) |
-//! | 3 | `ContextVm::hw_blocks`, `ContextVm::ts_buffers` | a context's HW-block records, TS buffers | alone; taken under the mm's `mmap_lock` (`mmap`, vma close) |
+//! | 3 | `ContextVm::hw_blocks`, `ContextVm::ts_buffers`, `ContextVm::cbs` | a context's HW-block records, TS buffers, command buffers | alone; taken under the mm's `mmap_lock` (`mmap`, vma close) |
 //! | 4 | `ContextVm::mappings` | mappings by VA, userptr index, quarantine (upstream `mem_hash_lock` + `userptr_lock`) | never together with 6; released before a mapping is released (5, 9) |
 //! | 5 | a VA range's mutex (`VaRanges::{host, host_huge, dram}`) | one VA allocator | alone: only inside the allocator's calls, never across an allocation |
 //! | 6 | `ContextVm::mmu` | the context's two page tables (upstream: one device-wide `mmu_lock`) | held across the mapping of one pack |

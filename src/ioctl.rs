@@ -3,5 +3,6 @@
 //! The ioctls, as safe functions over typed arguments. The FFI layer
 //! (`shell::accel`) copies the argument in and out and calls these.
 
+pub(crate) mod cb;
 pub(crate) mod info;
 pub(crate) mod memory;

@@ -15,6 +15,7 @@
 //! - [`register_page`]: contiguous zeroed memory standing for a window of
 //!   device registers, for `remap_pfn_range`.
 //! - [`sched`]: `cond_resched` and `fatal_signal_pending` for long loops.
+//! - [`vmalloc`]: the physical pages behind vmalloc memory.
 //!
 //! `kapi/helpers.c` (prototypes in `kapi/helpers.h`) wraps the static inlines
 //! these and the shell need (`page_to_phys`, `totalram_pages`,
@@ -30,3 +31,4 @@ pub(crate) mod host_page;
 pub(crate) mod pin;
 pub(crate) mod register_page;
 pub(crate) mod sched;
+pub(crate) mod vmalloc;

@@ -48,7 +48,7 @@ pub const fn ioc_size(cmd: u32) -> usize {
 
 /// `HL_IOCTL_INFO`: driver command number of the INFO ioctl.
 pub const HL_IOCTL_INFO: u32 = 0x00;
-/// `HL_IOCTL_CB`: command buffers (not implemented by this driver).
+/// `HL_IOCTL_CB`: command buffers (CREATE, DESTROY, INFO).
 pub const HL_IOCTL_CB: u32 = 0x01;
 /// `HL_IOCTL_CS`: command submission (not implemented by this driver).
 pub const HL_IOCTL_CS: u32 = 0x02;
@@ -64,7 +64,7 @@ pub const DRM_IOCTL_HL_INFO: u32 = drm_iowr(HL_IOCTL_INFO, size_of::<HlInfoArgs>
 /// `DRM_IOCTL_HL_MEMORY` = 0xC0286444.
 pub const DRM_IOCTL_HL_MEMORY: u32 = drm_iowr(HL_IOCTL_MEMORY, size_of::<HlMemArgs>());
 /// `DRM_IOCTL_HL_CB` = 0xC0186441 (`union hl_cb_args`, 24 bytes).
-pub const DRM_IOCTL_HL_CB: u32 = drm_iowr(HL_IOCTL_CB, 24);
+pub const DRM_IOCTL_HL_CB: u32 = drm_iowr(HL_IOCTL_CB, size_of::<HlCbArgs>());
 /// `DRM_IOCTL_HL_CS` = 0xC0306442 (`union hl_cs_args`, 48 bytes).
 pub const DRM_IOCTL_HL_CS: u32 = drm_iowr(HL_IOCTL_CS, 48);
 /// `DRM_IOCTL_HL_WAIT_CS` = 0xC0386443 (`union hl_wait_cs_args`, 56 bytes).
@@ -217,7 +217,7 @@ pub const HL_MMAP_TYPE_MASK: u64 = 0x1f << HL_MMAP_TYPE_SHIFT;
 pub const HL_MMAP_TYPE_TS_BUFF: u64 = 0x10 << HL_MMAP_TYPE_SHIFT;
 /// `HL_MMAP_TYPE_BLOCK`, in page units: a HW block.
 pub const HL_MMAP_TYPE_BLOCK: u64 = 0x4 << HL_MMAP_TYPE_SHIFT;
-/// `HL_MMAP_TYPE_CB`, in page units: a command buffer (not served here).
+/// `HL_MMAP_TYPE_CB`, in page units: a command buffer.
 pub const HL_MMAP_TYPE_CB: u64 = 0x2 << HL_MMAP_TYPE_SHIFT;
 /// `HL_MMAP_OFFSET_VALUE_MASK`, in page units.
 pub const HL_MMAP_OFFSET_VALUE_MASK: u64 = 0x1FFF_FFFF_FFFF >> HL_MMAP_PAGE_SHIFT;
@@ -250,6 +250,19 @@ pub const HL_MEM_PREFETCH: u32 = 0x40;
 /// Every flag bit defined by the uAPI.
 pub const HL_MEM_FLAGS_ALL: u32 =
     HL_MEM_CONTIGUOUS | HL_MEM_SHARED | HL_MEM_USERPTR | HL_MEM_FORCE_HINT | HL_MEM_PREFETCH;
+
+/// CB op: create a command buffer.
+pub const HL_CB_OP_CREATE: u32 = 0;
+/// CB op: destroy a command buffer's handle.
+pub const HL_CB_OP_DESTROY: u32 = 1;
+/// CB op: a command buffer's usage count or device VA.
+pub const HL_CB_OP_INFO: u32 = 2;
+/// `HL_MAX_CB_SIZE`: 2 MiB minus 32 bytes (room for two `MSG_PROT` packets).
+pub const HL_MAX_CB_SIZE: u32 = 0x20_0000 - 32;
+/// CREATE: map the CB into the device MMU (the context's host VA range).
+pub const HL_CB_FLAGS_MAP: u32 = 0x1;
+/// INFO: return the device VA of a mapped CB instead of its usage count.
+pub const HL_CB_FLAGS_GET_DEVICE_VA: u32 = 0x2;
 
 /// `TS_MAX_ELEMENTS_NUM`: maximum elements of one timestamp buffer.
 pub const TS_MAX_ELEMENTS_NUM: u32 = 1 << 20;
@@ -625,6 +638,35 @@ pub struct HlMemArgs {
     pub num_of_elements: u32,
 }
 
+/// `union hl_cb_args`: the argument of `DRM_IOCTL_HL_CB` (24 bytes). In:
+/// `struct hl_cb_in`; out: `struct hl_cb_out`, which overlays `cb_handle`
+/// (`out.cb_handle`, `out.usage_cnt` in its low 4 bytes, `out.device_va`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HlCbArgs {
+    /// Offset 0: `in.cb_handle`; out: `cb_handle`, `usage_cnt` + `pad`, `device_va`.
+    pub cb_handle: u64,
+    /// Offset 8: one of the `HL_CB_OP_*` codes.
+    pub op: u32,
+    /// Offset 12: CREATE's size in bytes (at most [`HL_MAX_CB_SIZE`]).
+    pub cb_size: u32,
+    /// Offset 16: context id, ignored.
+    pub ctx_id: u32,
+    /// Offset 20: `HL_CB_FLAGS_*`.
+    pub flags: u32,
+}
+
+impl HlCbArgs {
+    /// `out.usage_cnt` (the low 4 bytes of the out union, in memory order).
+    pub const fn out_usage_cnt(&self) -> u32 {
+        split_u64(self.cb_handle).0
+    }
+    /// Set `out.usage_cnt` with `out.pad` zeroed.
+    pub fn set_out_usage_cnt(&mut self, n: u32) {
+        self.cb_handle = join_u32(n, 0);
+    }
+}
+
 /// Combine two u32s into the u64 that holds them in memory order.
 const fn join_u32(lo_addr: u32, hi_addr: u32) -> u64 {
     let [a, b, c, d] = lo_addr.to_ne_bytes();
@@ -779,6 +821,7 @@ assert_layout!(HlInfoUndefinedOpcodeEvent, 288, timestamp @ 0, cb_addr_streams @
 assert_layout!(HlInfoDevMemallocPageSizes, 8, page_order_bitmask @ 0);
 assert_layout!(HlPageFaultInfo, 24, timestamp @ 0, addr @ 8, engine_id @ 16, pad @ 18);
 assert_layout!(HlUserMapping, 16, dev_va @ 0, size @ 8);
+assert_layout!(HlCbArgs, 24, cb_handle @ 0, op @ 8, cb_size @ 12, ctx_id @ 16, flags @ 20);
 assert_layout!(HlMemArgs, 40, arg0 @ 0, arg1 @ 8, arg2 @ 16, op @ 24, flags @ 28,
     ctx_id @ 32, num_of_elements @ 36);
 

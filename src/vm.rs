@@ -8,7 +8,8 @@
 //!    device-wide owner: pool, handles, usage counters, over the device's
 //!    MMUs), [`va_range`] and [`va_alloc`] (a context's VA ranges and their
 //!    block allocator), [`mapping_table`] and [`userptr`], [`export_list`],
-//!    [`hw_block`], [`ts_buffer`], [`map_profile`];
+//!    [`hw_block`], [`one_mmap`], [`ts_buffer`], [`command_buffer`],
+//!    [`map_profile`];
 //! 2. [`context_vm`]: one context's VM, the aggregate of the tables (it
 //!    holds an `Arc` of the [`device_vm::DeviceVm`], never the device or the
 //!    context);
@@ -19,6 +20,7 @@
 //! `test_vm` (KUnit builds only) is the suites' fixture: a simulated Gaudi2
 //! with its MMUs and memory, and contexts' VMs on it.
 
+pub(crate) mod command_buffer;
 pub(crate) mod context_vm;
 pub(crate) mod device_memory;
 pub(crate) mod device_vm;
@@ -31,6 +33,7 @@ pub(crate) mod hw_block_mmap;
 pub(crate) mod map_profile;
 pub(crate) mod mapping;
 pub(crate) mod mapping_table;
+pub(crate) mod one_mmap;
 pub(crate) mod page_pack;
 pub(crate) mod teardown;
 #[cfg(CONFIG_KUNIT)]

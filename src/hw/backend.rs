@@ -90,6 +90,18 @@ pub(crate) fn map_host_pages(
     })
 }
 
+/// Map kernel pages at physical addresses `phys` (4 KiB each) for
+/// `backend`'s DMA; see [`Backend::dma_map_kernel`]. O(pages).
+pub(crate) fn map_kernel_pages(backend: &Arc<dyn Backend>, phys: KVVec<u64>) -> Result<HostDma> {
+    let addrs = backend.dma_map_kernel(phys)?;
+    // INVARIANT: just mapped by `backend`.
+    Ok(HostDma {
+        backend: backend.clone(),
+        addrs,
+        page_size: kernel::page::PAGE_SIZE as u64,
+    })
+}
+
 /// Which MMU an invalidation is for (upstream `MMU_OP_USERPTR` / `MMU_OP_PHYS_PACK`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum MmuKind {
@@ -187,6 +199,11 @@ pub(crate) trait Backend: Sealed + Send + Sync {
     /// (use [`map_host_pages`], whose result undoes it when dropped).
     /// O(pages), yielding once per 512.
     fn dma_map_host(&self, pinned: &PinnedUserPages, page_size: u64) -> Result<KVVec<u64>>;
+
+    /// Map kernel pages (a command buffer's) at physical addresses `phys`
+    /// for the device's DMA: their device addresses, in place. Undone by
+    /// [`Backend::dma_unmap_host`] with 4 KiB pages.
+    fn dma_map_kernel(&self, phys: KVVec<u64>) -> Result<KVVec<u64>>;
 
     /// Undo [`Backend::dma_map_host`] of `addrs` (pages of `page_size`).
     fn dma_unmap_host(&self, addrs: &[u64], page_size: u64);

@@ -381,6 +381,14 @@ impl Backend for SimGaudi2 {
         Ok(dma)
     }
 
+    fn dma_map_kernel(&self, mut phys: KVVec<u64>) -> Result<KVVec<u64>> {
+        // No IOMMU: the device sees physical addresses.
+        for p in phys.iter_mut() {
+            *p = self.host_dma_addr(*p)?;
+        }
+        Ok(phys)
+    }
+
     fn dma_unmap_host(&self, _addrs: &[u64], _page_size: u64) {
         // Nothing was mapped (no IOMMU).
     }

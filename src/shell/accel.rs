@@ -47,7 +47,7 @@ use crate::{
     },
     kapi,
     shell::drm_file::compute_file,
-    uapi::{self, HlInfoArgs, HlMemArgs},
+    uapi::{self, HlCbArgs, HlInfoArgs, HlMemArgs},
 };
 use core::{
     mem::{offset_of, size_of, ManuallyDrop},
@@ -74,6 +74,10 @@ unsafe impl AsBytes for HlInfoArgs {}
 unsafe impl FromBytes for HlMemArgs {}
 // SAFETY: as above.
 unsafe impl AsBytes for HlMemArgs {}
+// SAFETY: as above.
+unsafe impl FromBytes for HlCbArgs {}
+// SAFETY: as above.
+unsafe impl AsBytes for HlCbArgs {}
 
 /// `AsBytes` for uAPI result structs: all are `#[repr(C)]` integers and integer
 /// arrays with explicit padding fields, checked against the header in `uapi.rs`.
@@ -268,7 +272,7 @@ const fn ioctl_desc(
 /// (common/habanalabs_drv.c:77-84).
 static IOCTLS: AssertSync<[bindings::drm_ioctl_desc; 6]> = AssertSync([
     ioctl_desc(uapi::DRM_IOCTL_HL_INFO, Some(hl_info_ioctl), c"HL_INFO"),
-    ioctl_desc(uapi::DRM_IOCTL_HL_CB, Some(hl_unsupported_ioctl), c"HL_CB"),
+    ioctl_desc(uapi::DRM_IOCTL_HL_CB, Some(hl_cb_ioctl), c"HL_CB"),
     ioctl_desc(uapi::DRM_IOCTL_HL_CS, Some(hl_unsupported_ioctl), c"HL_CS"),
     ioctl_desc(
         uapi::DRM_IOCTL_HL_WAIT_CS,
@@ -467,7 +471,22 @@ unsafe extern "C" fn hl_memory_ioctl(
     }
 }
 
-/// CB, CS, WAIT_CS and DEBUG: command submission is not part of the memory subsystem.
+/// DRM ioctl handler of `DRM_IOCTL_HL_CB` on the compute node.
+///
+/// # Safety
+///
+/// Only called by `drm_ioctl` for an open file of ours, with `data` pointing
+/// to a kernel copy of the argument of at least `size_of::<HlCbArgs>()` bytes.
+unsafe extern "C" fn hl_cb_ioctl(
+    _drm: *mut bindings::drm_device,
+    data: *mut c_void,
+    file: *mut bindings::drm_file,
+) -> c_int {
+    // SAFETY: the contract of this function is `with_compute_args`'s.
+    unsafe { with_compute_args(file, data, crate::ioctl::cb::cb_ioctl) }
+}
+
+/// CS, WAIT_CS and DEBUG: command submission is not part of the memory subsystem.
 ///
 /// # Safety
 ///

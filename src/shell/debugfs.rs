@@ -12,6 +12,7 @@
 //! | `mmu` | page-table statistics; write a VA, read its translation by the page-walk oracle |
 //! | `hw_blocks` | the backed HW blocks' non-zero registers; the open context's block mappings |
 //! | `ts_buffers` | the open context's timestamp buffers and the bytes they hold |
+//! | `cbs` | command buffers alive in the module; the open context's CBs: id, size, mapped vmas, first non-zero words |
 //! | `dmabuf` | the device's live dma-buf exports and mapped importer tables; the open context's exports, with their DRAM pieces |
 //! | `bench` | time per phase of host MAPs; write `pin ADDR SIZE` to time pin+unpin of the writer's buffer alone (`make bench`) |
 //! | `fail_invalidations` | how many of the next MMU cache invalidations the simulated device fails, and whether a teardown waits for one; write a count (`max`: until changed) to inject failures (tests) |
@@ -56,13 +57,14 @@ pub(crate) struct DeviceFiles {
 }
 
 /// The files of one device, in `<root>/<index>/`.
-static DEVICE_FILES: [FileDef<DeviceFiles>; 12] = [
+static DEVICE_FILES: [FileDef<DeviceFiles>; 13] = [
     FileDef::ro(c"dram_pool", |d, f| show_dram_pool(&d.dev, f)),
     FileDef::ro(c"memory", |d, f| show_memory(&d.dev, f)),
     FileDef::ro(c"va", |d, f| show_va(&d.dev, f)),
     FileDef::ro(c"userptr", |d, f| show_userptr(&d.dev, f)),
     FileDef::ro(c"hw_blocks", |d, f| show_hw_blocks(&d.dev, f)),
     FileDef::ro(c"ts_buffers", |d, f| show_ts_buffers(&d.dev, f)),
+    FileDef::ro(c"cbs", |d, f| show_cbs(&d.dev, f)),
     FileDef::ro(c"dmabuf", |d, f| show_dmabuf(&d.dev, f)),
     FileDef::rw(c"mmu", show_mmu, write_mmu),
     FileDef::rw(c"bench", show_bench, write_bench),
@@ -337,7 +339,10 @@ fn show_hw_blocks(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Resul
 /// The open context's timestamp buffers: references to them are taken under
 /// the table's lock, and their elements read after it is dropped.
 fn show_ts_buffers(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    use crate::vm::ts_buffer::{live_buffers, TS_MAX_BYTES};
+    use crate::vm::{
+        one_mmap::OneMmap,
+        ts_buffer::{live_buffers, TS_MAX_BYTES},
+    };
     writeln!(f, "alive in the module: {}", live_buffers())?;
     let Some(vm) = active_vm(dev) else {
         return writeln!(f, "no open compute context");
@@ -350,7 +355,7 @@ fn show_ts_buffers(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Resu
         for b in table.iter() {
             keep(&mut bufs, b.clone(), &mut missed);
         }
-        table.bytes()
+        table.charged()
     };
     writeln!(
         f,
@@ -378,6 +383,47 @@ fn show_ts_buffers(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Resu
                 write!(f, " [{}]={:#x}", i, v)?;
                 shown += 1;
             }
+        }
+        writeln!(f)?;
+    }
+    note_missed(f, missed)
+}
+
+/// The open context's command buffers: references to them are taken under
+/// the table's lock, and their words read after it is dropped.
+fn show_cbs(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    use crate::vm::{
+        command_buffer::{live_cbs, CB_MAX_PER_FILE},
+        one_mmap::OneMmap,
+    };
+    writeln!(f, "alive in the module: {}", live_cbs())?;
+    let Some(vm) = active_vm(dev) else {
+        return writeln!(f, "no open compute context");
+    };
+    let n = vm.cbs.lock().len();
+    let mut cbs = rows(n)?;
+    let mut missed = 0;
+    for cb in vm.cbs.lock().iter() {
+        keep(&mut cbs, cb.clone(), &mut missed);
+    }
+    writeln!(f, "cbs: {} of {}", cbs.len() + missed, CB_MAX_PER_FILE)?;
+    for cb in cbs.iter() {
+        write!(
+            f,
+            "  id {}: size {}, {} mapped vma(s); non-zero:",
+            cb.id(),
+            cb.size(),
+            cb.mapped_vmas()
+        )?;
+        // The first few words userspace (or the device) wrote.
+        let words = cb.memory().1 / 8;
+        let nonzero = (0..words).filter_map(|i| cb.word(i).filter(|&v| v != 0).map(|v| (i, v)));
+        for (k, (i, v)) in nonzero.enumerate() {
+            if k == 8 {
+                write!(f, " ...")?;
+                break;
+            }
+            write!(f, " [{}]={:#x}", i * 8, v)?;
         }
         writeln!(f)?;
     }

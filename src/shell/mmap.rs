@@ -4,9 +4,10 @@
 //! every `unsafe` of vma handling, and the memory that user mappings reach.
 //!
 //! - [`hl_mmap`] dispatches on the type bits of the page offset: a HW block
-//!   (`HL_MMAP_TYPE_BLOCK`) or a timestamp buffer (`HL_MMAP_TYPE_TS_BUFF`); any
-//!   other type is `EINVAL`. The checks (ids, exact sizes, one live mmap) are
-//!   safe Rust in `vm/hw_block.rs` and `vm/ts_buffer.rs`; this file only turns
+//!   (`HL_MMAP_TYPE_BLOCK`), a timestamp buffer (`HL_MMAP_TYPE_TS_BUFF`) or a
+//!   command buffer (`HL_MMAP_TYPE_CB`); any other type is `EINVAL`. The
+//!   checks (ids, exact sizes, one live mmap) are safe Rust in
+//!   `vm/hw_block.rs`, `vm/ts_buffer.rs` and `vm/command_buffer.rs`; this file only turns
 //!   their answer into page-table entries and vm operations.
 //! - The register memory user mappings reach is `kapi::register_page`'s
 //!   `RegisterBlock`.
@@ -20,9 +21,11 @@
 
 use crate::{
     file::ComputeFile,
-    uapi::{mmap_type, HL_MMAP_TYPE_BLOCK, HL_MMAP_TYPE_TS_BUFF},
+    uapi::{mmap_type, HL_MMAP_TYPE_BLOCK, HL_MMAP_TYPE_CB, HL_MMAP_TYPE_TS_BUFF},
     vm::{
+        command_buffer::CommandBuffer,
         hw_block_mmap::{BlockVma, HwBlockMmap},
+        one_mmap::{MmapClaim, OneMmap},
         ts_buffer::TsBuffer,
     },
 };
@@ -49,7 +52,8 @@ const BLOCK_VM_FLAGS: bindings::vm_flags_t = bindings::VM_IO
     | bindings::VM_DONTCOPY
     | bindings::VM_NORESERVE;
 
-/// Flags upstream sets on a timestamp-buffer mapping (memory.c:2102-2108).
+/// Flags upstream sets on a timestamp-buffer mapping (memory.c:2102-2108),
+/// and on a CB mapping (`gaudi2_mmap`, gaudi2.c, the same four).
 const TS_VM_FLAGS: bindings::vm_flags_t = bindings::VM_DONTEXPAND
     | bindings::VM_DONTDUMP
     | bindings::VM_DONTCOPY
@@ -69,6 +73,12 @@ static HW_BLOCK_VM_OPS: VmOps = VmOps(bindings::vm_operations_struct {
 static TS_VM_OPS: VmOps = VmOps(bindings::vm_operations_struct {
     open: Some(vm_open::<TsBuffer>),
     close: Some(vm_close::<TsBuffer>),
+    ..pin_init::zeroed()
+});
+
+static CB_VM_OPS: VmOps = VmOps(bindings::vm_operations_struct {
+    open: Some(vm_open::<CommandBuffer>),
+    close: Some(vm_close::<CommandBuffer>),
     ..pin_init::zeroed()
 });
 
@@ -103,9 +113,23 @@ pub(crate) unsafe extern "C" fn hl_mmap(
             // SAFETY: as above.
             unsafe { map_hw_block(f, vma, pgoff as u64, start, len) }
         }
+        // Each looks the buffer up, checks the length and claims its one
+        // live mmap (safe Rust in `vm/`).
         HL_MMAP_TYPE_TS_BUFF => {
-            // SAFETY: as above.
-            unsafe { map_ts_buffer(f, vma, pgoff as u64, start, len) }
+            let vm = f.ctx.vm();
+            crate::vm::ts_buffer::claim_mmap(&vm.ts_buffers, pgoff as u64, len).and_then(|c| {
+                let mem = c.user_memory();
+                // SAFETY: as above; `mem` is the claimed buffer's user part.
+                unsafe { map_claimed(vma, c, mem, (start, len), &TS_VM_OPS) }
+            })
+        }
+        HL_MMAP_TYPE_CB => {
+            let vm = f.ctx.vm();
+            crate::vm::command_buffer::claim_mmap(&vm.cbs, pgoff as u64, len).and_then(|c| {
+                let mem = c.memory();
+                // SAFETY: as above; `mem` is the claimed CB's memory.
+                unsafe { map_claimed(vma, c, mem, (start, len), &CB_VM_OPS) }
+            })
         }
         _ => Err(EINVAL),
     };
@@ -198,40 +222,60 @@ unsafe fn install<T: SharedByVmas>(
     }
 }
 
-/// `hl_ts_mmap`: map a timestamp buffer's user part.
+/// `hl_ts_mmap` and `hl_cb_mmap`: map the whole memory `(base, bytes)` of
+/// a buffer whose one live mmap `claim` holds, and give the vma its
+/// reference and `ops`.
 ///
 /// # Safety
 ///
-/// `vma` is undergoing initial setup (the caller is the `mmap` hook).
-unsafe fn map_ts_buffer(
-    f: &ComputeFile,
+/// `vma` is undergoing initial setup (the caller is the `mmap` hook) and
+/// covers `len` bytes from `start`; `(base, bytes)` is the vmalloc memory of
+/// the claimed buffer, with `ops` the vm operations of `T`'s mappings.
+unsafe fn map_claimed<T: SharedByVmas + OneMmap>(
     vma: *mut bindings::vm_area_struct,
-    pgoff: u64,
+    claim: MmapClaim<T>,
+    (base, bytes): (*const u8, usize),
+    (start, len): (u64, u64),
+    ops: &'static VmOps,
+) -> Result {
+    // SAFETY: per the contract; the claim keeps the memory alive. On error
+    // the claim is dropped: the buffer is free to be mapped again.
+    unsafe { insert_vmalloc_pages(vma, (base, bytes), start, len) }?;
+    // SAFETY: the vma is being set up by us (contract of this function).
+    unsafe { install(vma, claim.into_vma_reference(), ops) };
+    Ok(())
+}
+
+/// Set the flags of a mapping of vmalloc memory on `vma` and insert the
+/// pages of `(base, bytes)` from `start`, up to `len` bytes. On error the
+/// caller's claim, dropped, lets the memory be mapped again. O(pages).
+///
+/// # Safety
+///
+/// `vma` is undergoing initial setup and covers `len` bytes from `start`;
+/// `base` is a vmalloc allocation of `bytes` bytes (a page multiple) that
+/// stays alive for the call.
+unsafe fn insert_vmalloc_pages(
+    vma: *mut bindings::vm_area_struct,
+    (base, bytes): (*const u8, usize),
     start: u64,
     len: u64,
 ) -> Result {
-    // Looks the buffer up, checks the length and claims its one live mmap.
-    let claim = crate::vm::ts_buffer::claim_mmap(&f.ctx.vm().ts_buffers, pgoff, len)?;
-    let buf: &TsBuffer = &claim;
     // SAFETY: the vma is not yet visible to anyone else.
     unsafe { (*vma).__bindgen_anon_2.vm_flags |= TS_VM_FLAGS };
-    let (base, bytes) = buf.user_memory();
     let mut off = 0usize;
     while (off as u64) < len && off < bytes {
         // SAFETY: `base + off` is inside the buffer's vmalloc area (`off <
-        // bytes`, both page multiples), which lives as long as `buf`.
+        // bytes`, both page multiples), which lives for the call (contract).
         let page = unsafe { bindings::vmalloc_to_page(base.add(off).cast()) };
         // SAFETY: `vma` covers `len` bytes from its start; `page` is a live
         // page of the buffer; `vm_insert_page` takes its own page reference.
         let rc = unsafe { bindings::vm_insert_page(vma, (start + off as u64) as c_ulong, page) };
         if rc != 0 {
-            // `claim` is dropped: the buffer is free to be mapped again.
             return Err(Error::from_errno(rc));
         }
         off += PAGE_SIZE;
     }
-    // SAFETY: the vma is being set up by us (contract of this function).
-    unsafe { install(vma, claim.into_vma_reference(), &TS_VM_OPS) };
     Ok(())
 }
 
@@ -255,12 +299,21 @@ impl SharedByVmas for BlockVma {
     }
 }
 
-impl SharedByVmas for TsBuffer {
+impl SharedByVmas for CommandBuffer {
     fn vma_opened(&self) {
-        TsBuffer::vma_opened(self)
+        OneMmap::vma_opened(self)
     }
     fn vma_closed(&self) {
-        TsBuffer::vma_closed(self)
+        OneMmap::vma_closed(self)
+    }
+}
+
+impl SharedByVmas for TsBuffer {
+    fn vma_opened(&self) {
+        OneMmap::vma_opened(self)
+    }
+    fn vma_closed(&self) {
+        OneMmap::vma_closed(self)
     }
 }
 
@@ -270,7 +323,7 @@ impl SharedByVmas for TsBuffer {
 /// # Safety
 ///
 /// Only called by the mm for a vma whose `vm_private_data` is an
-/// `Arc<T>` reference set by [`map_hw_block`] or [`map_ts_buffer`] (copied
+/// `Arc<T>` reference set by [`map_hw_block`] or [`map_claimed`] (copied
 /// from such a vma).
 unsafe extern "C" fn vm_open<T: SharedByVmas>(vma: *mut bindings::vm_area_struct) {
     // SAFETY: `vm_private_data` is a live `Arc<T>` reference held by the vma
@@ -288,7 +341,7 @@ unsafe extern "C" fn vm_open<T: SharedByVmas>(vma: *mut bindings::vm_area_struct
 /// # Safety
 ///
 /// Only called by the mm, once per vma that [`map_hw_block`],
-/// [`map_ts_buffer`] or [`vm_open`] gave an `Arc<T>` reference.
+/// [`map_claimed`] or [`vm_open`] gave an `Arc<T>` reference.
 unsafe extern "C" fn vm_close<T: SharedByVmas>(vma: *mut bindings::vm_area_struct) {
     // SAFETY: the vma owns one strong reference, given back once, here.
     let mine = unsafe { Arc::from_raw((*vma).vm_private_data.cast::<T>()) };

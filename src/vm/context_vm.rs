@@ -3,12 +3,13 @@
 //! The virtual-memory state of one context (upstream: the VM half of
 //! `struct hl_ctx`): its VA ranges ([`super::va_range`]), page tables
 //! ([`ContextMmu`], from `mmu/`), mappings ([`super::mapping`]), HW-block and
-//! timestamp-buffer mmaps, and dma-buf export records, over the device-wide
+//! timestamp-buffer mmaps, command buffers, and dma-buf export records, over the device-wide
 //! [`DeviceVm`].
 
 use crate::{
     mmu::context_mmu::ContextMmu,
     vm::{
+        command_buffer::CbTable,
         device_vm::DeviceVm,
         export_list::ExportList,
         hw_block::HwBlockMappings,
@@ -54,6 +55,9 @@ pub(crate) struct ContextVm {
     /// Timestamp buffers (upstream's per-file memory manager).
     #[pin]
     pub(crate) ts_buffers: Mutex<TsBufferTable>,
+    /// Command buffers (upstream's per-file memory manager).
+    #[pin]
+    pub(crate) cbs: Mutex<CbTable>,
     /// Live dma-buf exports of this context's mappings.
     #[pin]
     pub(crate) exports: Mutex<ExportList>,
@@ -81,6 +85,7 @@ impl ContextVm {
             mappings <- new_mutex!(MappingTable::new()),
             hw_blocks <- new_mutex!(HwBlockMappings::new()),
             ts_buffers <- new_mutex!(TsBufferTable::new()),
+            cbs <- new_mutex!(CbTable::new()),
             exports <- new_mutex!(ExportList::new()),
             quarantined: Atomic::new(0),
             ranges <- ranges,

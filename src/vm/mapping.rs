@@ -31,7 +31,7 @@
 //! own reservations allocates.
 
 use crate::{
-    hw::backend::{map_host_pages, HostDma, MmuKind},
+    hw::backend::{map_host_pages, map_kernel_pages, HostDma, MmuKind},
     kapi::{pin::PinnedUserPages, sched},
     mmu::{
         invalidate::{invalidate_all, invalidate_range, Invalidated, MmuArea},
@@ -41,6 +41,7 @@ use crate::{
     uapi::{HL_MEM_FORCE_HINT, HL_MEM_SHARED},
     vm::{
         check_flags,
+        command_buffer::CommandBuffer,
         context_vm::ContextVm,
         device_vm::DeviceVm,
         map_profile::{Phase, PhaseTimer},
@@ -425,10 +426,17 @@ fn insert_mapping(
 /// user but quarantined (VA, pin or handle mapping count, hops all kept), and
 /// the error is returned.
 pub(crate) fn unmap_device_va(vm: &ContextVm, va: u64) -> Result {
+    unmap_va(vm, va, false)
+}
+
+/// UNMAP of `va` if it maps a command buffer (`cb`) or not (`!cb`): a CB's
+/// mapping is the driver's, never the user's to UNMAP. O(log n + pages).
+fn unmap_va(vm: &ContextVm, va: u64, cb: bool) -> Result {
     let dev = &*vm.dev;
     // The mapping and its userptr index entry leave together.
     let mut one = vm.mappings.lock().take_if(va, |e| {
-        if e.export_cnt > 0 {
+        let is_cb = matches!(e.backing(), Some(Backing::Cb { .. }));
+        if e.export_cnt > 0 || is_cb != cb {
             Err(EINVAL)
         } else {
             Ok(())
@@ -510,6 +518,45 @@ pub(crate) fn map_host_va(
         size: bytes,
     };
     insert_mapping(vm, at, va + offset, backing, res, timer)
+}
+
+/// `HL_CB_FLAGS_MAP` (upstream `cb_map_mem`): map the pages of `cb`
+/// contiguously in the HOST range, 4 KiB pages, through the same path as
+/// host MAPs (so the page-walk oracle translates it and nothing is released
+/// before an invalidation covering it succeeded); records and returns the
+/// VA. `EINVAL` if already mapped; the VA allocator's and the MMU's errnos.
+/// O(pages + log n).
+pub(crate) fn map_cb_va(vm: &ContextVm, cb: &Arc<CommandBuffer>) -> Result<u64> {
+    let dev = &*vm.dev;
+    if cb.device_va().is_some() {
+        return Err(EINVAL);
+    }
+    let dma = map_kernel_pages(dev.mmu.backend_arc(), cb.page_phys()?)?;
+    let size = dma.len() as u64 * PAGE_SIZE as u64;
+    let res = MappingReservation::new(false)?;
+    let req = va_request(size, PAGE_SIZE as u64, 0, 0);
+    let kind = VaRangeType::Host;
+    let va = vm.alloc(kind, req).map_err(Error::from)?;
+    let backing = Backing::Cb {
+        cb: cb.clone(),
+        dma,
+    };
+    let at = VaPlace { kind, va, size };
+    let va = insert_mapping(vm, at, va, backing, res, PhaseTimer::start(None))?;
+    cb.set_device_va(va);
+    Ok(va)
+}
+
+/// Unmap the device mapping of `cb`, if it has one (its DESTROY): as UNMAP,
+/// the CB stays held by the mapping until an invalidation covering the
+/// unmap succeeded (quarantined otherwise, and the error returned). O(log n
+/// + pages).
+pub(crate) fn unmap_cb_va(vm: &ContextVm, cb: &CommandBuffer) -> Result {
+    let Some(va) = cb.device_va() else {
+        return Ok(());
+    };
+    cb.set_device_va(0);
+    unmap_va(vm, va, true)
 }
 
 /// Every `page_size` page of a pinned buffer mapped for the device's DMA
@@ -912,6 +959,45 @@ mod tests {
         pr_info!("@@BENCH kmap.unmap_64g {} ns\n", unmap_ns);
         pr_info!("@@BENCH kmap.map_64g.pte_writes {} writes\n", w1 - w0);
         assert_eq!(ctx.vm().mmu.lock().dmmu.hop_count(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn a_cb_maps_to_its_pages_and_goes_only_after_an_invalidation() -> Result {
+        use crate::vm::command_buffer::{cb_create, cb_get, live_cbs};
+        let (d, ctx) = setup()?;
+        let vm = ctx.vm();
+        let live0 = live_cbs();
+        let cb = cb_get(&vm.cbs, cb_create(&vm.cbs, 5000)?)?;
+        let va = map_cb_va(vm, &cb)?;
+        assert_eq!(cb.device_va(), Some(va));
+        assert_eq!(map_cb_va(vm, &cb), Err(EINVAL));
+        let phys = cb.page_phys()?;
+        assert_eq!(phys.len(), 2);
+        for (i, pa) in phys.iter().enumerate() {
+            assert_eq!(oracle(&d, &ctx, va + i as u64 * 4096 + 8), Some(pa + 8));
+        }
+        assert_eq!(oracle(&d, &ctx, va + 8192), None);
+        // The driver's mapping: not the user's to UNMAP.
+        assert_eq!(unmap_device_va(vm, va), Err(EINVAL));
+        // Its unmap's invalidation fails: gone for the walk, quarantined, and
+        // the CB kept alive by it.
+        d.sim.inject_invalidation_failure();
+        assert_eq!(unmap_cb_va(vm, &cb), Err(EIO));
+        assert_eq!(cb.device_va(), None);
+        assert_eq!(oracle(&d, &ctx, va), None);
+        drop(cb);
+        assert_eq!(vm.quarantine_count(), 1);
+        assert_eq!(live_cbs(), live0 + 1);
+        // A later MAP's successful invalidation releases it.
+        let other = cb_get(&vm.cbs, cb_create(&vm.cbs, 1)?)?;
+        map_cb_va(vm, &other)?;
+        assert_eq!(vm.quarantine_count(), 0);
+        assert_eq!(vm.cbs.lock().clear(), 2);
+        assert_eq!(live_cbs(), live0 + 1);
+        unmap_cb_va(vm, &other)?;
+        drop(other);
+        assert_eq!(live_cbs(), live0);
         Ok(())
     }
 

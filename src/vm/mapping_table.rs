@@ -15,6 +15,7 @@ use crate::{
         invalidate::{Held, Invalidated, MmuArea},
     },
     vm::{
+        command_buffer::CommandBuffer,
         device_vm::DeviceVm,
         page_pack::PhysPgPack,
         userptr::{UserptrIndex, UserptrReservation},
@@ -46,6 +47,15 @@ pub(crate) enum Backing {
         /// MMU page size used: 4 KiB, or 2 MiB for huge pages.
         page_size: u64,
     },
+    /// A command buffer (`HL_CB_FLAGS_MAP`), in 4 KiB pages; kept alive by
+    /// the mapping until an invalidation covering its unmap succeeded.
+    Cb {
+        /// The CB: held, not read, so that its pages outlive the mapping.
+        #[allow(dead_code)]
+        cb: Arc<CommandBuffer>,
+        /// Device address of every page of the CB.
+        dma: HostDma,
+    },
 }
 
 impl Backing {
@@ -54,6 +64,7 @@ impl Backing {
         match self {
             Self::Dram { pack, .. } => (pack.page_size, pack.npages),
             Self::Host { dma, page_size, .. } => (*page_size, dma.len() as u64),
+            Self::Cb { dma, .. } => (kernel::page::PAGE_SIZE as u64, dma.len() as u64),
         }
     }
 
@@ -61,7 +72,7 @@ impl Backing {
     pub(super) fn page_addr(&self, i: u64) -> Option<u64> {
         match self {
             Self::Dram { pack, .. } => pack.page_addr(i),
-            Self::Host { dma, .. } => dma.get(usize::try_from(i).ok()?),
+            Self::Host { dma, .. } | Self::Cb { dma, .. } => dma.get(usize::try_from(i).ok()?),
         }
     }
 }
@@ -241,7 +252,7 @@ impl MappingTable {
     ) -> Result<(), OneMapping> {
         let pin = match one.get().and_then(Mapping::backing) {
             Some(Backing::Host { pinned, .. }) => Some((pinned.addr, pinned.size)),
-            Some(Backing::Dram { .. }) => None,
+            Some(Backing::Dram { .. } | Backing::Cb { .. }) => None,
             None => return Err(one),
         };
         let node = match (pin, pin_node) {

@@ -39,6 +39,9 @@ pub(crate) fn teardown(vm: &ContextVm) -> VmTeardown {
     // `hl_mem_mgr_fini`: the timestamp buffers go (a live mmap would keep its
     // buffer, but it also keeps the file, so there is none).
     vm.ts_buffers.lock().clear();
+    // The same for the command buffers (a mapped one lives on with its vma,
+    // but a vma keeps the file, so there is none).
+    vm.cbs.lock().clear();
     let maps_left = vm.unmap_all();
     let hops_left = vm.teardown_mmu();
     let settled = vm.settle_quarantine(true);

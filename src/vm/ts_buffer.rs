@@ -21,15 +21,17 @@
 //!   call and any number of calls), and it is charged to the caller's memory
 //!   cgroup (`GFP_KERNEL_ACCOUNT`).
 
-use crate::uapi::{mmap_handle, HL_MMAP_TYPE_TS_BUFF, TS_MAX_ELEMENTS_NUM};
+use crate::{
+    uapi::{mmap_handle, HL_MMAP_TYPE_TS_BUFF, TS_MAX_ELEMENTS_NUM},
+    vm::one_mmap::{self, add, MmapClaim, MmapTable, OneMmap, VmaCount},
+};
 use kernel::{
     alloc::VVec,
     page::PAGE_SIZE,
     prelude::*,
-    rbtree::{RBTree, RBTreeNodeReservation},
     sync::{
-        atomic::{Atomic, Full, Relaxed},
-        Arc,
+        atomic::{Atomic, Relaxed},
+        Mutex,
     }, //
 };
 
@@ -58,7 +60,7 @@ pub(crate) struct TsRegistration {
 
 /// Bytes of one element of the user part: the mapping exposes the atomics'
 /// memory as plain `u64`s.
-const WORD: usize = core::mem::size_of::<Atomic<u64>>();
+pub(crate) const WORD: usize = core::mem::size_of::<Atomic<u64>>();
 const _: () = assert!(WORD == 8 && core::mem::align_of::<Atomic<u64>>() == 8);
 
 /// Bytes of the user part of an `n`-element buffer, as mapped (page rounded).
@@ -69,6 +71,22 @@ fn user_bytes(n: u32) -> u64 {
 /// Bytes of both parts of an `n`-element buffer (what [`TS_MAX_BYTES`] counts).
 pub(crate) fn buffer_bytes(n: u32) -> u64 {
     user_bytes(n) + u64::from(n) * core::mem::size_of::<TsRegistration>() as u64
+}
+
+/// `bytes` (a page multiple) of zeroed vmalloc memory that userspace may
+/// map, as 64-bit atomics, charged to the caller's memory cgroup
+/// (`vmalloc_user` with `GFP_KERNEL_ACCOUNT`): the user part of a timestamp
+/// buffer, the memory of a command buffer. O(bytes).
+pub(crate) fn zeroed_user_words(bytes: u64) -> Result<VVec<Atomic<u64>>> {
+    let flags = GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN;
+    let words = usize::try_from(bytes / WORD as u64).map_err(|_| EINVAL)?;
+    let mut user = VVec::with_capacity(words, flags)?;
+    for _ in 0..words {
+        // Within the capacity reserved above: cannot fail.
+        user.push_within_capacity(Atomic::new(0))
+            .map_err(|_| ENOMEM)?;
+    }
+    Ok(user)
 }
 
 /// One timestamp buffer.
@@ -88,21 +106,15 @@ pub(crate) struct TsBuffer {
     elements: u32,
     user: VVec<Atomic<u64>>,
     kernel: VVec<TsRegistration>,
-    vmas: Atomic<u32>,
+    vmas: VmaCount,
 }
 
 impl TsBuffer {
     /// Allocate both parts, zeroed and charged to the caller's memory cgroup.
     fn new(id: u32, elements: u32) -> Result<Self> {
         let flags = GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN;
-        let words = usize::try_from(user_bytes(elements) / WORD as u64).map_err(|_| EINVAL)?;
         let n = usize::try_from(elements).map_err(|_| EINVAL)?;
-        let mut user = VVec::with_capacity(words, flags)?;
-        for _ in 0..words {
-            // Within the capacity reserved above: cannot fail.
-            user.push_within_capacity(Atomic::new(0))
-                .map_err(|_| ENOMEM)?;
-        }
+        let user = zeroed_user_words(user_bytes(elements))?;
         let kernel = VVec::from_elem(TsRegistration::default(), n, flags)?;
         LIVE.fetch_add(1, Relaxed);
         Ok(Self {
@@ -110,7 +122,7 @@ impl TsBuffer {
             elements,
             user,
             kernel,
-            vmas: Atomic::new(0),
+            vmas: VmaCount::new(),
         })
     }
 
@@ -139,50 +151,11 @@ impl TsBuffer {
     pub(crate) fn registrations(&self) -> usize {
         self.kernel.len()
     }
-
-    /// Whether the buffer is mapped, and by how many vmas.
-    pub(crate) fn mapped_vmas(&self) -> u32 {
-        self.vmas.load(Relaxed)
-    }
-
-    /// One more vma of the live mmap (a split-off piece, or an `mremap` copy).
-    pub(crate) fn vma_opened(&self) {
-        self.vmas.fetch_add(1, Full);
-    }
-
-    /// A vma of the live mmap went away; the last one ends the mmap.
-    pub(crate) fn vma_closed(&self) {
-        self.vmas.fetch_sub(1, Full);
-    }
 }
 
-/// A claim on a buffer's one live mmap, taken by [`claim_mmap`]. Dropped
-/// unused (the mapping failed), it gives the claim back.
-pub(crate) struct MmapClaim {
-    buf: Arc<TsBuffer>,
-    used: bool,
-}
-
-impl core::ops::Deref for MmapClaim {
-    type Target = TsBuffer;
-    fn deref(&self) -> &TsBuffer {
-        &self.buf
-    }
-}
-
-impl MmapClaim {
-    /// The mapping succeeded: a reference for its first vma.
-    pub(crate) fn into_vma_reference(mut self) -> Arc<TsBuffer> {
-        self.used = true;
-        self.buf.clone()
-    }
-}
-
-impl Drop for MmapClaim {
-    fn drop(&mut self) {
-        if !self.used {
-            self.buf.vmas.store(0, Relaxed);
-        }
+impl OneMmap for TsBuffer {
+    fn vma_count(&self) -> &VmaCount {
+        &self.vmas
     }
 }
 
@@ -202,55 +175,9 @@ impl Drop for TsBuffer {
 }
 
 /// The timestamp buffers of one context (upstream's per-file `hl_mem_mgr`
-/// with its IDR): ids from 1.
-///
-/// # Invariants
-///
-/// `bytes` is the sum of [`buffer_bytes`] over the buffers, plus what
-/// allocations in progress reserved; it never exceeds [`TS_MAX_BYTES`].
-pub(crate) struct TsBufferTable {
-    by_id: RBTree<u32, Arc<TsBuffer>>,
-    next_id: u32,
-    bytes: u64,
-}
-
-impl TsBufferTable {
-    /// No buffers.
-    pub(crate) fn new() -> Self {
-        Self {
-            by_id: RBTree::new(),
-            next_id: 1,
-            bytes: 0,
-        }
-    }
-
-    /// Bytes held (both parts of every buffer).
-    pub(crate) fn bytes(&self) -> u64 {
-        self.bytes
-    }
-
-    /// Every buffer in id order (debugfs).
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<TsBuffer>> {
-        self.by_id.values()
-    }
-
-    /// Number of buffers. O(n): debugfs and tests.
-    pub(crate) fn len(&self) -> usize {
-        self.by_id.iter().count()
-    }
-
-    /// Drop every buffer (file close); mapped ones live on until their last
-    /// `munmap`. Allocates nothing. Returns how many there were.
-    pub(crate) fn clear(&mut self) -> usize {
-        let mut n = 0;
-        while let Some(c) = self.by_id.cursor_front_mut() {
-            drop(c.remove_current().1);
-            n += 1;
-        }
-        self.bytes = 0;
-        n
-    }
-}
+/// with its IDR): ids from 1, each charged its [`buffer_bytes`], never more
+/// than [`TS_MAX_BYTES`] in all.
+pub(crate) type TsBufferTable = MmapTable<TsBuffer>;
 
 /// `TS_ALLOC`: a buffer of `elements` timestamps in `table`; returns its mmap
 /// handle, `(id | HL_MMAP_TYPE_TS_BUFF) << PAGE_SHIFT`.
@@ -259,40 +186,13 @@ impl TsBufferTable {
 /// [`TS_MAX_BYTES`] for the context, or when memory runs out. On error the
 /// table is as before. O(n) allocation, O(log b) insertion; the table lock is
 /// not held while allocating.
-pub(crate) fn ts_alloc(table: &kernel::sync::Mutex<TsBufferTable>, elements: u32) -> Result<u64> {
+pub(crate) fn ts_alloc(table: &Mutex<TsBufferTable>, elements: u32) -> Result<u64> {
     if elements == 0 || elements > TS_MAX_ELEMENTS_NUM {
         return Err(EINVAL);
     }
-    let bytes = buffer_bytes(elements);
-    // Reserve the bytes and the id first, so two allocations cannot both pass
-    // the bound; give them back if allocating fails.
-    let id = {
-        let mut t = table.lock();
-        let total = t.bytes.checked_add(bytes).ok_or(ENOMEM)?;
-        if total > TS_MAX_BYTES {
-            return Err(ENOMEM);
-        }
-        let id = t.next_id;
-        t.next_id = id.checked_add(1).ok_or(ENOMEM)?;
-        t.bytes = total;
-        id
-    };
-    let made = TsBuffer::new(id, elements)
-        .and_then(|b| Ok(Arc::new(b, GFP_KERNEL)?))
-        .and_then(|b| Ok((b, RBTreeNodeReservation::new(GFP_KERNEL)?)));
-    let mut t = table.lock();
-    match made {
-        Ok((buf, node)) => {
-            t.by_id.insert(node.into_node(id, buf));
-            Ok(mmap_handle(u64::from(id), HL_MMAP_TYPE_TS_BUFF))
-        }
-        Err(e) => {
-            // The id is not handed out again: ids only grow, as upstream's IDR
-            // with no free op would behave for a caller that never frees.
-            t.bytes = t.bytes.saturating_sub(bytes);
-            Err(e)
-        }
-    }
+    let charge = (buffer_bytes(elements), TS_MAX_BYTES, ENOMEM);
+    let id = add(table, charge, GFP_KERNEL, |id| TsBuffer::new(id, elements))?;
+    Ok(mmap_handle(u64::from(id), HL_MMAP_TYPE_TS_BUFF))
 }
 
 /// Claim the one live mmap of the buffer named by the page offset `pgoff`
@@ -300,26 +200,19 @@ pub(crate) fn ts_alloc(table: &kernel::sync::Mutex<TsBufferTable>, elements: u32
 /// upstream), a length other than the page-rounded user part, or a buffer
 /// that already has a live mmap. O(log b).
 pub(crate) fn claim_mmap(
-    table: &kernel::sync::Mutex<TsBufferTable>,
+    table: &Mutex<TsBufferTable>,
     pgoff: u64,
     len: u64,
-) -> Result<MmapClaim> {
-    let id = pgoff as u32;
-    let buf = table.lock().by_id.get(&id).cloned().ok_or(EINVAL)?;
-    if len != user_bytes(buf.elements) {
-        return Err(EINVAL);
-    }
-    if buf.vmas.cmpxchg(0, 1, Full).is_err() {
-        return Err(EINVAL);
-    }
-    Ok(MmapClaim { buf, used: false })
+) -> Result<MmapClaim<TsBuffer>> {
+    one_mmap::claim_mmap(table, pgoff, len, |b| user_bytes(b.elements))
 }
 
 #[kunit_tests(hlrs_ts_buffer)]
 mod tests {
     use super::*;
     use crate::uapi::{mmap_type, mmap_value, HL_MMAP_PAGE_SHIFT};
-    use kernel::{new_mutex, sync::Mutex};
+    use crate::vm::one_mmap::claim;
+    use kernel::new_mutex;
 
     fn table() -> Result<Pin<KBox<Mutex<TsBufferTable>>>> {
         KBox::pin_init(new_mutex!(TsBufferTable::new()), GFP_KERNEL)
@@ -350,11 +243,11 @@ mod tests {
         assert_eq!(t.lock().len(), 0);
         ts_alloc(&t, TS_MAX_ELEMENTS_NUM)?;
         let big = buffer_bytes(TS_MAX_ELEMENTS_NUM);
-        assert_eq!(t.lock().bytes(), big);
+        assert_eq!(t.lock().charged(), big);
         // A second buffer of the largest size does not fit; small ones do,
         // up to the bound.
         assert_eq!(ts_alloc(&t, TS_MAX_ELEMENTS_NUM), Err(ENOMEM));
-        assert_eq!(t.lock().bytes(), big);
+        assert_eq!(t.lock().charged(), big);
         let small = buffer_bytes(512);
         let room = (TS_MAX_BYTES - big) / small;
         for _ in 0..room {
@@ -363,7 +256,7 @@ mod tests {
         assert_eq!(ts_alloc(&t, 512), Err(ENOMEM));
         assert_eq!(t.lock().len() as u64, 1 + room);
         assert_eq!(t.lock().clear() as u64, 1 + room);
-        assert_eq!(t.lock().bytes(), 0);
+        assert_eq!(t.lock().charged(), 0);
         ts_alloc(&t, TS_MAX_ELEMENTS_NUM)?;
         Ok(())
     }
@@ -389,13 +282,12 @@ mod tests {
         let h = ts_alloc(&t, 10)?;
         assert_eq!(mmap_value(h >> HL_MMAP_PAGE_SHIFT), 1);
         assert_eq!(live_buffers(), live0 + 1);
-        let buf = t.lock().by_id.get(&1).cloned().ok_or(EINVAL)?;
+        let buf = t.lock().get(1).ok_or(EINVAL)?;
         // A claim that is given back unused leaves the buffer unmapped.
-        buf.vmas.store(1, Relaxed);
-        drop(MmapClaim {
-            buf: buf.clone(),
-            used: false,
-        });
+        let c = claim(buf.clone())?;
+        assert_eq!(buf.mapped_vmas(), 1);
+        assert!(claim(buf.clone()).is_err());
+        drop(c);
         assert_eq!(buf.mapped_vmas(), 0);
         // Closing the file (clearing the table) with no mmap frees the buffer
         // once the last other reference goes.
@@ -406,13 +298,8 @@ mod tests {
         // With a live mmap: the vma's reference outlives the table; a split
         // adds a vma, and the buffer goes with the last one.
         ts_alloc(&t, 10)?;
-        let buf = t.lock().by_id.get(&2).cloned().ok_or(EINVAL)?;
-        buf.vmas.store(1, Relaxed);
-        let first = MmapClaim {
-            buf: buf.clone(),
-            used: false,
-        }
-        .into_vma_reference();
+        let buf = t.lock().get(2).ok_or(EINVAL)?;
+        let first = claim(buf.clone())?.into_vma_reference();
         drop(buf);
         t.lock().clear();
         assert_eq!(live_buffers(), live0 + 1);

@@ -5,7 +5,7 @@
 //! the call completes without reaching the injected fault. After each
 //! injected failure: the errno is ENOMEM, every view of the device and the
 //! process (DRAM_USAGE, debugfs memory/va/mmu/userptr/hw_blocks/ts_buffers/
-//! dmabuf, VmLck) is exactly as before the call, and the same call without
+//! cbs/dmabuf, VmLck) is exactly as before the call, and the same call without
 //! injection succeeds. The number of failure points of each operation goes to
 //! the guest log (`hlrs-faults:`).
 
@@ -35,6 +35,7 @@ fn snapshot(d: &Device) -> Snapshot {
         "userptr",
         "hw_blocks",
         "ts_buffers",
+        "cbs",
         "dmabuf",
         "dram_pool",
     ] {
@@ -212,6 +213,35 @@ fn timestamp_alloc_and_mmap() {
         |d, &h| d.mmap_raw(h, 8192),
         // SAFETY: the mapping the call made, used by nothing else.
         |d, _, a| unsafe { d.munmap(a, 8192) }.unwrap(),
+    );
+}
+
+#[test]
+fn cb_create_and_mmap() {
+    guest_only!();
+    // Not HL_MAX_CB_SIZE: its 512 vmalloc pages are as many failure points.
+    for size in [1u32, 92517] {
+        let points = sweep(
+            "CB CREATE",
+            |_| (),
+            |d, _| d.cb_create(size, 0),
+            |d, _, h| d.cb_destroy(h).unwrap(),
+        );
+        assert!(points >= 2);
+    }
+    sweep(
+        "CB CREATE with HL_CB_FLAGS_MAP",
+        |_| (),
+        |d, _| d.cb_create(92517, HL_CB_FLAGS_MAP),
+        |d, _, h| d.cb_destroy(h).unwrap(),
+    );
+    let len = hlrs::cb_mapped_len(92517);
+    sweep(
+        "CB mmap",
+        |d| d.cb_create(92517, 0).unwrap(),
+        |d, &h| d.mmap_raw(h, len),
+        // SAFETY: the mapping the call made, used by nothing else.
+        |d, _, a| unsafe { d.munmap(a, len) }.unwrap(),
     );
 }
 

@@ -1,8 +1,8 @@
 //! `hlrs fuzz`: a structured ioctl fuzzer for the driver, run inside the
 //! guest on the debug kernel (lockdep, KFENCE, kmemleak watch the kernel side).
 //!
-//! Every INFO op and every MEMORY op, plus `mmap`/`munmap` of the handles MAP_BLOCK
-//! and TS_ALLOC return, with arguments drawn from boundary values (0, 1,
+//! Every INFO op, every MEMORY op and every CB op (CREATE, INFO, DESTROY),
+//! plus `mmap`/`munmap` of the handles MAP_BLOCK, TS_ALLOC and CB CREATE return, with arguments drawn from boundary values (0, 1,
 //! page - 1, page, 2^32 - 1, 2^32, 2^63, 2^64 - 1 and the device's own
 //! geometry) or taken from earlier successful calls (handles, VAs, mmap
 //! handles), so deep states are reached, not just the argument checks. Host
@@ -29,7 +29,7 @@ use std::time::{Duration, Instant};
 /// The operations, in summary order. The first [`SELECTABLE`] are drawn; the
 /// rest are the host MAPs of buffers with other backings than anonymous
 /// memory, counted apart.
-const OPS: [&str; 19] = [
+const OPS: [&str; 22] = [
     "INFO",
     "ALLOC",
     "FREE",
@@ -40,6 +40,9 @@ const OPS: [&str; 19] = [
     "mmap",
     "munmap",
     "TS_ALLOC",
+    "CB CREATE",
+    "CB INFO",
+    "CB DESTROY",
     "EXPORT",
     "host munmap",
     "fork",
@@ -51,7 +54,7 @@ const OPS: [&str; 19] = [
     "MAP read-only",
 ];
 /// How many of [`OPS`] the fuzzer draws from.
-const SELECTABLE: usize = 15;
+const SELECTABLE: usize = 18;
 /// Index of "MAP host" in [`OPS`].
 const MAP_HOST_OP: usize = 4;
 
@@ -83,6 +86,9 @@ fn allowed(op: usize, e: i32) -> bool {
         "mmap" => matches!(e, EINVAL | ENOMEM),
         "munmap" => e == EINVAL,
         "TS_ALLOC" => matches!(e, EINVAL | ENOMEM),
+        // EIO: the invalidation of a HL_CB_FLAGS_MAP mapping failed.
+        "CB CREATE" => matches!(e, EINVAL | EMFILE | ENOMEM | EIO),
+        "CB INFO" | "CB DESTROY" => e == EINVAL,
         "EXPORT" => matches!(e, EINVAL | EMFILE | EBADF),
         // Upstream's debugfs addr + data32/data64 (root): refused addresses,
         // the driver's own DRAM (read-only), a 32-bit value out of range.
@@ -97,6 +103,8 @@ struct Pool {
     handles: Vec<u64>,
     vas: Vec<u64>,
     mmap_handles: Vec<(u64, usize)>,
+    /// Live CB handles.
+    cbs: Vec<u64>,
     /// Live mmaps of the device fd: address -> length.
     mmaps: BTreeMap<u64, usize>,
     /// Host buffers, shared by the device's threads (one may munmap a buffer
@@ -156,6 +164,28 @@ const FREE_OP: usize = 2;
 const LIVE_BUFFERS: usize = 24;
 /// Index of UNMAP in [`OPS`].
 const UNMAP_OP: usize = 5;
+/// Most live CBs per device before the fuzzer destroys instead of creating
+/// (a destroyed CB that is mapped lives on until its munmap).
+const LIVE_CBS: usize = 32;
+/// Indices of CB CREATE and CB DESTROY in [`OPS`].
+const CB_CREATE_OP: usize = 10;
+const CB_DESTROY_OP: usize = 12;
+/// CB sizes: upstream's examples, page edges, the largest and past it. The
+/// last four are drawn one time in eight: a 2 MiB CB costs about 10 ms to
+/// create on the debug kernel under emulation, and drawn as often as the
+/// others they tripled the time of the `make test` pass.
+const CB_SIZES: [u32; 10] = [
+    0,
+    1,
+    77,
+    4096,
+    5000,
+    92517,
+    1 << 20,
+    HL_MAX_CB_SIZE,
+    HL_MAX_CB_SIZE + 1,
+    u32::MAX,
+];
 
 /// Boundary values of 64-bit arguments.
 const EDGES: [u64; 12] = [
@@ -205,6 +235,15 @@ impl Worker<'_> {
         match self.rng.below(4) {
             0 => self.edge(),
             _ => self.pick_known(|p| &p.handles).unwrap_or(1),
+        }
+    }
+
+    /// A live CB handle, mostly; sometimes an edge value or a TS handle.
+    fn cb_handle(&mut self) -> u64 {
+        match self.rng.below(6) {
+            0 => self.edge(),
+            1 => mmap_handle(self.rng.below(300), HL_MMAP_TYPE_CB),
+            _ => self.pick_known(|p| &p.cbs).unwrap_or(1),
         }
     }
 
@@ -330,6 +369,8 @@ impl Worker<'_> {
                 op = UNMAP_OP;
             } else if pool.handles.len() > LIVE_HANDLES && op == ALLOC_OP {
                 op = FREE_OP;
+            } else if pool.cbs.len() > LIVE_CBS && op == CB_CREATE_OP {
+                op = CB_DESTROY_OP;
             }
         }
         let r: Result<(), i32> = match OPS[op] {
@@ -481,6 +522,41 @@ impl Worker<'_> {
                         lock(self.pool).mmap_handles.push((h, len));
                     })
                     .map_err(|e| errno(&e))
+            }
+            "CB CREATE" => {
+                let pick = match self.rng.below(8) {
+                    0 => 6 + self.rng.below(4),
+                    _ => self.rng.below(6),
+                };
+                let size = CB_SIZES[pick as usize];
+                let flags = [0u32, 0, 0, HL_CB_FLAGS_MAP, 0x4][self.rng.below(5) as usize];
+                self.dev
+                    .cb_create(size, flags)
+                    .map(|h| {
+                        let mut pool = lock(self.pool);
+                        pool.cbs.push(h);
+                        pool.mmap_handles.push((h, hlrs::cb_mapped_len(size)));
+                    })
+                    .map_err(|e| errno(&e))
+            }
+            "CB INFO" => {
+                let h = self.cb_handle();
+                let flags = [0u32, HL_CB_FLAGS_GET_DEVICE_VA][self.rng.below(2) as usize];
+                let mut a = HlCbArgs {
+                    cb_handle: h,
+                    op: HL_CB_OP_INFO,
+                    flags,
+                    ..Default::default()
+                };
+                self.dev.cb_args(&mut a).map_err(|e| errno(&e))
+            }
+            "CB DESTROY" => {
+                let h = self.cb_handle();
+                let r = self.dev.cb_destroy(h);
+                if r.is_ok() {
+                    lock(self.pool).cbs.retain(|&x| x != h);
+                }
+                r.map_err(|e| errno(&e))
             }
             "EXPORT" => {
                 let va = self.va();

@@ -138,6 +138,10 @@ enum Command {
         /// Also export the first device mapping's first 4 KiB as a dma-buf.
         #[arg(long)]
         export: bool,
+        /// Also create a command buffer of this many bytes, mmap it and
+        /// write its first word; neither is undone before exit.
+        #[arg(long)]
+        cb: Option<u32>,
     },
 }
 
@@ -285,6 +289,7 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             hw_block,
             ts,
             export,
+            cb,
         } => {
             let dev = Device::open_compute(cli.device)?;
             let mut first = None;
@@ -330,6 +335,14 @@ fn run(cli: &Cli) -> std::io::Result<String> {
                 }
                 None => None,
             };
+            if let Some(n) = cb {
+                let c = dev.command_buffer(n)?;
+                let m = c.mmap()?;
+                m.write(0, 0xc0ffee)?;
+                println!("mapped a {n}-byte CB, handle {:#x}", c.handle());
+                // Left to the kernel: the file's close and the exit's munmap.
+                std::mem::forget((c, m));
+            }
             println!("holding");
             use std::io::{Read, Write};
             std::io::stdout().flush()?;

@@ -16,6 +16,9 @@ pub const HELP: &str = "commands:
   unmap VA                            unmap
   block ID [OFFSET VALUE]             MAP_BLOCK + mmap of HW block ID (0..452); write a 32-bit register
   ts N                                TS_ALLOC of N timestamps + mmap
+  cb create SIZE [map] | cb info HANDLE [va] | cb destroy HANDLE
+                                      command buffers (CB ioctl): create, usage count or device VA, destroy
+  cb mmap HANDLE SIZE [OFFSET VALUE]  mmap a CB of SIZE bytes; write a 64-bit word
   export VA OFFSET SIZE               EXPORT_DMABUF_FD of a DRAM mapping (the fd is held until quit)
   held                                what the shell holds mapped (host buffers, blocks, timestamp buffers)
   usage                               DRAM usage of this context and the device
@@ -52,6 +55,8 @@ pub enum Held<'d> {
     Ts(hlrs::TimestampBuffer<'d>),
     /// A dma-buf exported with `export`.
     DmaBuf(std::os::fd::OwnedFd),
+    /// A command buffer mapped with `cb mmap`.
+    Cb(hlrs::CbMapping<'d>),
 }
 
 /// Run one command line; returns the output and whether to stop.
@@ -133,6 +138,7 @@ pub fn command<'d>(dev: &'d Device, held: &mut Vec<Held<'d>>, line: &str) -> (St
                 );
                 held.push(Held::Ts(ts));
             }
+            "cb" => cb_command(dev, held, &words, &mut out)?,
             "export" => {
                 let va = parse_u64(arg(1)).ok_or_else(bad)?;
                 let offset = parse_size(arg(2)).ok_or_else(bad)?;
@@ -164,6 +170,13 @@ pub fn command<'d>(dev: &'d Device, held: &mut Vec<Held<'d>>, line: &str) -> (St
                             use std::os::fd::AsRawFd;
                             writeln!(out, "{i}: dma-buf fd {}", fd.as_raw_fd())
                         }
+                        Held::Cb(m) => writeln!(
+                            out,
+                            "{i}: command buffer mapped at {:#x}, {}, [0] = {:#x}",
+                            m.addr(),
+                            bytes(m.len() as u64),
+                            m.read(0).unwrap_or(0)
+                        ),
                         Held::Ts(t) => writeln!(
                             out,
                             "{i}: timestamp buffer handle {:#x}, {} elements, [0] = {:#x}",
@@ -199,6 +212,49 @@ pub fn command<'d>(dev: &'d Device, held: &mut Vec<Held<'d>>, line: &str) -> (St
         out = format!("error: {}", describe_error(&e));
     }
     (out, matches!(arg(0), "quit" | "exit"))
+}
+
+/// `cb create|info|destroy|mmap ...`.
+fn cb_command<'d>(
+    dev: &'d Device,
+    held: &mut Vec<Held<'d>>,
+    words: &[&str],
+    out: &mut String,
+) -> std::io::Result<()> {
+    let arg = |i: usize| words.get(i).copied().unwrap_or("");
+    let num = |i: usize| parse_size(arg(i)).ok_or_else(bad);
+    let size32 = |i: usize| num(i).and_then(|v| u32::try_from(v).map_err(|_| bad()));
+    match arg(1) {
+        "create" => {
+            let map = if arg(3) == "map" { HL_CB_FLAGS_MAP } else { 0 };
+            let h = dev.cb_create(size32(2)?, map)?;
+            let _ = write!(out, "command buffer handle {h:#x}");
+        }
+        "info" if arg(3) == "va" => {
+            let va = dev.cb_device_va(num(2)?)?;
+            let _ = write!(out, "device VA {va:#x}");
+        }
+        "info" => {
+            let n = dev.cb_info(num(2)?)?;
+            let _ = write!(out, "usage count {n}");
+        }
+        "destroy" => {
+            dev.cb_destroy(num(2)?)?;
+            out.push_str("destroyed");
+        }
+        "mmap" => {
+            let m = dev.cb_mmap(num(2)?, size32(3)?)?;
+            let _ = write!(out, "mapped at {:#x} ({})", m.addr(), bytes(m.len() as u64));
+            if !arg(4).is_empty() {
+                let (off, v) = (num(4)? as usize, parse_u64(arg(5)).ok_or_else(bad)?);
+                m.write(off, v)?;
+                let _ = write!(out, "; +{off:#x} = {:#x}", m.read(off).unwrap_or(0));
+            }
+            held.push(Held::Cb(m));
+        }
+        _ => return Err(bad()),
+    }
+    Ok(())
 }
 
 fn bad() -> std::io::Error {

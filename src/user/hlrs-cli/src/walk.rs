@@ -177,6 +177,7 @@ pub fn run(index: u32) -> io::Result<String> {
     }
     drop(block);
     drop(ts);
+    command_buffer(&mut out, &dev, &debugfs)?;
 
     let _ = writeln!(
         out,
@@ -258,6 +259,61 @@ pub fn run(index: u32) -> io::Result<String> {
 }
 
 /// Locked (pinned) memory of this process in kB (`VmLck`).
+/// Step 5b: a command buffer created, written through its mmap, read by
+/// the driver, destroyed while mapped (it lives on until the munmap), and a
+/// second DESTROY refused.
+fn command_buffer(
+    out: &mut String,
+    dev: &Device,
+    debugfs: &dyn Fn(&str) -> String,
+) -> io::Result<()> {
+    let _ = writeln!(
+        out,
+        "\n5b. A command buffer (CB CREATE + mmap): 5000 bytes, word 2 written, then DESTROY"
+    );
+    let cb = dev.command_buffer(5000)?;
+    let h = cb.handle();
+    let m = cb.mmap()?;
+    m.write(16, 0x0c0d_e0f0)?;
+    let _ = writeln!(
+        out,
+        "  handle {h:#x}, usage count {}, {} mapped at {:#x}",
+        cb.usage_count()?,
+        bytes(m.len() as u64),
+        m.addr()
+    );
+    for l in debugfs("cbs").lines().skip(1) {
+        let _ = writeln!(out, "    debugfs cbs: {}", l.trim());
+    }
+    cb.destroy()?;
+    let again = dev.cb_destroy(h).err().map(|e| hlrs::errno(&e));
+    let _ = writeln!(
+        out,
+        "  destroyed (a second DESTROY: errno {}); the mapping still reads {:#x}",
+        again.unwrap_or(0),
+        m.read(16).unwrap_or(0)
+    );
+    drop(m);
+    let alive = debugfs("cbs");
+    let _ = writeln!(
+        out,
+        "  after munmap: {}",
+        alive.lines().next().unwrap_or("")
+    );
+    // HL_CB_FLAGS_MAP: the CB in the device MMU, as the oracle walks it.
+    let h = dev.cb_create(5000, HL_CB_FLAGS_MAP)?;
+    let va = dev.cb_device_va(h)?;
+    let _ = writeln!(out, "  a mapped CB (HL_CB_FLAGS_MAP): device VA {va:#x}");
+    let _ = writeln!(out, "    {}", translate(dev.index(), va + 4096));
+    dev.cb_destroy(h)?;
+    let _ = writeln!(
+        out,
+        "    after DESTROY: {}",
+        translate(dev.index(), va + 4096)
+    );
+    Ok(())
+}
+
 fn vm_locked_kb() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = status.lines().find(|l| l.starts_with("VmLck:"))?;

@@ -23,7 +23,7 @@ pub mod gaudi2;
 mod host_buffer;
 mod mmap;
 pub use host_buffer::{Backing, HostBuffer, HUGE_PAGE_SIZE};
-pub use mmap::{HwBlock, TimestampBuffer};
+pub use mmap::{cb_mapped_len, CbMapping, CommandBuffer, HwBlock, TimestampBuffer};
 
 use rustix::ioctl::{ioctl, Opcode, Updater};
 use std::{

@@ -228,3 +228,178 @@ impl Device {
         Ok(())
     }
 }
+
+/// A command buffer (`DRM_IOCTL_HL_CB` CREATE), destroyed on drop
+/// (libhlthunk's `hlthunk_request_command_buffer` and
+/// `hlthunk_destroy_command_buffer`). Its memory is reached through
+/// [`CommandBuffer::mmap`].
+#[derive(Debug)]
+pub struct CommandBuffer<'d> {
+    dev: &'d Device,
+    handle: u64,
+    size: u32,
+}
+
+impl<'d> CommandBuffer<'d> {
+    /// The CB's handle (also its mmap offset).
+    pub fn handle(&self) -> u64 {
+        self.handle
+    }
+
+    /// The size asked for at CREATE.
+    pub fn size(&self) -> u32 {
+        self.size
+    }
+
+    /// Bytes an mmap of the CB must cover: `max(size, 4096)` rounded up to
+    /// whole pages.
+    pub fn mapped_len(&self) -> usize {
+        cb_mapped_len(self.size)
+    }
+
+    /// INFO: the CB's usage count (command submissions using it).
+    pub fn usage_count(&self) -> io::Result<u32> {
+        self.dev.cb_info(self.handle)
+    }
+
+    /// A shared read-write mmap of the whole CB; unmapped on drop (the CB
+    /// lives on until both it and the mapping are gone).
+    pub fn mmap(&self) -> io::Result<CbMapping<'d>> {
+        self.dev.cb_mmap(self.handle, self.size)
+    }
+
+    /// DESTROY now, reporting the error (drop does it silently).
+    pub fn destroy(self) -> io::Result<()> {
+        let rc = self.dev.cb_destroy(self.handle);
+        std::mem::forget(self);
+        rc
+    }
+}
+
+impl Drop for CommandBuffer<'_> {
+    fn drop(&mut self) {
+        let _ = self.dev.cb_destroy(self.handle);
+    }
+}
+
+/// Bytes an mmap of a CB of `size` bytes must cover.
+pub fn cb_mapped_len(size: u32) -> usize {
+    (size as usize).max(4096).div_ceil(4096) * 4096
+}
+
+/// The mmap of a command buffer ([`CommandBuffer::mmap`]); unmapped on drop.
+#[derive(Debug)]
+pub struct CbMapping<'d> {
+    region: Region,
+    _dev: std::marker::PhantomData<&'d Device>,
+}
+
+impl CbMapping<'_> {
+    /// Bytes mapped.
+    pub fn len(&self) -> usize {
+        self.region.len
+    }
+
+    /// Whether nothing is mapped (never).
+    pub fn is_empty(&self) -> bool {
+        self.region.len == 0
+    }
+
+    /// User address of the mapping.
+    pub fn addr(&self) -> u64 {
+        self.region.ptr.as_ptr() as u64
+    }
+
+    /// The 64-bit word at byte offset `off` (aligned, inside).
+    pub fn read(&self, off: usize) -> Option<u64> {
+        self.region.read(off)
+    }
+
+    /// Write the 64-bit word at byte offset `off` (aligned, inside).
+    pub fn write(&self, off: usize, value: u64) -> io::Result<()> {
+        self.region.write(off, value)
+    }
+}
+
+impl Device {
+    /// `DRM_IOCTL_HL_CB` with caller-built arguments; the kernel writes the
+    /// union back (also on failure, as DRM always copies back).
+    pub fn cb_args(&self, args: &mut crate::uapi::HlCbArgs) -> io::Result<()> {
+        // SAFETY: `HlCbArgs` is the argument type of DRM_IOCTL_HL_CB (size
+        // asserted in `uapi`); the kernel reads and writes exactly it.
+        unsafe {
+            rustix::ioctl::ioctl(
+                self.file.as_fd(),
+                rustix::ioctl::Updater::<
+                    { crate::uapi::DRM_IOCTL_HL_CB as rustix::ioctl::Opcode },
+                    _,
+                >::new(args),
+            )
+        }?;
+        Ok(())
+    }
+
+    /// CB CREATE of `size` bytes with `HL_CB_FLAGS_*` `flags`; returns the handle.
+    pub fn cb_create(&self, size: u32, flags: u32) -> io::Result<u64> {
+        let mut a = crate::uapi::HlCbArgs {
+            op: crate::uapi::HL_CB_OP_CREATE,
+            cb_size: size,
+            flags,
+            ..Default::default()
+        };
+        self.cb_args(&mut a)?;
+        Ok(a.cb_handle)
+    }
+
+    /// CB DESTROY of `handle`.
+    pub fn cb_destroy(&self, handle: u64) -> io::Result<()> {
+        let mut a = crate::uapi::HlCbArgs {
+            cb_handle: handle,
+            op: crate::uapi::HL_CB_OP_DESTROY,
+            ..Default::default()
+        };
+        self.cb_args(&mut a)
+    }
+
+    /// CB INFO of `handle`: its usage count.
+    pub fn cb_info(&self, handle: u64) -> io::Result<u32> {
+        let mut a = crate::uapi::HlCbArgs {
+            cb_handle: handle,
+            op: crate::uapi::HL_CB_OP_INFO,
+            ..Default::default()
+        };
+        self.cb_args(&mut a)?;
+        Ok(a.out_usage_cnt())
+    }
+
+    /// CB INFO with `HL_CB_FLAGS_GET_DEVICE_VA`: the device VA of a mapped CB.
+    pub fn cb_device_va(&self, handle: u64) -> io::Result<u64> {
+        let mut a = crate::uapi::HlCbArgs {
+            cb_handle: handle,
+            op: crate::uapi::HL_CB_OP_INFO,
+            flags: crate::uapi::HL_CB_FLAGS_GET_DEVICE_VA,
+            ..Default::default()
+        };
+        self.cb_args(&mut a)?;
+        Ok(a.cb_handle)
+    }
+
+    /// A shared read-write mmap of the CB `handle` of `size` bytes (its
+    /// whole page-rounded memory); unmapped on drop.
+    pub fn cb_mmap(&self, handle: u64, size: u32) -> io::Result<CbMapping<'_>> {
+        Ok(CbMapping {
+            region: Region::map(self, handle, cb_mapped_len(size))?,
+            _dev: std::marker::PhantomData,
+        })
+    }
+
+    /// A command buffer of `size` bytes (RAII: destroyed on drop).
+    pub fn command_buffer(&self, size: u32) -> io::Result<CommandBuffer<'_>> {
+        let handle = self.cb_create(size, 0)?;
+        Ok(CommandBuffer {
+            dev: self,
+            handle,
+            size,
+        })
+    }
+}
