@@ -31,7 +31,7 @@ FLOORS = [
     ("uapi.rs", 1, "ground"),
     ("asic", 1, "ground"),
     ("params.rs", 1, "ground"),
-    ("kapi", 2, "wrappers"),
+    ("ffi", 2, "ffi wrappers"),
     ("hw", 3, "hardware"),
     ("mmu", 4, "mmu"),
     ("vm", 5, "vm"),

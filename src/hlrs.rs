@@ -20,7 +20,7 @@
 //! | 5 | `vm/` | device-wide [`vm::device_vm::DeviceVm`]; per context [`vm::context_vm::ContextVm`] and the operations on it |
 //! | 4 | `mmu/` | device-wide [`mmu::device_mmu::DeviceMmu`]; page tables, hop pools, invalidation proofs |
 //! | 3 | `hw/` | the sealed [`hw::backend::Backend`] trait and the simulated Gaudi2 |
-//! | 2 | `kapi/` | safe wrappers of kernel C APIs the `kernel` crate lacks (leaves) |
+//! | 2 | `ffi/` | safe wrappers of kernel C APIs the `kernel` crate lacks (leaves) |
 //! | 1 | `uapi.rs`, `asic/`, `params.rs` | uAPI structs, Gaudi2 constants, module parameters |
 //!
 //! `bench/` (KUnit builds only) stands above them all.
@@ -74,10 +74,10 @@ mod asic;
 mod bench;
 mod context;
 mod device;
+mod ffi;
 mod file;
 mod hw;
 mod ioctl;
-mod kapi;
 mod mmu;
 mod params;
 mod shell;
@@ -122,15 +122,15 @@ struct HabanaLabsRs {
     _region: shell::accel::ChrdevRegion,
     /// `/sys/kernel/debug/habanalabs_rs/` with `pci_scan`; removed after the
     /// devices' directories in it.
-    _debugfs: kapi::debugfs::Dir<PciScan>,
+    _debugfs: ffi::debugfs::Dir<PciScan>,
     /// `/sys/kernel/debug/habanalabs/`, upstream's old root, holding a link
     /// `hl<N>` per device; removed after the devices' links.
-    _hl_debugfs: kapi::debugfs::Dir<()>,
+    _hl_debugfs: ffi::debugfs::Dir<()>,
 }
 
 /// The files at the debugfs root.
-static ROOT_FILES: [kapi::debugfs::FileDef<PciScan>; 1] =
-    [kapi::debugfs::FileDef::ro(c"pci_scan", show_pci_scan)];
+static ROOT_FILES: [ffi::debugfs::FileDef<PciScan>; 1] =
+    [ffi::debugfs::FileDef::ro(c"pci_scan", show_pci_scan)];
 
 impl kernel::Module for HabanaLabsRs {
     /// Two phases. First everything that can fail, with nothing a user can
@@ -188,13 +188,13 @@ impl kernel::Module for HabanaLabsRs {
         }
         // Phase 1: everything that can fail; nothing can be opened yet.
         let region = shell::accel::ChrdevRegion::new()?;
-        let root = kapi::debugfs::Prepared::new(
+        let root = ffi::debugfs::Prepared::new(
             CString::try_from_fmt(fmt!("habanalabs_rs"))?,
             PciScan(pci),
             &ROOT_FILES,
         )?;
         let hl_root =
-            kapi::debugfs::Prepared::new(CString::try_from_fmt(fmt!("habanalabs"))?, (), &[])?;
+            ffi::debugfs::Prepared::new(CString::try_from_fmt(fmt!("habanalabs"))?, (), &[])?;
         let n = config.devices as usize;
         let prepared = prepare_devices(&config)?;
         let mut devices = KVec::with_capacity(n, GFP_KERNEL)?;
@@ -262,7 +262,7 @@ fn publish_device(
         shell::debugfs_abi::PreparedAbi,
     ),
     region: &shell::accel::ChrdevRegion,
-    (root, hl_root): (&kapi::debugfs::Dir<PciScan>, &kapi::debugfs::Dir<()>),
+    (root, hl_root): (&ffi::debugfs::Dir<PciScan>, &ffi::debugfs::Dir<()>),
     devices: &mut KVec<RegisteredDevice>,
 ) {
     let index = dev.hdev().index;

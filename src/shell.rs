@@ -7,7 +7,7 @@
 //! - [`accel`]: accel + control node registration, file operations, ioctl
 //!   entry points, sysfs attributes, the `AsBytes`/`FromBytes` impls of the
 //!   uAPI structs.
-//! - [`debugfs`]: the device's debugfs files (on [`crate::kapi::debugfs`]).
+//! - [`debugfs`]: the device's debugfs files (on [`crate::ffi::debugfs`]).
 //! - [`dmabuf`]: dma-buf export of device memory (EXPORT_DMABUF_FD) and its
 //!   callbacks, plus a test importer for KUnit.
 //! - [`drm_file`]: the compute file behind a `drm_file`.

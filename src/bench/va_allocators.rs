@@ -47,7 +47,7 @@ use crate::{
     asic::{AsicProperties, VaSpan},
     bench::{rng::XorShift64Star, upstream_va_list::UpstreamVaList},
     device::HlDevice,
-    kapi::drm_mm::DrmMm,
+    ffi::drm_mm::DrmMm,
     vm::{context_vm::ContextVm, va_alloc::VaRequest, va_range::VaRangeType},
 };
 use kernel::{

@@ -36,7 +36,7 @@
 //! that importer's device: an address that was not mapped for the importer
 //! cannot reach it.
 
-use crate::kapi::{
+use crate::ffi::{
     dma::{DmaDirection, Importer, ImporterSgt},
     host_page::HostPage,
     pin::PinnedUserPages,

@@ -25,12 +25,12 @@ pub(crate) mod cfg_space;
 use crate::asic::{AsicProperties, SRAM_BASE_ADDR, SRAM_SIZE};
 use crate::hw::backend::{Backend, DeviceStatus, MmuKind};
 use crate::{
-    hw::backend::DramPieces,
-    kapi::{
+    ffi::{
         dma::{DmaDirection, Importer, ImporterSgt},
         host_page::HostPage,
         pin::PinnedUserPages,
     },
+    hw::backend::DramPieces,
 };
 use kernel::{
     alloc::KVVec,
@@ -372,7 +372,7 @@ impl Backend for SimGaudi2 {
         let mut dma = KVVec::with_capacity(n, GFP_KERNEL | __GFP_NOWARN)?;
         for i in 0..n {
             if i > 0 && i as u64 % crate::asic::HOP_PTES == 0 {
-                crate::kapi::sched::cond_resched();
+                crate::ffi::sched::cond_resched();
             }
             let phys = pinned.phys(i * per).ok_or(EINVAL)?;
             dma.push_within_capacity(self.host_dma_addr(phys)?)
@@ -416,7 +416,7 @@ impl Backend for SimGaudi2 {
             while at < end {
                 if pages.len() % 512 == 511 {
                     // Once per 2 MiB: an export can be many GiB.
-                    crate::kapi::sched::cond_resched();
+                    crate::ffi::sched::cond_resched();
                 }
                 pages
                     .push_within_capacity(self.dram_host_page(at)?)

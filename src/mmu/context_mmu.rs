@@ -9,8 +9,8 @@
 
 use crate::{
     asic::MmuGeometry,
+    ffi::sched,
     hw::backend::MmuKind,
-    kapi::sched,
     mmu::{
         device_mmu::DeviceMmu,
         hop_pool::HopMemory,

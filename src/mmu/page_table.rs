@@ -669,7 +669,7 @@ impl PageTable {
             detached.detach(node, everything);
             left += 1;
             if left % HOP_PTES as usize == 0 {
-                crate::kapi::sched::cond_resched();
+                crate::ffi::sched::cond_resched();
             }
             cursor = next;
         }

@@ -34,18 +34,18 @@
 //!   then the devices are unregistered and `drm_dev_unplug` runs) before the
 //!   references are dropped, and kernfs removal waits for running callbacks;
 //! - debugfs files own their data and their fops pin the module
-//!   (`kapi/debugfs.rs`); they are removed at unload, which waits for the
+//!   (`ffi/debugfs.rs`); they are removed at unload, which waits for the
 //!   callbacks in progress.
 
 use crate::{
     context::Context,
     device::{HlDevice, SysfsAttr},
+    ffi,
     file::{ComputeFile, ControlFile, Node},
     ioctl::{
         info::{info_ioctl, InfoCaller, UserBuffer},
         memory::memory_ioctl,
     },
-    kapi,
     shell::drm_file::compute_file,
     uapi::{self, HlCbArgs, HlInfoArgs, HlMemArgs},
 };
@@ -1098,10 +1098,10 @@ impl PreparedDevice {
 /// Upstream's debugfs files of one device and the links to them; the links
 /// go first, then the files, then the reference to `accel/`.
 pub(crate) struct AbiLinks {
-    _hl: kapi::debugfs::Symlink,
-    _by_minor: Option<kapi::debugfs::Symlink>,
+    _hl: ffi::debugfs::Symlink,
+    _by_minor: Option<ffi::debugfs::Symlink>,
     _files: crate::shell::debugfs_abi::AbiDebugfs,
-    _accel: Option<kapi::debugfs::Lookup>,
+    _accel: Option<ffi::debugfs::Lookup>,
 }
 
 /// One registered device: faux parent, accel node, control node.
@@ -1137,7 +1137,7 @@ impl AccelDevice {
     pub(crate) fn create_abi_debugfs(
         &self,
         files: crate::shell::debugfs_abi::PreparedAbi,
-        hl_root: &kapi::debugfs::Dir<()>,
+        hl_root: &ffi::debugfs::Dir<()>,
     ) -> Result<AbiLinks> {
         // SAFETY: the DRM device is alive (we hold a reference); its
         // `debugfs_root` and `unique` were set by `drm_dev_init` and stay
@@ -1155,13 +1155,13 @@ impl AccelDevice {
         let minor = CString::try_from_fmt(fmt!("{}", self.index))?;
         let hl = CString::try_from_fmt(fmt!("hl{}", self.index))?;
         let up = CString::try_from_fmt(fmt!("../accel/{}", unique))?;
-        let accel = kapi::debugfs::Lookup::root(c"accel");
+        let accel = ffi::debugfs::Lookup::root(c"accel");
         let by_minor = accel.as_ref().map(|a| {
             // SAFETY: `accel` stays (held by `AbiLinks`) while the link does.
-            unsafe { kapi::debugfs::Symlink::new(&minor, a.dentry(), unique) }
+            unsafe { ffi::debugfs::Symlink::new(&minor, a.dentry(), unique) }
         });
         Ok(AbiLinks {
-            _hl: kapi::debugfs::Symlink::in_dir(&hl, hl_root, &up),
+            _hl: ffi::debugfs::Symlink::in_dir(&hl, hl_root, &up),
             _by_minor: by_minor,
             _accel: accel,
             _files: files,

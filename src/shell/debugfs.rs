@@ -19,7 +19,7 @@
 //! | `dram` | simulated DRAM by physical address (tests): write `write ADDR HEX` to store bytes, `read ADDR LEN` to choose what reading shows |
 //!
 //! Each file is rendered once per open, without `seq_file`'s re-rendering
-//! at every buffer doubling (`kapi/debugfs.rs`). The files whose size grows
+//! at every buffer doubling (`ffi/debugfs.rs`). The files whose size grows
 //! with the context's state (`va`, `userptr`, `hw_blocks`, `ts_buffers`)
 //! copy their rows out in one pass under the lock, into a buffer sized
 //! beforehand (so nothing is allocated under it), and format them after
@@ -28,8 +28,8 @@
 
 use crate::{
     device::HlDevice,
+    ffi::debugfs::{Dir, FileDef, Prepared},
     hw::backend::DeviceStatus,
-    kapi::debugfs::{Dir, FileDef, Prepared},
     mmu::walk::WalkFault,
     vm::{mapping_table::Backing, va_range::VaRangeType},
 };
@@ -553,7 +553,7 @@ fn write_bench(p: &DeviceFiles, text: &str) -> Result {
     let addr =
         u64::from_str_radix(addr.strip_prefix("0x").unwrap_or(addr), 16).map_err(|_| EINVAL)?;
     let size: u64 = words.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL)?;
-    let (pin, unpin, pages) = crate::kapi::pin::pin_floor(addr, size)?;
+    let (pin, unpin, pages) = crate::ffi::pin::pin_floor(addr, size)?;
     for (slot, v) in p.floor.iter().zip([pages as u64, pin, unpin]) {
         slot.store(v, Relaxed);
     }

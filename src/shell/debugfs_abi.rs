@@ -29,12 +29,12 @@
 //! `EINVAL`. Differences: the access must be naturally aligned (so it never
 //! crosses a page), the DRAM the driver keeps for itself (page tables,
 //! below the user DRAM base) is read-only here, and a read that fails fails
-//! the `open` (files are rendered at open, see `kapi/debugfs.rs`).
+//! the `open` (files are rendered at open, see `ffi/debugfs.rs`).
 
 use crate::{
     asic::{VaSpan, SRAM_BASE_ADDR, SRAM_SIZE},
     device::HlDevice,
-    kapi::{
+    ffi::{
         debugfs::{Dir, FileDef, Prepared},
         pin::PinnedUserPages,
     },

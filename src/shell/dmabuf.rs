@@ -28,8 +28,8 @@
 //! [`Backend`]: crate::hw::backend::Backend
 
 use crate::{
+    ffi::dma::{DmaDirection, Importer, ImporterSgt},
     ioctl::memory::DmabufExporter,
-    kapi::dma::{DmaDirection, Importer, ImporterSgt},
     vm::dmabuf::DmabufExport, //
 };
 use core::ptr::NonNull;
@@ -43,7 +43,7 @@ use kernel::{
 
 #[allow(improper_ctypes)]
 extern "C" {
-    // Prototypes in `kapi/helpers.h`, bodies in `kapi/helpers.c`.
+    // Prototypes in `ffi/helpers.h`, bodies in `ffi/helpers.c`.
     /// `sg_page(sg)`.
     #[cfg(CONFIG_KUNIT)]
     fn hlrs_sg_page(sg: *mut bindings::scatterlist) -> *mut bindings::page;

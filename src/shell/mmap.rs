@@ -9,7 +9,7 @@
 //!   checks (ids, exact sizes, one live mmap) are safe Rust in
 //!   `vm/hw_block.rs`, `vm/ts_buffer.rs` and `vm/command_buffer.rs`; this file only turns
 //!   their answer into page-table entries and vm operations.
-//! - The register memory user mappings reach is `kapi::register_page`'s
+//! - The register memory user mappings reach is `ffi::register_page`'s
 //!   `RegisterBlock`.
 //! - Only `MAP_SHARED` mappings are served (see [`is_shared`]).
 //!
@@ -39,7 +39,7 @@ use kernel::{
 
 #[allow(improper_ctypes)]
 extern "C" {
-    // Prototypes in `kapi/helpers.h`, bodies in `kapi/helpers.c`.
+    // Prototypes in `ffi/helpers.h`, bodies in `ffi/helpers.c`.
     /// `access_ok(addr, size)` on the current task.
     fn hlrs_access_ok(addr: c_ulong, size: c_ulong) -> bool;
 }

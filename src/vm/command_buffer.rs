@@ -26,7 +26,7 @@
 //! The mapping into the device MMU (`HL_CB_FLAGS_MAP`) is
 //! `super::mapping::map_cb_va`, a mapping that holds the CB.
 
-use crate::kapi::vmalloc::vmalloc_page_phys;
+use crate::ffi::vmalloc::vmalloc_page_phys;
 use crate::{
     uapi::{mmap_handle, mmap_type, HL_MAX_CB_SIZE, HL_MMAP_PAGE_SHIFT, HL_MMAP_TYPE_CB},
     vm::{

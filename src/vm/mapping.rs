@@ -31,8 +31,8 @@
 //! own reservations allocates.
 
 use crate::{
+    ffi::{pin::PinnedUserPages, sched},
     hw::backend::{map_host_pages, map_kernel_pages, HostDma, MmuKind},
-    kapi::{pin::PinnedUserPages, sched},
     mmu::{
         invalidate::{invalidate_all, invalidate_range, Invalidated, MmuArea},
         page_table::DetachedHops,

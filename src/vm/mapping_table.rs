@@ -8,8 +8,8 @@
 //! [`super::mapping`].
 
 use crate::{
+    ffi::pin::PinnedUserPages,
     hw::backend::HostDma,
-    kapi::pin::PinnedUserPages,
     mmu::{
         context_mmu::MappedPages,
         invalidate::{Held, Invalidated, MmuArea},

@@ -14,7 +14,7 @@
 //!
 //! Lock order: the lock here is a leaf.
 
-use crate::kapi::register_page::RegisterBlock;
+use crate::ffi::register_page::RegisterBlock;
 use kernel::{
     new_mutex,
     prelude::*,

@@ -11,7 +11,7 @@
 //! with the normal unwind.
 
 extern "C" {
-    // Prototypes in `kapi/helpers.h`, bodies in `kapi/helpers.c`.
+    // Prototypes in `ffi/helpers.h`, bodies in `ffi/helpers.c`.
     fn hlrs_cond_resched();
     fn hlrs_fatal_signal_pending() -> bool;
 }

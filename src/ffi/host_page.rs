@@ -15,7 +15,7 @@ use kernel::{bindings, page::PAGE_SIZE, prelude::*};
 
 #[allow(improper_ctypes)]
 extern "C" {
-    // Prototypes in `kapi/helpers.h`, bodies in `kapi/helpers.c`.
+    // Prototypes in `ffi/helpers.h`, bodies in `ffi/helpers.c`.
     /// `get_page(page)`.
     fn hlrs_get_page(page: *mut bindings::page);
     /// `put_page(page)`.

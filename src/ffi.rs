@@ -17,7 +17,7 @@
 //! - [`sched`]: `cond_resched` and `fatal_signal_pending` for long loops.
 //! - [`vmalloc`]: the physical pages behind vmalloc memory.
 //!
-//! `kapi/helpers.c` (prototypes in `kapi/helpers.h`) wraps the static inlines
+//! `ffi/helpers.c` (prototypes in `ffi/helpers.h`) wraps the static inlines
 //! these and the shell need (`page_to_phys`, `totalram_pages`,
 //! `fatal_signal_pending`, `access_ok`, `virt_to_pfn`, `get_page`,
 //! `put_page`, `page_count`, `sg_page`, `dma_get_max_seg_size`,

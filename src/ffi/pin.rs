@@ -25,7 +25,7 @@ use kernel::{
 
 #[allow(improper_ctypes)]
 extern "C" {
-    // Prototypes in `kapi/helpers.h`, bodies in `kapi/helpers.c`.
+    // Prototypes in `ffi/helpers.h`, bodies in `ffi/helpers.c`.
     /// `page_to_phys`.
     fn hlrs_page_to_phys(page: *mut bindings::page) -> u64;
     /// `totalram_pages()`.

@@ -10,7 +10,7 @@ use kernel::{bindings, page::PAGE_SIZE, prelude::*};
 
 #[allow(improper_ctypes)]
 extern "C" {
-    // Prototypes in `kapi/helpers.h`, bodies in `kapi/helpers.c`.
+    // Prototypes in `ffi/helpers.h`, bodies in `ffi/helpers.c`.
     /// `virt_to_pfn(addr)` for directly mapped kernel memory.
     fn hlrs_virt_to_pfn(addr: *const c_void) -> c_ulong;
 }

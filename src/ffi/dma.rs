@@ -12,7 +12,7 @@ use kernel::{alloc::KVVec, bindings, page::PAGE_SIZE, prelude::*};
 
 #[allow(improper_ctypes)]
 extern "C" {
-    // Prototypes in `kapi/helpers.h`, bodies in `kapi/helpers.c`.
+    // Prototypes in `ffi/helpers.h`, bodies in `ffi/helpers.c`.
     /// `dma_get_max_seg_size(dev)`.
     fn hlrs_dma_max_seg_size(dev: *mut bindings::device) -> c_uint;
 }

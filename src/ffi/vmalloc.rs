@@ -7,7 +7,7 @@ use kernel::{alloc::VVec, bindings, page::PAGE_SIZE};
 
 #[allow(improper_ctypes)]
 extern "C" {
-    // Prototype in `kapi/helpers.h`, body in `kapi/helpers.c`.
+    // Prototype in `ffi/helpers.h`, body in `ffi/helpers.c`.
     fn hlrs_page_to_phys(page: *mut bindings::page) -> u64;
 }
 
