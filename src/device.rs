@@ -104,9 +104,7 @@ pub(crate) struct HlDevice {
 impl HlDevice {
     /// A new, operational device.
     pub(crate) fn new(index: u32, asic: AsicProperties) -> Result<Arc<Self>> {
-        let sim = Arc::pin_init(SimGaudi2::new(&asic), GFP_KERNEL)?;
-        let mmu = Arc::pin_init(DeviceMmu::new(&asic, sim.clone()), GFP_KERNEL)?;
-        let vm = Arc::pin_init(DeviceVm::new(asic.clone(), mmu.clone()), GFP_KERNEL)?;
+        let (sim, mmu, vm) = DeviceVm::simulated(&asic)?;
         Arc::pin_init(
             pin_init!(Self {
                 sim,

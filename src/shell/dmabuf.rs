@@ -635,25 +635,18 @@ impl TestImporter {
 mod tests {
     //! The callbacks as an importer on another device reaches them.
     use super::*;
-    use crate::{
-        asic::AsicProperties,
-        vm::{
-            device_memory::{alloc_device_memory, free_device_memory},
-            dmabuf::prepare_export,
-            mapping::{map_device_va, unmap_device_va},
-            test_vm::{TestContext, TestDevice},
-        },
+    use crate::vm::{
+        device_memory::{alloc_device_memory, free_device_memory},
+        dmabuf::prepare_export,
+        mapping::{map_device_va, unmap_device_va},
+        test_vm::{TestContext, TestDevice},
     };
     use kernel::sync::Arc;
 
     const DPAGE: u64 = 0x3000_0000;
     const PAGE: u64 = PAGE_SIZE as u64;
 
-    fn setup() -> Result<(Arc<TestDevice>, Arc<TestContext>)> {
-        let d = TestDevice::new(AsicProperties::gaudi2(6, 0)?)?;
-        let ctx = Arc::new(TestContext::new(&d)?, GFP_KERNEL)?;
-        Ok((d, ctx))
-    }
+    use crate::vm::test_vm::device_and_context as setup;
 
     fn mapped(ctx: &Arc<TestContext>, pages: u64, flags: u32) -> Result<(u32, u64)> {
         let h = alloc_device_memory(ctx.vm(), pages * DPAGE, flags)?;

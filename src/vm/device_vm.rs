@@ -7,7 +7,7 @@
 
 use crate::{
     asic::AsicProperties,
-    hw::backend::Backend,
+    hw::{backend::Backend, sim::SimGaudi2},
     mmu::device_mmu::DeviceMmu,
     vm::{dram_pool::DramPool, handles::HandleTable, map_profile::HostMapProfile},
 };
@@ -43,7 +43,20 @@ pub(crate) struct DeviceVm {
     pub(crate) host_map_profile: HostMapProfile,
 }
 
+/// The device-wide owners of a simulated Gaudi2, bottom-up: the hardware,
+/// its MMUs, its memory.
+pub(crate) type SimulatedOwners = (Arc<SimGaudi2>, Arc<DeviceMmu>, Arc<DeviceVm>);
+
 impl DeviceVm {
+    /// The owners of a simulated Gaudi2 with `asic`'s geometry, nothing
+    /// allocated (what a device, or a KUnit fixture, is built on).
+    pub(crate) fn simulated(asic: &AsicProperties) -> Result<SimulatedOwners> {
+        let sim = Arc::pin_init(SimGaudi2::new(asic), GFP_KERNEL)?;
+        let mmu = Arc::pin_init(DeviceMmu::new(asic, sim.clone()), GFP_KERNEL)?;
+        let vm = Arc::pin_init(Self::new(asic.clone(), mmu.clone()), GFP_KERNEL)?;
+        Ok((sim, mmu, vm))
+    }
+
     /// The memory of a device with `asic`'s DRAM over `mmu`: every user DRAM
     /// page free, no handle.
     pub(crate) fn new(asic: AsicProperties, mmu: Arc<DeviceMmu>) -> impl PinInit<Self, Error> {

@@ -176,9 +176,8 @@ pub(crate) fn prepare_export(
 #[kunit_tests(hlrs_dmabuf)]
 mod tests {
     use super::*;
-    use crate::vm::test_vm::{TestContext, TestDevice};
+    use crate::vm::test_vm::TestContext;
     use crate::{
-        asic::AsicProperties,
         uapi::{HL_MEM_CONTIGUOUS, HL_MEM_SHARED},
         vm::{
             device_memory::{alloc_device_memory, free_device_memory},
@@ -188,11 +187,7 @@ mod tests {
 
     const DPAGE: u64 = 0x3000_0000;
 
-    fn setup() -> Result<(Arc<TestDevice>, Arc<TestContext>)> {
-        let d = TestDevice::new(AsicProperties::gaudi2(6, 0)?)?;
-        let ctx = Arc::new(TestContext::new(&d)?, GFP_KERNEL)?;
-        Ok((d, ctx))
-    }
+    use crate::vm::test_vm::device_and_context as setup;
 
     fn mapped(ctx: &Arc<TestContext>, pages: u64, flags: u32) -> Result<(u32, u64)> {
         let h = alloc_device_memory(ctx.vm(), pages * DPAGE, flags)?;

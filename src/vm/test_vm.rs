@@ -39,9 +39,7 @@ pub(crate) struct TestDevice {
 impl TestDevice {
     /// A device with `asic`'s geometry, nothing allocated.
     pub(crate) fn new(asic: AsicProperties) -> Result<Arc<Self>> {
-        let sim = Arc::pin_init(SimGaudi2::new(&asic), GFP_KERNEL)?;
-        let mmu = Arc::pin_init(DeviceMmu::new(&asic, sim.clone()), GFP_KERNEL)?;
-        let vm = Arc::pin_init(DeviceVm::new(asic.clone(), mmu.clone()), GFP_KERNEL)?;
+        let (sim, mmu, vm) = DeviceVm::simulated(&asic)?;
         Arc::new(
             Self {
                 asic,
@@ -66,6 +64,13 @@ impl TestDevice {
     pub(crate) fn release_parked(&self) -> bool {
         self.parked.load(Relaxed) != 0
     }
+}
+
+/// A Gaudi2 with six HBMs and one context on it, shared by the suites.
+pub(crate) fn device_and_context() -> Result<(Arc<TestDevice>, Arc<TestContext>)> {
+    let d = TestDevice::new(AsicProperties::gaudi2(6, 0)?)?;
+    let ctx = Arc::new(TestContext::new(&d)?, GFP_KERNEL)?;
+    Ok((d, ctx))
 }
 
 /// One context's VM with the lowest free user ASID. Dropping it does what a
