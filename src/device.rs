@@ -64,6 +64,8 @@ pub(crate) struct DeviceState {
     parked: Option<Arc<ContextVm>>,
     /// Bit `n` set: ASID `n` is in use. ASID 0 is always the kernel's.
     asids: u64,
+    /// A DRAM scrub runs (`is_in_dram_scrub`): opens answer `EAGAIN`.
+    in_dram_scrub: bool,
     /// Successful compute opens since load (`open_counter`).
     pub(crate) open_counter: u64,
     /// ktime (ns) of the last successful compute open (`last_successful_open_ktime`).
@@ -117,6 +119,7 @@ impl HlDevice {
                     in_release: false,
                     parked: None,
                     asids: 1 << KERNEL_ASID,
+                    in_dram_scrub: false,
                     open_counter: 0,
                     last_open_ktime_ns: 0,
                     session_start: None,
@@ -198,7 +201,7 @@ impl HlDevice {
                 vm.asid
             );
         }
-        if st.in_release {
+        if st.in_release || st.in_dram_scrub {
             return Err(EAGAIN);
         }
         if st.compute_ctx_active {
@@ -233,6 +236,27 @@ impl HlDevice {
             asid,
             n
         );
+    }
+
+    /// `hl_memory_scrub` (common/debugfs.c:798-829): write `val` over the
+    /// whole user DRAM. `EIO` when the device is not operational, `EBUSY`
+    /// while a compute context exists (also, unlike upstream, while one is
+    /// being torn down or waits for an invalidation: its pages may still be
+    /// reachable); opens answer `EAGAIN` meanwhile. O(backed DRAM chunks).
+    pub(crate) fn scrub_dram(&self, val: u64) -> Result {
+        if !self.status().is_operational() {
+            return Err(EIO);
+        }
+        {
+            let mut st = self.state.lock();
+            if st.compute_ctx_active || st.in_release || st.parked.is_some() || st.in_dram_scrub {
+                return Err(EBUSY);
+            }
+            st.in_dram_scrub = true;
+        }
+        let r = self.backend().scrub_dram(self.asic.dram_user_base, val);
+        self.state.lock().in_dram_scrub = false;
+        r
     }
 
     /// Publish the VA/MMU state of the active compute context (debugfs).

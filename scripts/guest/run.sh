@@ -34,6 +34,11 @@ hlrs poke 0x1000FFFFFD000100 0xfeedface12345678 --64 && echo "  poke 0x1000fffff
 echo "  peek 0x1000fffffd000100 (64): $(hlrs peek 0x1000FFFFFD000100 --64)"
 echo "  peek 0x1000fffffd000104 (32): $(hlrs peek 0x1000FFFFFD000104)"
 echo "  the same through habanalabs/hl0/data32: $(echo 0x1000FFFFFD000104 >/sys/kernel/debug/habanalabs/hl0/addr; cat /sys/kernel/debug/habanalabs/hl0/data32)"
+echo "  hlrs dump 0x1000FFFFFD0000F8 0x20 (dma_size + data_dma, one device read):"
+hlrs dump 0x1000FFFFFD0000F8 0x20 | sed 's/^/    /'
+hlrs scrub 0x5a5a5a5a5a5a5a5a && echo "  hlrs scrub 0x5a5a5a5a5a5a5a5a: user DRAM scrubbed (memory_scrub_val + memory_scrub, no context open)"
+echo "  an unmapped DRAM page now reads as the pattern: $(hlrs peek 0x1001000060000000 --64)"
+hlrs scrub 0 && echo "  hlrs scrub 0: back to zeros"
 
 say "A walk through the memory ioctls (hlrs walk)"
 hlrs walk >/tmp/walk.txt 2>&1

@@ -32,6 +32,7 @@ use kernel::{
     fmt,
     prelude::*,
     str::CString,
+    sync::Arc,
     uaccess::{UserPtr, UserSlice}, //
 };
 
@@ -50,7 +51,15 @@ pub(crate) struct FileDef<T: 'static> {
     /// which the `open` for reading then returns.
     try_show: Option<TryShowFn<T>>,
     store: Option<fn(&T, &str) -> Result>,
+    /// When set, replaces `show`: the file's content is these bytes (a
+    /// debugfs blob), shared with the snapshot, not copied.
+    bytes: Option<BytesFn<T>>,
+    /// The file's mode, when not the default of its kind.
+    mode: Option<bindings::umode_t>,
 }
+
+/// The bytes a blob file serves (see [`FileDef::blob`]); `None` is empty.
+pub(crate) type BytesFn<T> = fn(&T) -> Option<Arc<KVVec<u8>>>;
 
 /// A renderer that may fail with an errno (see [`FileDef::rw_try`]).
 pub(crate) type TryShowFn<T> = fn(&T, &mut fmt::Formatter<'_>) -> Result;
@@ -71,7 +80,29 @@ impl<T> FileDef<T> {
             show,
             try_show: None,
             store: None,
+            bytes: None,
+            mode: None,
         }
+    }
+
+    /// A read-only file (mode 0400) serving raw bytes, as `debugfs_create_blob`
+    /// does: what `bytes` returns at open, shared by reference for as long
+    /// as the file stays open (a later replacement is seen by the next open).
+    pub(crate) const fn blob(name: &'static CStr, bytes: BytesFn<T>) -> Self {
+        Self {
+            name,
+            show: show_nothing::<T>,
+            try_show: None,
+            store: None,
+            bytes: Some(bytes),
+            mode: None,
+        }
+    }
+
+    /// The same file with mode `mode` (upstream's files are mostly 0644).
+    pub(crate) const fn with_mode(mut self, mode: bindings::umode_t) -> Self {
+        self.mode = Some(mode);
+        self
     }
 
     /// A read-write file (mode 0600): `store` gets the written text, trimmed.
@@ -85,6 +116,8 @@ impl<T> FileDef<T> {
             show,
             try_show: None,
             store: Some(store),
+            bytes: None,
+            mode: None,
         }
     }
 
@@ -101,11 +134,15 @@ impl<T> FileDef<T> {
             show: show_nothing::<T>,
             try_show: Some(try_show),
             store: Some(store),
+            bytes: None,
+            mode: None,
         }
     }
 
     fn mode(&self) -> bindings::umode_t {
-        if self.store.is_some() {
+        if let Some(mode) = self.mode {
+            mode
+        } else if self.store.is_some() {
             0o600
         } else {
             0o400
@@ -159,6 +196,21 @@ impl fmt::Write for Text {
     }
 }
 
+/// What an open file serves: its text rendered at open, or a blob's bytes.
+enum Snapshot {
+    Text(Text),
+    Bytes(Arc<KVVec<u8>>),
+}
+
+impl Snapshot {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            Self::Text(t) => &t.0,
+            Self::Bytes(b) => b,
+        }
+    }
+}
+
 /// The file operations of files whose `i_private` is a `Node<T>`.
 struct Ops<T>(PhantomData<T>);
 
@@ -195,12 +247,20 @@ unsafe extern "C" fn open<T: Send + Sync + 'static>(
     // alive while the file exists, and debugfs holds off its removal for
     // the call.
     let node = unsafe { &*(*inode).i_private.cast::<Node<T>>() };
-    let mut text = Text(KVVec::new());
-    let show = Show(node, core::cell::Cell::new(None));
-    if write!(text, "{}", show).is_err() {
-        return show.1.get().unwrap_or(ENOMEM).to_errno();
-    }
-    match KBox::new(text, GFP_KERNEL) {
+    let snapshot = if let Some(bytes) = node.def.bytes {
+        match bytes(node.data()) {
+            Some(b) => Snapshot::Bytes(b),
+            None => Snapshot::Text(Text(KVVec::new())),
+        }
+    } else {
+        let mut text = Text(KVVec::new());
+        let show = Show(node, core::cell::Cell::new(None));
+        if write!(text, "{}", show).is_err() {
+            return show.1.get().unwrap_or(ENOMEM).to_errno();
+        }
+        Snapshot::Text(text)
+    };
+    match KBox::new(snapshot, GFP_KERNEL) {
         Ok(text) => {
             // SAFETY: as above; `release` takes the snapshot back.
             unsafe { (*file).private_data = KBox::into_raw(text).cast() };
@@ -224,9 +284,10 @@ unsafe extern "C" fn read(
 ) -> isize {
     // SAFETY: `private_data` is null or the snapshot `open` made, which lives
     // until `release`.
-    let Some(text) = (unsafe { (*file).private_data.cast::<Text>().as_ref() }) else {
+    let Some(snapshot) = (unsafe { (*file).private_data.cast::<Snapshot>().as_ref() }) else {
         return EINVAL.to_errno() as isize;
     };
+    let bytes = snapshot.bytes();
     // SAFETY: `buf`/`count`/`ppos` come from the VFS; the source is the
     // snapshot's `len` initialised bytes.
     unsafe {
@@ -234,8 +295,8 @@ unsafe extern "C" fn read(
             buf.cast(),
             count,
             ppos,
-            text.0.as_ptr().cast(),
-            text.0.len(),
+            bytes.as_ptr().cast(),
+            bytes.len(),
         )
     }
 }
@@ -283,10 +344,10 @@ fn store<T>(node: &Node<T>, buf: *const c_char, count: usize) -> Result {
 unsafe extern "C" fn release(_inode: *mut bindings::inode, file: *mut bindings::file) -> c_int {
     // SAFETY: `private_data` is null or the snapshot from `KBox::into_raw` in
     // `open`, taken back once, here.
-    let text = unsafe { (*file).private_data.cast::<Text>() };
-    if !text.is_null() {
+    let snapshot = unsafe { (*file).private_data.cast::<Snapshot>() };
+    if !snapshot.is_null() {
         // SAFETY: see above.
-        drop(unsafe { KBox::from_raw(text) });
+        drop(unsafe { KBox::from_raw(snapshot) });
     }
     0
 }

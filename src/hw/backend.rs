@@ -234,6 +234,11 @@ pub(crate) trait Backend: Sealed + Send + Sync {
     /// Write `data` to device DRAM at `addr` (tests and debugfs).
     fn dram_write(&self, addr: u64, data: &[u8]) -> Result;
 
+    /// Scrub device DRAM from `from` (chunk aligned) to its end with the
+    /// little-endian pattern `val` (`gaudi2_scrub_device_dram`, a memset of
+    /// the user DRAM). O(backed chunks above `from`).
+    fn scrub_dram(&self, from: u64, val: u64) -> Result;
+
     /// Read device SRAM at `addr` (`[SRAM_BASE_ADDR, + SRAM_SIZE)`) into
     /// `buf`; never-written SRAM reads as zeros. `EINVAL` outside SRAM.
     fn sram_read(&self, addr: u64, buf: &mut [u8]) -> Result;

@@ -101,6 +101,11 @@ pub(crate) struct SimGaudi2 {
     /// Fault injection: when non-zero, the chunk allocation for an importer
     /// or a CPU mapping that brings it to zero fails.
     fail_host_page_in: Atomic<u64>,
+    /// The value never-written DRAM at and above chunk `dram_fill_from`
+    /// reads as (the last scrub's, `memory_scrub_val`; 0 until then).
+    /// Both change only under `dram`'s lock.
+    dram_fill: Atomic<u64>,
+    dram_fill_from: Atomic<u64>,
     /// The registers behind the user-mappable HW blocks.
     #[pin]
     pub(crate) cfg_space: cfg_space::CfgSpace,
@@ -121,6 +126,8 @@ impl SimGaudi2 {
             fail_pte_write_in: Atomic::new(0),
             fail_invalidation: Atomic::new(0),
             fail_host_page_in: Atomic::new(0),
+            dram_fill: Atomic::new(0),
+            dram_fill_from: Atomic::new(u64::MAX),
             cfg_space <- cfg_space::CfgSpace::new(),
         })
     }
@@ -202,15 +209,29 @@ impl SimGaudi2 {
             .map(HostPage::ref_count)
     }
 
-    /// The page backing `chunk`, allocated zeroed and inserted if missing.
-    /// Allocates under the (sleeping) DRAM lock.
-    fn chunk_or_insert(dram: &mut RBTree<u64, HostPage>, chunk: u64) -> Result<&HostPage> {
+    /// The page backing `chunk`, allocated, filled with `fill`'s pattern
+    /// (zeros when `None`) and inserted if missing. Allocates under the
+    /// (sleeping) DRAM lock.
+    fn chunk_or_insert(
+        dram: &mut RBTree<u64, HostPage>,
+        chunk: u64,
+        fill: Fill,
+    ) -> Result<&HostPage> {
         if dram.get(&chunk).is_none() {
             let page = HostPage::new_zeroed()?;
+            fill_page(&page, chunk, fill)?;
             let node = RBTreeNodeReservation::new(GFP_KERNEL)?.into_node(chunk, page);
             dram.insert(node);
         }
         dram.get(&chunk).ok_or(ENOMEM)
+    }
+
+    /// What never-written DRAM reads as; call with `dram`'s lock held.
+    fn dram_fill(&self) -> Fill {
+        Some((
+            self.dram_fill_from.load(Relaxed),
+            self.dram_fill.load(Relaxed),
+        ))
     }
 
     /// Number of 4 KiB chunks of host memory backing the simulated DRAM.
@@ -269,29 +290,70 @@ fn pieces(addr: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usi
     })
 }
 
+/// What never-written chunks of a sparse memory hold: `Some((from, val))`
+/// means chunks from index `from` on repeat the little-endian `val` (a
+/// scrub's pattern), the others and `None` are zeros.
+type Fill = Option<(u64, u64)>;
+
+/// The pattern byte of `fill` at byte address `at` of chunk `chunk`.
+fn fill_byte(fill: Fill, chunk: u64, at: u64) -> u8 {
+    match fill {
+        Some((from, val)) if chunk >= from => (val >> ((at % 8) * 8)) as u8,
+        _ => 0,
+    }
+}
+
+/// Fill `dst`, the bytes from `at` of chunk `chunk`, with `fill`'s pattern.
+/// O(len).
+fn fill_bytes(dst: &mut [u8], chunk: u64, at: u64, fill: Fill) {
+    for (i, b) in dst.iter_mut().enumerate() {
+        *b = fill_byte(fill, chunk, at.wrapping_add(i as u64));
+    }
+}
+
+/// Give a new page of chunk `chunk` what never-written memory there holds
+/// (nothing to do for zeros: pages come zeroed). O(CHUNK).
+fn fill_page(page: &HostPage, chunk: u64, fill: Fill) -> Result {
+    match fill {
+        Some((from, val)) if chunk >= from && val != 0 => write_pattern(page, val),
+        _ => Ok(()),
+    }
+}
+
+/// Write the little-endian `val` over the whole of `page`. O(CHUNK).
+fn write_pattern(page: &HostPage, val: u64) -> Result {
+    let mut line = [0u8; 64];
+    fill_bytes(&mut line, 0, 0, Some((0, val)));
+    for off in (0..CHUNK).step_by(line.len()) {
+        page.write(off, &line)?;
+    }
+    Ok(())
+}
+
 /// Copy `buf.len()` bytes at byte `at` of the sparse memory `mem` (chunk
-/// index = `at / CHUNK`); unbacked chunks read as zeros. O(chunks x log n).
-fn sparse_read(mem: &RBTree<u64, HostPage>, at: u64, buf: &mut [u8]) -> Result {
+/// index = `at / CHUNK`); unbacked chunks read as `fill`. O(chunks x log n).
+fn sparse_read(mem: &RBTree<u64, HostPage>, at: u64, buf: &mut [u8], fill: Fill) -> Result {
     for (chunk, off, pos, n) in pieces(at, buf.len()) {
         let dst = buf
             .get_mut(pos..pos.checked_add(n).ok_or(EINVAL)?)
             .ok_or(EINVAL)?;
         match mem.get(&chunk) {
             Some(page) => page.read(off, dst)?,
-            None => dst.fill(0),
+            None => fill_bytes(dst, chunk, off as u64, fill),
         }
     }
     Ok(())
 }
 
 /// Copy `data` to byte `at` of the sparse memory `mem`, backing the chunks
-/// it touches (allocates: `mem`'s lock is a mutex). O(chunks x log n).
-fn sparse_write(mem: &mut RBTree<u64, HostPage>, at: u64, data: &[u8]) -> Result {
+/// it touches (filled with `fill` first; allocates: `mem`'s lock is a
+/// mutex). O(chunks x log n).
+fn sparse_write(mem: &mut RBTree<u64, HostPage>, at: u64, data: &[u8], fill: Fill) -> Result {
     for (chunk, off, pos, n) in pieces(at, data.len()) {
         let src = data
             .get(pos..pos.checked_add(n).ok_or(EINVAL)?)
             .ok_or(EINVAL)?;
-        SimGaudi2::chunk_or_insert(mem, chunk)?.write(off, src)?;
+        SimGaudi2::chunk_or_insert(mem, chunk, fill)?.write(off, src)?;
     }
     Ok(())
 }
@@ -437,22 +499,24 @@ impl Backend for SimGaudi2 {
         if dram.get(&chunk).is_none() {
             self.take_host_page_failure()?;
         }
-        Ok(Self::chunk_or_insert(&mut dram, chunk)?.clone())
+        let fill = self.dram_fill();
+        Ok(Self::chunk_or_insert(&mut dram, chunk, fill)?.clone())
     }
 
     fn dram_read(&self, addr: u64, buf: &mut [u8]) -> Result {
         self.check(addr, buf.len())?;
-        sparse_read(&self.dram.lock(), addr, buf)
+        let dram = self.dram.lock();
+        sparse_read(&dram, addr, buf, self.dram_fill())
     }
 
     fn sram_read(&self, addr: u64, buf: &mut [u8]) -> Result {
         let at = Self::sram_offset(addr, buf.len())?;
-        sparse_read(&self.sram.lock(), at, buf)
+        sparse_read(&self.sram.lock(), at, buf, None)
     }
 
     fn sram_write(&self, addr: u64, data: &[u8]) -> Result {
         let at = Self::sram_offset(addr, data.len())?;
-        sparse_write(&mut self.sram.lock(), at, data)
+        sparse_write(&mut self.sram.lock(), at, data, None)
     }
 
     fn release_sram(&self) -> usize {
@@ -473,7 +537,35 @@ impl Backend for SimGaudi2 {
     fn dram_write(&self, addr: u64, data: &[u8]) -> Result {
         self.check(addr, data.len())?;
         // A sleeping lock: allocating under it is allowed.
-        sparse_write(&mut self.dram.lock(), addr, data)
+        let mut dram = self.dram.lock();
+        let fill = self.dram_fill();
+        sparse_write(&mut dram, addr, data, fill)
+    }
+
+    fn scrub_dram(&self, from: u64, val: u64) -> Result {
+        if from % CHUNK_U64 != 0 || from < self.dram_base || from >= self.dram_end {
+            return Err(EINVAL);
+        }
+        let first = from / CHUNK_U64;
+        let mut dram = self.dram.lock();
+        // Chunks only the tree holds are dropped (they read as the pattern
+        // from now on); chunks an importer or a CPU mapping also holds are
+        // overwritten in place, so what they see stays the device's DRAM.
+        let mut cursor = dram.cursor_lower_bound_mut(&first);
+        while let Some(mut c) = cursor {
+            let (&chunk, page) = c.current_mut();
+            if page.ref_count() > 1 {
+                write_pattern(page, val)?;
+                cursor = c.move_next();
+                continue;
+            }
+            let (next, _) = c.remove_current();
+            // Removing the last node moves back to one already visited.
+            cursor = next.filter(|n| n.current().0 > &chunk);
+        }
+        self.dram_fill.store(val, Relaxed);
+        self.dram_fill_from.store(first, Relaxed);
+        Ok(())
     }
 }
 
@@ -546,6 +638,49 @@ mod tests {
         let (n, last) = s.invalidation_log();
         assert_eq!(n, 2);
         assert_eq!(last.map(|i| (i.kind, i.asid)), Some((MmuKind::Host, None)));
+        Ok(())
+    }
+
+    #[test]
+    fn scrub_fills_user_dram_and_keeps_the_tables() -> Result {
+        let s = sim()?;
+        let user = 0x1001_0000_3000_0000u64;
+        let pgt = user - 4096;
+        s.dram_write(pgt, &[7; 8])?;
+        s.dram_write(user + 4096 + 3, &[9; 2])?;
+        // A chunk someone else also holds (an importer, a CPU mapping).
+        let shared = s.dram_host_page(user + 8 * 4096)?;
+        s.dram_write(user + 8 * 4096, &[5; 8])?;
+        assert_eq!(s.backed_chunks(), 3);
+        assert_eq!(s.scrub_dram(user + 1, 1), Err(EINVAL));
+        assert_eq!(s.scrub_dram(0x1000, 1), Err(EINVAL));
+        s.scrub_dram(user, 0x1122_3344_5566_7788)?;
+        // The tables below the user base are untouched; the unshared chunk
+        // is gone and reads as the pattern, at any offset.
+        assert_eq!(s.backed_chunks(), 2);
+        let mut b = [0u8; 8];
+        s.dram_read(pgt, &mut b)?;
+        assert_eq!(b, [7; 8]);
+        s.dram_read(user + 4096, &mut b)?;
+        assert_eq!(u64::from_le_bytes(b), 0x1122_3344_5566_7788);
+        let mut odd = [0u8; 3];
+        s.dram_read(user + 5 * 4096 + 4093, &mut odd)?;
+        assert_eq!(odd, [0x33, 0x22, 0x11]);
+        // The shared chunk was overwritten in place: its holder sees it.
+        let mut held = [0u8; 8];
+        shared.read(0, &mut held)?;
+        assert_eq!(u64::from_le_bytes(held), 0x1122_3344_5566_7788);
+        // A chunk backed after the scrub starts as the pattern.
+        s.dram_write(user + 4096 * 20 + 1, &[0])?;
+        s.dram_read(user + 4096 * 20, &mut b)?;
+        assert_eq!(b, [0x88, 0, 0x66, 0x55, 0x44, 0x33, 0x22, 0x11]);
+        // Scrubbing with 0 gives zeros back and frees the unshared chunks.
+        s.scrub_dram(user, 0)?;
+        assert_eq!(s.backed_chunks(), 2);
+        s.dram_read(user + 4096, &mut b)?;
+        assert_eq!(b, [0; 8]);
+        shared.read(0, &mut held)?;
+        assert_eq!(held, [0; 8]);
         Ok(())
     }
 

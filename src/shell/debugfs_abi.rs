@@ -18,6 +18,10 @@
 //! | `userptr_lookup` | the DMA address of the user address written, per pinned buffer holding it | a hexadecimal user address |
 //! | `vm` | the open context's ASID and mappings (VA, size, handle) | - |
 //! | `clk_gate` | empty | accepted and ignored (as upstream) |
+//! | `memory_scrub` | - | anything: write `memory_scrub_val` over the user DRAM (`EBUSY` while a compute context exists, `EIO` when not operational) |
+//! | `memory_scrub_val` | `0x%016llx` | the scrub pattern (`kstrtoull` base 0, as `debugfs_create_x64`) |
+//! | `dma_size` | - | a hexadecimal size (1..128 MiB): read that much at `addr` (a DRAM VA of the open context or SRAM) into `data_dma`; `EINVAL` for a bad size or address, `EIO` when the read fails (no context, an unmapped page) |
+//! | `data_dma` | the bytes the last `dma_size` read (a blob) | - |
 //!
 //! `data32`/`data64` follow `hl_access_mem` (debugfs.c:1091-1136): an address
 //! in the DMMU, PMMU or PMMU-huge VA range must lie in a live mapping of the
@@ -39,23 +43,29 @@ use crate::{
         pin::PinnedUserPages,
     },
     mmu::walk::Translation,
-    vm::{context_vm::ContextVm, mapping_table::Backing},
+    vm::{context_vm::ContextVm, mapping_table::Backing, va_range::VaRangeType},
 };
 use kernel::{
     alloc::KVVec,
     fmt,
+    new_mutex,
     page::PAGE_SIZE,
     prelude::*,
     str::CString,
     sync::{
         atomic::{Atomic, Relaxed},
-        Arc,
+        Arc, Mutex,
     }, //
 };
 
 /// What the files of one device share (upstream `struct hl_dbg_device_entry`).
 pub(crate) struct AbiFiles {
     dev: Arc<HlDevice>,
+    /// `memory_scrub_val` (upstream keeps it in `hl_device`).
+    scrub_val: Atomic<u64>,
+    /// `data_dma`: what the last `dma_size` write read, shared with the
+    /// open `data_dma` files.
+    data_dma: Arc<Mutex<Option<Arc<KVVec<u8>>>>>,
     /// `addr`.
     addr: Atomic<u64>,
     /// `mmu`: the ASID and VA last written.
@@ -67,17 +77,21 @@ pub(crate) struct AbiFiles {
     userptr_lookup: Atomic<u64>,
 }
 
-/// The files, in upstream's names.
-static ABI_FILES: [FileDef<AbiFiles>; 9] = [
-    FileDef::rw(c"addr", show_addr, write_addr),
-    FileDef::rw_try(c"data32", show_data32, write_data32),
-    FileDef::rw_try(c"data64", show_data64, write_data64),
-    FileDef::rw(c"mmu", show_mmu, write_mmu),
-    FileDef::rw_try(c"mmu_error", show_mmu_error, write_mmu_error),
-    FileDef::ro(c"userptr", show_userptr),
-    FileDef::rw(c"userptr_lookup", show_userptr_lookup, write_userptr_lookup),
-    FileDef::ro(c"vm", show_vm),
-    FileDef::rw(c"clk_gate", |_, _| Ok(()), |_, _| Ok(())),
+/// The files, in upstream's names and modes.
+static ABI_FILES: [FileDef<AbiFiles>; 13] = [
+    FileDef::rw(c"addr", show_addr, write_addr).with_mode(0o644),
+    FileDef::rw_try(c"data32", show_data32, write_data32).with_mode(0o644),
+    FileDef::rw_try(c"data64", show_data64, write_data64).with_mode(0o644),
+    FileDef::rw(c"mmu", show_mmu, write_mmu).with_mode(0o644),
+    FileDef::rw_try(c"mmu_error", show_mmu_error, write_mmu_error).with_mode(0o644),
+    FileDef::ro(c"userptr", show_userptr).with_mode(0o644),
+    FileDef::rw(c"userptr_lookup", show_userptr_lookup, write_userptr_lookup).with_mode(0o644),
+    FileDef::ro(c"vm", show_vm).with_mode(0o644),
+    FileDef::rw(c"clk_gate", |_, _| Ok(()), |_, _| Ok(())).with_mode(0o644),
+    FileDef::rw(c"memory_scrub", |_, _| Ok(()), write_memory_scrub).with_mode(0o200),
+    FileDef::rw(c"memory_scrub_val", show_scrub_val, write_scrub_val).with_mode(0o644),
+    FileDef::rw(c"dma_size", |_, _| Ok(()), write_dma_size).with_mode(0o200),
+    FileDef::blob(c"data_dma", data_dma),
 ];
 
 /// The files of one device in the DRM core's directory; removed when dropped.
@@ -91,6 +105,8 @@ pub(crate) type PreparedAbi = Prepared<AbiFiles>;
 pub(crate) fn prepare(dev: &Arc<HlDevice>) -> Result<PreparedAbi> {
     let files = AbiFiles {
         dev: dev.clone(),
+        scrub_val: Atomic::new(0),
+        data_dma: Arc::pin_init(new_mutex!(None), GFP_KERNEL)?,
         addr: Atomic::new(0),
         mmu_asid: Atomic::new(0),
         mmu_va: Atomic::new(0),
@@ -113,12 +129,107 @@ fn parse_hex(text: &str) -> Result<u64> {
     u64::from_str_radix(hex, 16).map_err(|_| ERANGE)
 }
 
+/// Parse a number as `kstrtoull(.., 0, ..)` does (what the `x64` files of
+/// `debugfs_create_x64` accept): an optional `+`, then `0x` hexadecimal, a
+/// leading `0` octal, or decimal; nothing else (the text comes trimmed).
+fn parse_base0(text: &str) -> Result<u64> {
+    let t = text.strip_prefix('+').unwrap_or(text);
+    let (digits, radix) = match t.get(..2) {
+        Some("0x" | "0X") if t.len() > 2 => (t.get(2..).unwrap_or(""), 16),
+        _ if t.len() > 1 && t.starts_with('0') => (t.get(1..).unwrap_or(""), 8),
+        _ => (t, 10),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| (b as char).is_digit(radix)) {
+        return Err(EINVAL);
+    }
+    u64::from_str_radix(digits, radix).map_err(|_| ERANGE)
+}
+
 fn show_addr(p: &AbiFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     writeln!(f, "0x{:016x}", p.addr.load(Relaxed))
 }
 
+/// `addr` is upstream's `debugfs_create_x64`: base 0.
 fn write_addr(p: &AbiFiles, text: &str) -> Result {
-    p.addr.store(parse_hex(text)?, Relaxed);
+    p.addr.store(parse_base0(text)?, Relaxed);
+    Ok(())
+}
+
+fn show_scrub_val(p: &AbiFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    writeln!(f, "0x{:016x}", p.scrub_val.load(Relaxed))
+}
+
+fn write_scrub_val(p: &AbiFiles, text: &str) -> Result {
+    p.scrub_val.store(parse_base0(text)?, Relaxed);
+    Ok(())
+}
+
+/// `hl_memory_scrub`: whatever is written, scrub (see [`HlDevice::scrub_dram`]).
+fn write_memory_scrub(p: &AbiFiles, _text: &str) -> Result {
+    let r = p.dev.scrub_dram(p.scrub_val.load(Relaxed));
+    if r == Err(EBUSY) {
+        hl_err!("device {}: can't scrub dram, context exist\n", p.dev.index);
+    }
+    r
+}
+
+/// The largest `dma_size` (`SZ_128M`, debugfs.c:1267).
+const MAX_DMA_SIZE: u64 = 128 << 20;
+
+/// `hl_dma_size_write` (debugfs.c:1245-1300) with `gaudi2_debugfs_read_dma`:
+/// a hexadecimal `u32` size; the read at `addr` replaces `data_dma`.
+fn write_dma_size(p: &AbiFiles, text: &str) -> Result {
+    let size = u32::try_from(parse_hex(text)?).map_err(|_| ERANGE)?;
+    let size = u64::from(size);
+    let addr = p.addr.load(Relaxed);
+    if size == 0 || size > MAX_DMA_SIZE {
+        hl_err!("DMA read failed. size {:#x} not in 1..=128MB\n", size);
+        return Err(EINVAL);
+    }
+    let internal = [
+        p.dev.asic.dram_va,
+        VaSpan::new(SRAM_BASE_ADDR, SRAM_BASE_ADDR + SRAM_SIZE),
+    ];
+    if !internal.iter().any(|s| s.contains_area(addr, size)) {
+        hl_err!("DMA read failed. Invalid {:#012x} + {:#010x}\n", addr, size);
+        return Err(EINVAL);
+    }
+    // The previous blob goes first, as upstream frees it before reading.
+    *p.data_dma.lock() = None;
+    let len = usize::try_from(size).map_err(|_| EINVAL)?;
+    let mut blob = KVVec::from_elem(0u8, len, GFP_KERNEL)?;
+    if read_internal(&p.dev, addr, &mut blob).is_err() {
+        hl_err!("Failed to DMA from {:#012x}\n", addr);
+        return Err(EIO);
+    }
+    *p.data_dma.lock() = Some(Arc::new(blob, GFP_KERNEL)?);
+    Ok(())
+}
+
+fn data_dma(p: &AbiFiles) -> Option<Arc<KVVec<u8>>> {
+    p.data_dma.lock().clone()
+}
+
+/// What upstream's KDMA read under the compute context reaches: SRAM
+/// directly; a DRAM VA through the context's tables, 4 KiB at a time (the
+/// smallest page, so each piece is physically contiguous). An unmapped page
+/// is `EFAULT` (the KDMA's MMU fault). O(size / 4 KiB x hops).
+fn read_internal(dev: &HlDevice, addr: u64, buf: &mut [u8]) -> Result {
+    let backend = dev.backend();
+    if !dev.asic.dram_va.contains_area(addr, 1) {
+        return backend.sram_read(addr, buf);
+    }
+    let vm = dev.state.lock().active_vm.clone().ok_or(EINVAL)?;
+    let page = PAGE_SIZE as u64;
+    let mut done = 0usize;
+    while done < buf.len() {
+        let va = addr.checked_add(done as u64).ok_or(EINVAL)?;
+        let n = core::cmp::min((page - va % page) as usize, buf.len() - done);
+        let pa = vm.translate(va).map_err(|_| EFAULT)?.pa;
+        let dst = buf.get_mut(done..done + n).ok_or(EINVAL)?;
+        backend.dram_read(pa, dst)?;
+        done += n;
+    }
     Ok(())
 }
 
@@ -397,14 +508,24 @@ fn show_userptr_lookup(p: &AbiFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result 
     writeln!(f)
 }
 
-/// `vm_show` (debugfs.c:235-348), its first part: the open context's ASID
-/// and mappings (VA as returned to the user, size, handle of device memory;
-/// host mappings have none). The HW-block mappings, allocations and VA
-/// ranges are in this module's own `hw_blocks`, `memory` and `va` files.
+/// `vm_show` (debugfs.c:235-348) for the open compute context (the only
+/// one with mappings here; the kernel context has none): its ASID and
+/// mappings (VA as returned to the user, size, handle of device memory; host
+/// mappings have none), its HW-block mappings, its allocations with their
+/// pages' physical addresses, and its VA ranges' free blocks. Each table is
+/// copied out under its lock and formatted after.
 fn show_vm(p: &AbiFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let Some(vm) = p.dev.state.lock().active_vm.clone() else {
         return Ok(());
     };
+    show_vm_mappings(&vm, f)?;
+    show_vm_hw_blocks(&vm, f)?;
+    show_vm_allocations(p, &vm, f)?;
+    show_vm_va_ranges(&vm, f)?;
+    writeln!(f)
+}
+
+fn show_vm_mappings(vm: &ContextVm, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let n = vm.mappings.lock().len();
     let mut rows: KVVec<(u64, u64, Option<u32>)> =
         KVVec::with_capacity(n, GFP_KERNEL).map_err(|_| fmt::Error)?;
@@ -436,7 +557,93 @@ fn show_vm(p: &AbiFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             Some(h) => writeln!(f, "    0x{:<14x}      {:<10}       {:<4}", va, size, h)?,
         }
     }
-    writeln!(f)
+    Ok(())
+}
+
+fn show_vm_hw_blocks(vm: &ContextVm, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let n = vm.hw_blocks.lock().iter().count();
+    if n == 0 {
+        return Ok(());
+    }
+    let mut rows = KVVec::with_capacity(n, GFP_KERNEL).map_err(|_| fmt::Error)?;
+    for r in vm.hw_blocks.lock().iter() {
+        let _ = rows.push_within_capacity(*r);
+    }
+    writeln!(f, "\nhw_block mappings:\n")?;
+    writeln!(
+        f,
+        "    virtual address    block size    mapped size    HW block id"
+    )?;
+    writeln!(
+        f,
+        "---------------------------------------------------------------"
+    )?;
+    for r in rows.iter() {
+        // Blocks map whole here: the block and mapped sizes are equal.
+        writeln!(
+            f,
+            "    0x{:<14x}   {:<6}        {:<6}             {:<9}",
+            r.va, r.size, r.size, r.id
+        )?;
+    }
+    Ok(())
+}
+
+/// The context's allocations: references to the page packs are taken under
+/// the handle table's lock and their pages listed after.
+fn show_vm_allocations(p: &AbiFiles, vm: &ContextVm, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let mut packs = KVVec::new();
+    {
+        let table = p.dev.vm.handles.lock();
+        let mut n = 0usize;
+        table.for_each(|_, e| n += usize::from(e.pack.asid == vm.asid));
+        packs.reserve(n, GFP_KERNEL).map_err(|_| fmt::Error)?;
+        table.for_each(|h, e| {
+            if e.pack.asid == vm.asid {
+                let _ = packs.push_within_capacity((h, e.pack.clone()));
+            }
+        });
+    }
+    if packs.is_empty() {
+        return Ok(());
+    }
+    writeln!(f, "\n\nallocations:")?;
+    for (h, pack) in packs.iter() {
+        writeln!(f, "\nhandle: {}\npage size: {}\n", h, pack.page_size)?;
+        writeln!(f, "   physical address\n---------------------")?;
+        for j in 0..pack.npages {
+            writeln!(f, "    0x{:<14x}", pack.page_addr(j).unwrap_or(0))?;
+        }
+    }
+    Ok(())
+}
+
+/// Each VA range's free blocks, `start - end (size)` with `end` inclusive
+/// as upstream's `hl_vm_va_block` keeps it, in upstream's range order.
+fn show_vm_va_ranges(vm: &ContextVm, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    writeln!(f, "\nVA ranges:\n")?;
+    for (i, kind) in VaRangeType::ALL.iter().enumerate() {
+        let range = vm.range(*kind);
+        let n = range.lock().free_blocks();
+        let mut rows = KVVec::with_capacity(n, GFP_KERNEL).map_err(|_| fmt::Error)?;
+        range.lock().for_each_block(|start, end, free| {
+            if free {
+                let _ = rows.push_within_capacity((start, end));
+            }
+        });
+        writeln!(f, "   va_range {}\n---------------------", i)?;
+        for &(start, end) in rows.iter() {
+            writeln!(
+                f,
+                "{:>#16x} - {:>#16x} ({:#x})",
+                start,
+                end - 1,
+                end - start
+            )?;
+        }
+        writeln!(f)?;
+    }
+    Ok(())
 }
 
 #[kunit_tests(hlrs_debugfs_abi)]
@@ -488,6 +695,62 @@ mod tests {
         // A new context finds SRAM zeroed.
         drop(ctx);
         assert_eq!(read64(&d, SRAM_BASE_ADDR + 8)?, 0);
+        Ok(())
+    }
+
+    #[test]
+    fn base0_parsing_is_kstrtoull() {
+        assert_eq!(parse_base0("4096"), Ok(4096));
+        assert_eq!(parse_base0("0x1000"), Ok(4096));
+        assert_eq!(parse_base0("0X1000"), Ok(4096));
+        assert_eq!(parse_base0("010"), Ok(8));
+        assert_eq!(parse_base0("0"), Ok(0));
+        assert_eq!(parse_base0("+7"), Ok(7));
+        assert_eq!(parse_base0("18446744073709551615"), Ok(u64::MAX));
+        assert_eq!(parse_base0("18446744073709551616"), Err(ERANGE));
+        for bad in ["", "0x", "08", "x1", "-1", "1 2", "0xg", "++1"] {
+            assert_eq!(parse_base0(bad), Err(EINVAL));
+        }
+    }
+
+    #[test]
+    fn dma_read_through_the_context_and_scrub() -> Result {
+        let d = HlDevice::new(0, AsicProperties::gaudi2(6, 0)?)?;
+        let page = d.asic.dram_page_size;
+        d.backend()
+            .sram_write(SRAM_BASE_ADDR + 4094, &[1, 2, 3, 4])?;
+        let mut b = [0u8; 4];
+        read_internal(&d, SRAM_BASE_ADDR + 4094, &mut b)?;
+        assert_eq!(b, [1, 2, 3, 4]);
+        // A DRAM VA needs the compute context.
+        assert_eq!(read_internal(&d, d.asic.dram_va.start, &mut b), Err(EINVAL));
+        let ctx = Context::new(d.clone(), 1)?;
+        let vm = ctx.vm();
+        // No scrub while a compute context exists.
+        assert_eq!(d.scrub_dram(5), Err(EBUSY));
+        let h = alloc_device_memory(vm, 2 * page, 0)?;
+        let va = map_device_va(vm, u64::from(h), 0, 0)?;
+        // Across the two pages (each somewhere else in DRAM).
+        write64(&d, va + page - 8, 0x0807_0605_0403_0201)?;
+        write64(&d, va + page, 0x100f_0e0d_0c0b_0a09)?;
+        let mut both = [0u8; 16];
+        read_internal(&d, va + page - 8, &mut both)?;
+        assert_eq!(
+            both,
+            [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]
+        );
+        // Past the mapping: the read faults.
+        assert_eq!(read_internal(&d, va + 2 * page, &mut b), Err(EFAULT));
+        drop(ctx);
+        // Scrub: user DRAM reads as the pattern, the tables are kept.
+        d.scrub_dram(0xdead_beef_0000_0001)?;
+        assert_eq!(
+            read64(&d, d.asic.dram_user_base + 8 * page)?,
+            0xdead_beef_0000_0001
+        );
+        d.sim
+            .set_status(crate::hw::backend::DeviceStatus::Malfunction);
+        assert_eq!(d.scrub_dram(0), Err(EIO));
         Ok(())
     }
 

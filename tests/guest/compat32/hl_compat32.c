@@ -4,7 +4,8 @@
  * device 0 through the upstream uAPI header compiled for 32 bit, so every
  * ioctl goes through the nodes' compat_ioctl. Built by scripts/guest.sh
  * (gcc -m32 -nostdlib) and run by the guest test
- * `a_32_bit_process_reaches_info_and_memory_ioctls_on_both_nodes`.
+ * `a_32_bit_process_reaches_info_and_memory_ioctls_on_both_nodes` (INFO,
+ * MEMORY ALLOC/MAP/UNMAP/FREE, CB CREATE/INFO/DESTROY).
  *
  * Exits 0 when every step worked; otherwise with the number of the step
  * that failed, after a line on stdout naming it and its result.
@@ -85,13 +86,19 @@ static long mem(int fd, union hl_mem_args *a)
 	return sys3(SYS_IOCTL, fd, DRM_IOCTL_HL_MEMORY, (long)a);
 }
 
+static long cb(int fd, union hl_cb_args *a)
+{
+	return sys3(SYS_IOCTL, fd, DRM_IOCTL_HL_CB, (long)a);
+}
+
 void _start(void)
 {
 	struct hl_info_hw_ip_info hw;
 	struct hl_info_device_status st;
 	struct hl_info_dram_usage usage;
 	union hl_mem_args m;
-	__u64 handle, va;
+	union hl_cb_args c;
+	__u64 handle, va, cb_handle;
 	long ctl, dev, rc;
 
 	ctl = sys3(SYS_OPEN, (long)"/dev/accel/accel_controlD0", O_RDWR, 0);
@@ -148,6 +155,31 @@ void _start(void)
 	rc = info(dev, HL_INFO_DRAM_USAGE, &usage, sizeof(usage));
 	check(16, "ctx_dram_mem after FREE", rc == 0 && usage.ctx_dram_mem == 0,
 	      (long long)usage.ctx_dram_mem);
+
+	/* A CB mapped into the device's host range, its INFO, and DESTROY. */
+	zero(&c, sizeof(c));
+	c.in.op = HL_CB_OP_CREATE;
+	c.in.cb_size = 5000;
+	c.in.flags = HL_CB_FLAGS_MAP;
+	rc = cb(dev, &c);
+	check(17, "CB CREATE with HL_CB_FLAGS_MAP", rc == 0, rc);
+	cb_handle = c.out.cb_handle;
+	check(18, "cb handle", cb_handle != 0, (long long)cb_handle);
+
+	zero(&c, sizeof(c));
+	c.in.op = HL_CB_OP_INFO;
+	c.in.cb_handle = cb_handle;
+	c.in.flags = HL_CB_FLAGS_GET_DEVICE_VA;
+	rc = cb(dev, &c);
+	check(19, "CB INFO device VA", rc == 0 && c.out.device_va != 0, rc);
+
+	zero(&c, sizeof(c));
+	c.in.op = HL_CB_OP_DESTROY;
+	c.in.cb_handle = cb_handle;
+	rc = cb(dev, &c);
+	check(20, "CB DESTROY", rc == 0, rc);
+	rc = cb(dev, &c);
+	check(21, "CB DESTROY twice", rc == -22, rc);
 
 	sys3(SYS_CLOSE, dev, 0, 0);
 	sys3(SYS_CLOSE, ctl, 0, 0);

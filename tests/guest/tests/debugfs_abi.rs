@@ -13,6 +13,8 @@ use std::path::PathBuf;
 const EINVAL: i32 = 22;
 const EPERM: i32 = 1;
 const ERANGE: i32 = 34;
+const EIO: i32 = 5;
+const EBUSY: i32 = 16;
 const SRAM_BASE: u64 = 0x1000_FFFF_FD00_0000;
 const SRAM_SIZE: u64 = 48 << 20;
 const DRAM_PHYS: u64 = 0x1001_0000_0000_0000;
@@ -61,8 +63,24 @@ fn files_and_paths() {
             "mmu_error",
             "userptr",
             "clk_gate",
+            "memory_scrub",
+            "memory_scrub_val",
+            "dma_size",
+            "data_dma",
         ] {
             assert!(dir.join(f).exists(), "{dir:?}/{f}");
+        }
+        // Upstream's modes.
+        use std::os::unix::fs::PermissionsExt;
+        for (f, mode) in [
+            ("addr", 0o644),
+            ("vm", 0o644),
+            ("memory_scrub", 0o200),
+            ("dma_size", 0o200),
+            ("data_dma", 0o400),
+        ] {
+            let m = std::fs::metadata(dir.join(f)).unwrap().permissions().mode();
+            assert_eq!(m & 0o777, mode, "{dir:?}/{f}");
         }
         // clk_gate accepts writes and reads empty, as upstream.
         std::fs::write(dir.join("clk_gate"), "0x0").unwrap();
@@ -72,6 +90,12 @@ fn files_and_paths() {
     for dir in all_dirs() {
         let addr = std::fs::read_to_string(dir.join("addr")).unwrap();
         assert_eq!(addr, "0x000000001234abcd\n");
+    }
+    // `addr` is an x64 attribute: base 0, as kstrtoull(.., 0, ..).
+    for (text, value) in [("4096", 0x1000u64), ("010", 8), ("0X10", 0x10)] {
+        std::fs::write(abi_dirs(0)[0].join("addr"), text).unwrap();
+        let addr = std::fs::read_to_string(abi_dirs(0)[0].join("addr")).unwrap();
+        assert_eq!(addr, format!("0x{value:016x}\n"), "{text}");
     }
 }
 
@@ -207,7 +231,7 @@ fn refused_without_a_splat() {
     expect_errno(m.poke(DRAM_PHYS, 1, Width::W64), EPERM);
     // Malformed input.
     let [dir, _] = abi_dirs(0);
-    for bad in ["zz", "0x", "1 2", "-1"] {
+    for bad in ["zz", "0x", "1 2", "-1", "08", "ff"] {
         expect_errno(std::fs::write(dir.join("addr"), bad), EINVAL);
     }
     expect_errno(
@@ -215,7 +239,7 @@ fn refused_without_a_splat() {
         EINVAL,
     );
     expect_errno(
-        std::fs::write(dir.join("addr"), "10000000000000000"),
+        std::fs::write(dir.join("addr"), "18446744073709551616"),
         ERANGE,
     );
     m.poke(SRAM_BASE, 0, Width::W32).unwrap();
@@ -295,4 +319,132 @@ fn another_devices_va_is_refused() {
     d1.free(h).unwrap();
     d1.unmap(va).unwrap();
     drop((d0, d1, buf));
+}
+
+#[test]
+fn dma_size_reads_a_dram_va_and_sram_into_data_dma() {
+    guest_only!();
+    let m = mem();
+    // SRAM needs no context.
+    m.poke(SRAM_BASE + 4096 - 8, 0x0807_0605_0403_0201, Width::W64)
+        .unwrap();
+    m.poke(SRAM_BASE + 4096, 0x100f_0e0d_0c0b_0a09, Width::W64)
+        .unwrap();
+    let got = m.dma_read(SRAM_BASE + 4096 - 5, 10).unwrap();
+    assert_eq!(got, [4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+    // A DRAM VA needs the open context's mapping.
+    let va0 = 0x1001_4000_0000_0000u64;
+    expect_errno(m.dma_read(va0, 8), EIO);
+    let d = Device::open_compute(0).unwrap();
+    let h = d.alloc(2 * PAGE, 0).unwrap();
+    let va = d.map(h, 0, 0).unwrap();
+    for (i, off) in [PAGE - 16, PAGE - 8, PAGE, PAGE + 8].iter().enumerate() {
+        m.poke(va + off, 0x1111_1111_1111_1111 * (i as u64 + 1), Width::W64)
+            .unwrap();
+    }
+    let got = m.dma_read(va + PAGE - 16, 32).unwrap();
+    let want: Vec<u8> = (1u8..=4).flat_map(|i| [i * 0x11; 8]).collect();
+    assert_eq!(got, want);
+    // The blob stays until the next dma_size write; all paths serve it.
+    for dir in all_dirs() {
+        assert_eq!(std::fs::read(dir.join("data_dma")).unwrap(), want);
+    }
+    // 1 MiB across the two pages (each elsewhere in DRAM).
+    let big = m.dma_read(va + PAGE - (512 << 10), 1 << 20).unwrap();
+    assert_eq!(big.len(), 1 << 20);
+    assert_eq!(&big[(512 << 10) - 16..(512 << 10) + 16], &want[..]);
+    // Refused: size 0, over 128 MiB, past the device's memory, a host VA;
+    // an unmapped page fails the read (EIO).
+    expect_errno(m.dma_read(va, 0), EINVAL);
+    expect_errno(m.dma_read(va, (128 << 20) + 1), EINVAL);
+    expect_errno(m.dma_read(SRAM_BASE + SRAM_SIZE - 4, 8), EINVAL);
+    expect_errno(m.dma_read(HOST_VA, 8), EINVAL);
+    expect_errno(m.dma_read(DRAM_PHYS, 8), EINVAL);
+    expect_errno(m.dma_read(va + 2 * PAGE - 8, 16), EIO);
+    let [dir, _] = abi_dirs(0);
+    expect_errno(std::fs::write(dir.join("dma_size"), "zz"), EINVAL);
+    expect_errno(std::fs::write(dir.join("dma_size"), "0x100000000"), ERANGE);
+    d.unmap(va).unwrap();
+    expect_errno(m.dma_read(va, 8), EIO);
+    d.free(h).unwrap();
+}
+
+#[test]
+fn memory_scrub_fills_user_dram_only_without_a_context() {
+    guest_only!();
+    let m = mem();
+    let [dir, _] = abi_dirs(0);
+    {
+        let _d = Device::open_compute(0).unwrap();
+        expect_errno(m.scrub(0x5a), EBUSY);
+    }
+    m.scrub(0xa5a5_0000_0000_5a5a).unwrap();
+    let val = std::fs::read_to_string(dir.join("memory_scrub_val")).unwrap();
+    assert_eq!(val, "0xa5a5000000005a5a\n");
+    // A new allocation reads as the pattern (upstream does not clear on ALLOC),
+    // through its VA and through DMA.
+    let d = Device::open_compute(0).unwrap();
+    let h = d.alloc(PAGE, 0).unwrap();
+    let va = d.map(h, 0, 0).unwrap();
+    assert_eq!(m.peek(va + 64, Width::W64).unwrap(), 0xa5a5_0000_0000_5a5a);
+    assert_eq!(m.peek(va + 68, Width::W32).unwrap(), 0xa5a5_0000);
+    let pa = oracle_walk(0, va).expect("mapped").0;
+    assert_eq!(dram_u64(pa + 8), 0xa5a5_0000_0000_5a5a);
+    // The page tables (below the user base) were not touched: still mapped.
+    assert_eq!(
+        m.dma_read(va, 8).unwrap(),
+        0xa5a5_0000_0000_5a5au64.to_le_bytes()
+    );
+    d.unmap(va).unwrap();
+    d.free(h).unwrap();
+    drop(d);
+    // Back to zeros for the tests that follow.
+    m.scrub(0).unwrap();
+    let d = Device::open_compute(0).unwrap();
+    let h = d.alloc(PAGE, 0).unwrap();
+    let va = d.map(h, 0, 0).unwrap();
+    assert_eq!(m.peek(va + 64, Width::W64).unwrap(), 0);
+    d.unmap(va).unwrap();
+    d.free(h).unwrap();
+}
+
+#[test]
+fn vm_lists_mappings_hw_blocks_allocations_and_va_ranges() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let h = d.alloc(2 * PAGE, 0).unwrap();
+    let va = d.map(h, 0, 0).unwrap();
+    let buf = vec![0u8; 8192];
+    let hva = d.map_host(buf.as_ptr() as u64, 8192, 0, 0).unwrap();
+    let vm = std::fs::read_to_string(abi_dirs(0)[0].join("vm")).unwrap();
+    assert!(
+        vm.contains(&format!("    0x{hva:<14x}      {:<10}\n", 8192)),
+        "{vm}"
+    );
+    assert!(
+        vm.contains(&format!("\nhandle: {h}\npage size: {PAGE}\n")),
+        "{vm}"
+    );
+    // The allocation's two pages, as the oracle sees them.
+    for off in [0, PAGE] {
+        let pa = oracle_walk(0, va + off).expect("mapped").0;
+        assert!(vm.contains(&format!("    0x{pa:<14x}\n")), "{pa:#x}: {vm}");
+    }
+    // Three VA ranges; the DRAM one has a hole where the mapping is.
+    for i in 0..3 {
+        assert!(vm.contains(&format!("   va_range {i}\n")), "{vm}");
+    }
+    let dram_range = vm.split("   va_range 2\n").nth(1).unwrap();
+    assert!(
+        dram_range
+            .lines()
+            .any(|l| l.contains(&format!("- {:#x} (", va - 1))
+                || l.trim_start()
+                    .starts_with(&format!("{:#x} -", va + 2 * PAGE))),
+        "{dram_range}"
+    );
+    d.unmap(hva).unwrap();
+    d.unmap(va).unwrap();
+    d.free(h).unwrap();
+    drop(buf);
 }

@@ -246,6 +246,23 @@ fn cb_create_and_mmap() {
 }
 
 #[test]
+fn debugfs_dma_size() {
+    guest_only!();
+    // Every allocation of `addr` + `dma_size` + `data_dma` (the written
+    // text, the blob, its reference, the open file's snapshot).
+    let points = sweep(
+        "debugfs dma_size",
+        |d| {
+            let h = d.alloc(PAGE, 0).unwrap();
+            d.map(h, 0, 0).unwrap()
+        },
+        |_, &va| hlrs::debugfs::DebugfsMem::new(0).dma_read(va + 4096 - 8, 65536),
+        |_, _, blob| assert_eq!(blob.len(), 65536),
+    );
+    assert!(points >= 3);
+}
+
+#[test]
 fn dmabuf_export() {
     guest_only!();
     let points = sweep(

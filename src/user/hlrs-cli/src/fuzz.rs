@@ -630,14 +630,26 @@ impl Worker<'_> {
         } else {
             hlrs::debugfs::Width::W64
         };
-        let r = if self.rng.below(2) == 0 {
-            mem.peek(addr, width).map(drop)
-        } else {
-            let value = match width {
-                hlrs::debugfs::Width::W32 => self.rng.below(1 << 33),
-                hlrs::debugfs::Width::W64 => self.rng.next(),
-            };
-            mem.poke(addr, value, width)
+        let r = match self.rng.below(16) {
+            // A device read into `data_dma` (`dma_size`): mostly small, at
+            // times an edge size (0, the 128 MiB limit and past it).
+            0 => {
+                let size = match self.rng.below(8) {
+                    0 => [0, 128 << 20, (128 << 20) + 1][self.rng.below(3) as usize],
+                    _ => self.rng.below(1 << 16) as u32 + 1,
+                };
+                mem.dma_read(addr, size).map(drop)
+            }
+            // A scrub: refused while this fuzzer's context is open.
+            1 => mem.scrub(self.rng.next()),
+            2..=8 => mem.peek(addr, width).map(drop),
+            _ => {
+                let value = match width {
+                    hlrs::debugfs::Width::W32 => self.rng.below(1 << 33),
+                    hlrs::debugfs::Width::W64 => self.rng.next(),
+                };
+                mem.poke(addr, value, width)
+            }
         };
         match r {
             Ok(()) => Ok(()),

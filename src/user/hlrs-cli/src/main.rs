@@ -71,6 +71,25 @@ enum Command {
         #[arg(long = "64")]
         wide: bool,
     },
+    /// Read SIZE bytes at a DRAM VA of the open compute context or in SRAM
+    /// through upstream's debugfs `dma_size` + `data_dma` (one device read),
+    /// printed as a hex dump. Root only.
+    Dump {
+        /// Address (hexadecimal, `0x` optional).
+        #[arg(value_parser = parse_hex)]
+        addr: u64,
+        /// Bytes (hexadecimal, `0x` optional; at most 0x8000000).
+        #[arg(value_parser = parse_hex)]
+        size: u64,
+    },
+    /// Write VALUE over the device's whole user DRAM (upstream's debugfs
+    /// `memory_scrub_val` + `memory_scrub`); refused while a compute context
+    /// is open. Root only.
+    Scrub {
+        /// The 64-bit pattern (hexadecimal, `0x` optional).
+        #[arg(value_parser = parse_hex, default_value = "0")]
+        value: u64,
+    },
     /// A structured ioctl fuzzer: every INFO and MEMORY op and the fd's mmap,
     /// with boundary values and handles/VAs from earlier calls, threads on
     /// each device's fd, forks; fixed seed, bounded calls and time; prints a
@@ -182,6 +201,15 @@ fn run(cli: &Cli) -> std::io::Result<String> {
         }
         Command::Poke { addr, value, wide } => {
             hlrs::debugfs::DebugfsMem::new(cli.device).poke(addr, value, width(wide))?;
+            Ok(String::new())
+        }
+        Command::Dump { addr, size } => {
+            let size = u32::try_from(size).map_err(|_| std::io::Error::from_raw_os_error(22))?;
+            let bytes = hlrs::debugfs::DebugfsMem::new(cli.device).dma_read(addr, size)?;
+            Ok(hex_dump(addr, &bytes))
+        }
+        Command::Scrub { value } => {
+            hlrs::debugfs::DebugfsMem::new(cli.device).scrub(value)?;
             Ok(String::new())
         }
         Command::Shell => shell::run(cli.device),
@@ -399,6 +427,21 @@ fn main() -> ExitCode {
     }
 }
 
+/// `addr: 16 bytes in hex, then as ASCII`, one line per 16 bytes.
+fn hex_dump(addr: u64, bytes: &[u8]) -> String {
+    let mut out = String::new();
+    for (i, line) in bytes.chunks(16).enumerate() {
+        let hex: Vec<String> = line.iter().map(|b| format!("{b:02x}")).collect();
+        let text: String = line
+            .iter()
+            .map(|&b| if b.is_ascii_graphic() { b as char } else { '.' })
+            .collect();
+        let at = addr.wrapping_add(16 * i as u64);
+        out.push_str(&format!("0x{at:016x}  {:<48}  {text}\n", hex.join(" ")));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,6 +472,25 @@ mod tests {
             }
         ));
         assert!(Cli::try_parse_from(["hlrs", "peek", "zz"]).is_err());
+    }
+
+    #[test]
+    fn parses_dump_and_scrub_and_dumps_hex() {
+        let cli = Cli::try_parse_from(["hlrs", "dump", "0x1000FFFFFD000000", "20"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Dump {
+                addr: 0x1000_FFFF_FD00_0000,
+                size: 0x20
+            }
+        ));
+        let cli = Cli::try_parse_from(["hlrs", "scrub"]).unwrap();
+        assert!(matches!(cli.command, Command::Scrub { value: 0 }));
+        let text = hex_dump(0x10, &[0x41, 0, 0xff]);
+        assert_eq!(
+            text,
+            "0x0000000000000010  41 00 ff                                          A..\n"
+        );
     }
 
     #[test]

@@ -67,6 +67,24 @@ impl DebugfsMem {
         u64::from_str_radix(hex, 16).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
     }
 
+    /// Read `size` bytes (1..=128 MiB) at `addr`, a DRAM VA of the open
+    /// compute context or an SRAM address, the way upstream's `dma_size` +
+    /// `data_dma` do (one device DMA into a blob). `EINVAL` for a bad size
+    /// or address, `EIO` when the read fails (an unmapped page, no context).
+    pub fn dma_read(&self, addr: u64, size: u32) -> io::Result<Vec<u8>> {
+        self.set_addr(addr)?;
+        std::fs::write(self.dir.join("dma_size"), format!("{size:#x}"))?;
+        std::fs::read(self.dir.join("data_dma"))
+    }
+
+    /// Write `value` over the device's whole user DRAM (upstream's
+    /// `memory_scrub_val` + `memory_scrub`). `EBUSY` while a compute context
+    /// is open.
+    pub fn scrub(&self, value: u64) -> io::Result<()> {
+        std::fs::write(self.dir.join("memory_scrub_val"), format!("{value:#x}"))?;
+        std::fs::write(self.dir.join("memory_scrub"), "1")
+    }
+
     /// Write `value` (`width` bits) at `addr`.
     pub fn poke(&self, addr: u64, value: u64, width: Width) -> io::Result<()> {
         if width == Width::W32 && value > u64::from(u32::MAX) {
