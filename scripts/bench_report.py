@@ -12,6 +12,7 @@ never because of a time: benchmarks do not fail on speed.
 """
 import datetime
 import json
+import os
 import re
 import sys
 
@@ -189,6 +190,8 @@ def main():
                 goal=f"par.{name}.speedup" if how == goal_on else None)
 
     # Print.
+    kernel = os.environ.get("HLRS_BENCH_KERNEL", "debug")
+    print(f"kernel: {kernel}")
     print(f"{'metric':<58} {'value':>12} {'baseline':>12} {'ratio':>8}  goal")
     section = None
     for r in rows:
@@ -210,6 +213,7 @@ def main():
     if len(sys.argv) > 3:
         # The same table in Markdown, for docs/performance.md (written to target/bench, not into it).
         with open(sys.argv[3], "w") as f:
+            f.write(f"Kernel: {kernel}.\n\n")
             f.write("| metric | value | baseline | ratio | goal |\n|---|---|---|---|---|\n")
             section = None
             for r in rows:
@@ -230,6 +234,7 @@ def main():
         json.dump({
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": "make bench",
+            "kernel": kernel,
             "figures": {k: {"value": v, "unit": u} for k, (v, u) in sorted(figs.items())},
             "table": rows,
         }, f, indent=1)
