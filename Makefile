@@ -28,7 +28,7 @@ run:
 # KERNEL=debug` on the test kernel.
 KERNEL ?= production
 bench:
-	@HLRS_KERNEL=$(KERNEL) scripts/bench.sh
+	@HLRS_KERNEL=$(KERNEL) HLRS_BENCH_COMPARE=$(COMPARE) scripts/bench.sh
 
 fuzz:
 	@scripts/fuzz.sh

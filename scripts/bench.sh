@@ -15,6 +15,8 @@
 # (`make bench KERNEL=debug`) runs on the test kernel instead.
 #
 #   HLRS_BENCH_ARGS="--live 100,10000"   arguments of `hlrs bench` (default: all)
+#   HLRS_BENCH_COMPARE=OLD.json           also print every figure's change from
+#                                         that earlier run (`make bench COMPARE=...`)
 source "$(dirname "$0")/lib.sh"
 cd "$HLRS_ROOT"
 OUT=$HLRS_ROOT/target/bench
@@ -38,4 +40,10 @@ production_module() {
 		step "guest: benchmarks" \
 		scripts/guest.sh bench "$OUT/console.log" "bench_va_blocks=${HLRS_BENCH_BLOCKS:-100000},devices=2,kunit_mappings=1000" || true
 } >&2
-HLRS_BENCH_KERNEL="$HLRS_KERNEL ($(basename "$KOBJ"))" python3 scripts/bench_report.py "$OUT/console.log" "$OUT/results.json" "$OUT/table.md"
+rc=0
+HLRS_BENCH_KERNEL="$HLRS_KERNEL ($(basename "$KOBJ"))" python3 scripts/bench_report.py "$OUT/console.log" "$OUT/results.json" "$OUT/table.md" || rc=$?
+if [ -n "${HLRS_BENCH_COMPARE:-}" ]; then
+	echo
+	python3 scripts/bench_report.py --compare "$HLRS_BENCH_COMPARE" "$OUT/results.json"
+fi
+exit $rc
