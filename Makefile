@@ -3,7 +3,7 @@
 # Entry points (see README.md):
 #   make test     bootstrap, kernel, module, host tests, guest run, one summary
 #   make run      the main job: boot the guest, load the module, show it working
-#   make bench    benchmarks (VA allocator cost vs live blocks)
+#   make bench    benchmarks on the production-configured kernel (KERNEL=debug: on the test kernel)
 #   make fuzz     a long run of the ioctl fuzzer in the guest (FUZZ_ARGS="--seed S --calls N --seconds T")
 #   make module   build the .ko (KDIR=... for any prepared Rust-enabled kernel tree)
 #   make clippy   build the module under clippy with the kernel's lint set
@@ -24,8 +24,11 @@ test:
 run:
 	@scripts/run.sh
 
+# `make bench` runs on the production-configured kernel; `make bench
+# KERNEL=debug` on the test kernel.
+KERNEL ?= production
 bench:
-	@scripts/bench.sh
+	@HLRS_KERNEL=$(KERNEL) HLRS_BENCH_COMPARE=$(COMPARE) scripts/bench.sh
 
 fuzz:
 	@scripts/fuzz.sh

@@ -8,16 +8,42 @@
 #     live host mappings and teardown, the 1 GiB pinning floor, 1 vs 2 threads.
 # Prints one table and writes target/bench/results.json (scripts/bench_report.py).
 #
+# By default on the production-configured kernel (same source and functional
+# options as the test kernel, no debug options, optimised for speed; built
+# and cached the first time, scripts/kernel.sh), with the module built from
+# the same sources into target/bench/module-production. HLRS_KERNEL=debug
+# (`make bench KERNEL=debug`) runs on the test kernel instead.
+#
 #   HLRS_BENCH_ARGS="--live 100,10000"   arguments of `hlrs bench` (default: all)
+#   HLRS_BENCH_COMPARE=OLD.json           also print every figure's change from
+#                                         that earlier run (`make bench COMPARE=...`)
 source "$(dirname "$0")/lib.sh"
 cd "$HLRS_ROOT"
 OUT=$HLRS_ROOT/target/bench
 mkdir -p "$OUT"
+export HLRS_KERNEL=${HLRS_KERNEL:-production}
+production_module() {
+	HLRS_MODULE_OUT=$OUT/module-production "$HLRS_ROOT/scripts/module.sh" build
+}
 {
-	prepare_module
+	if [ "$HLRS_KERNEL" = debug ]; then
+		prepare_module
+	else
+		step "bootstrap (toolchain, kernel source)" "$HLRS_ROOT/scripts/bootstrap.sh" >&2
+		step "production kernel (cached by version + config)" kernel_dir
+		export KOBJ
+		step "module for the production kernel" production_module
+		export HLRS_MODULE_KO=$OUT/module-production/habanalabs_rs.ko
+	fi
 	step "in-guest binaries (static): tests, CLI" build_guest_bins
 	HLRS_CMDLINE="kunit.filter_glob=hlrs_*.bench* kmemleak=off hlrs.bench=$(echo "${HLRS_BENCH_ARGS:-}" | tr ' ' '+')" \
 		step "guest: benchmarks" \
 		scripts/guest.sh bench "$OUT/console.log" "bench_va_blocks=${HLRS_BENCH_BLOCKS:-100000},devices=2,kunit_mappings=1000" || true
 } >&2
-python3 scripts/bench_report.py "$OUT/console.log" "$OUT/results.json" "$OUT/table.md"
+rc=0
+HLRS_BENCH_KERNEL="$HLRS_KERNEL ($(basename "$KOBJ"))" python3 scripts/bench_report.py "$OUT/console.log" "$OUT/results.json" "$OUT/table.md" || rc=$?
+if [ -n "${HLRS_BENCH_COMPARE:-}" ]; then
+	echo
+	python3 scripts/bench_report.py --compare "$HLRS_BENCH_COMPARE" "$OUT/results.json"
+fi
+exit $rc

@@ -6,12 +6,19 @@ print one table (metric, value, baseline, ratio, goal) and the VA-allocator
 matrix, and write results.json.
 
     bench_report.py CONSOLE_LOG RESULTS_JSON [MARKDOWN]
+    bench_report.py --compare OLD.json NEW.json
+
+`--compare` prints every figure of two runs side by side with its change as a
+ratio (new / old; for a time, below 1 is faster; for a ratio to a baseline,
+its table ratio is compared too), the kernel each ran on, and the figures
+only one of them has.
 
 Exit status 1 when a section reported nothing (a benchmark did not run);
 never because of a time: benchmarks do not fail on speed.
 """
 import datetime
 import json
+import os
 import re
 import sys
 
@@ -64,7 +71,42 @@ def fmt(value, unit):
     return f"{value:g} {unit}"
 
 
+def compare(old_path, new_path):
+    with open(old_path) as f:
+        old = json.load(f)
+    with open(new_path) as f:
+        new = json.load(f)
+    print(f"old: {old.get('date', '?')} kernel {old.get('kernel', 'debug')}  ({old_path})")
+    print(f"new: {new.get('date', '?')} kernel {new.get('kernel', 'debug')}  ({new_path})")
+    # The table's rows first (they carry the ratios the goals are on), then
+    # the raw figures.
+    old_rows = {(r["section"], r["metric"]): r for r in old.get("table", [])}
+    print(f"\n{'metric':<58} {'old':>12} {'new':>12} {'new/old':>8}  {'old ratio':>9} {'new ratio':>9}")
+    for r in new.get("table", []):
+        o = old_rows.get((r["section"], r["metric"]))
+        if o is None:
+            print(f"  {r['metric']:<56} {'-':>12} {r['value_text']:>12}")
+            continue
+        change = f"x{r['value'] / o['value']:.2f}" if o["value"] else "-"
+        ro = f"x{o['ratio']:.2f}" if o.get("ratio") is not None else ""
+        rn = f"x{r['ratio']:.2f}" if r.get("ratio") is not None else ""
+        print(f"  {r['metric']:<56} {o['value_text']:>12} {r['value_text']:>12} {change:>8}  {ro:>9} {rn:>9}")
+    of, nf = old.get("figures", {}), new.get("figures", {})
+    print(f"\n{'figure':<58} {'old':>12} {'new':>12} {'new/old':>8}")
+    for k in sorted(set(of) | set(nf)):
+        o, n = of.get(k), nf.get(k)
+        if o is None or n is None:
+            have = "new only" if o is None else "old only"
+            print(f"  {k:<56} {have}")
+            continue
+        change = f"x{n['value'] / o['value']:.2f}" if o["value"] else "-"
+        print(f"  {k:<56} {fmt(o['value'], o['unit']):>12} {fmt(n['value'], n['unit']):>12} {change:>8}")
+    return 0
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--compare":
+        return compare(sys.argv[2], sys.argv[3])
     log, out = sys.argv[1], sys.argv[2]
     figs = parse(log)
     rows = []  # (section, metric, value, baseline, ratio, goal key)
@@ -189,6 +231,8 @@ def main():
                 goal=f"par.{name}.speedup" if how == goal_on else None)
 
     # Print.
+    kernel = os.environ.get("HLRS_BENCH_KERNEL", "debug")
+    print(f"kernel: {kernel}")
     print(f"{'metric':<58} {'value':>12} {'baseline':>12} {'ratio':>8}  goal")
     section = None
     for r in rows:
@@ -210,6 +254,7 @@ def main():
     if len(sys.argv) > 3:
         # The same table in Markdown, for docs/performance.md (written to target/bench, not into it).
         with open(sys.argv[3], "w") as f:
+            f.write(f"Kernel: {kernel}.\n\n")
             f.write("| metric | value | baseline | ratio | goal |\n|---|---|---|---|---|\n")
             section = None
             for r in rows:
@@ -230,6 +275,7 @@ def main():
         json.dump({
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "command": "make bench",
+            "kernel": kernel,
             "figures": {k: {"value": v, "unit": u} for k, (v, u) in sorted(figs.items())},
             "table": rows,
         }, f, indent=1)

@@ -16,7 +16,8 @@ rm -rf "$OUT/root"
 mkdir -p "$OUT/root"/{bin,sbin,proc,sys,dev,tmp,tests,etc,lib/modules}
 cp /bin/busybox "$OUT/root/bin/busybox"
 cp "$HLRS_ROOT/scripts/guest/init" "$OUT/root/init"
-cp "$HLRS_ROOT/habanalabs_rs.ko" "$OUT/root/"
+# HLRS_MODULE_KO: another build of the module (the production kernel's).
+cp "${HLRS_MODULE_KO:-$HLRS_ROOT/habanalabs_rs.ko}" "$OUT/root/habanalabs_rs.ko"
 # The same module as built by `dkms build` (scripts/dkms.sh check), if any:
 # the guest loads it once at the end.
 if [ "$MODE" = test ] && [ -f "$HLRS_ROOT/target/dkms/habanalabs_rs.ko" ]; then

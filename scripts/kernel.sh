@@ -1,19 +1,37 @@
 #!/usr/bin/env bash
-# Build the test kernel into the cache, keyed by kernel version + config hash.
+# Build a kernel into the cache, keyed by kernel version + config hash.
 # Prints the build directory on the last line of stdout. A cached build is
 # reused at once; concurrent callers wait on a lock instead of building twice.
+#
+#   HLRS_KERNEL=debug       (default) the test kernel: test-kernel.config, every
+#                           debug option `make test` hunts bugs with
+#   HLRS_KERNEL=production  the benchmark kernel: the same source and functional
+#                           options, none of the debug ones (bench-kernel.config
+#                           merged after), optimised for speed; built only when
+#                           `make bench` first needs it
 source "$(dirname "$0")/lib.sh"
 
 FRAGMENT=$HLRS_ROOT/scripts/kconfig/test-kernel.config
+FRAGMENTS=("$FRAGMENT")
+KIND=${HLRS_KERNEL:-debug}
+case $KIND in
+debug) ;;
+production) FRAGMENTS+=("$HLRS_ROOT/scripts/kconfig/bench-kernel.config") ;;
+*) die "HLRS_KERNEL must be debug or production, not $KIND" ;;
+esac
 KSRC=$(kernel_src)
 KVER=$(basename "$KSRC")
-# The key covers the fragment, the build recipe below and the compiler
+# The key covers the fragments, the build recipe below and the compiler
 # versions. Bump RECIPE when `configure` or `build` change what they produce
 # (progress output and comments do not).
 RECIPE=2
-KEY=$( (cat "$FRAGMENT"; echo "recipe $RECIPE"; "$RUSTC" --version; gcc --version | head -n1) |
+KEY=$( (cat "${FRAGMENTS[@]}"; echo "recipe $RECIPE"; "$RUSTC" --version; gcc --version | head -n1) |
 	sha256sum | cut -c1-12)
-KOBJ=$HLRS_CACHE/build/$KVER-$KEY
+if [ "$KIND" = debug ]; then
+	KOBJ=$HLRS_CACHE/build/$KVER-$KEY
+else
+	KOBJ=$HLRS_CACHE/build/$KVER-$KIND-$KEY
+fi
 mkdir -p "$HLRS_CACHE/build"
 exec 8>"$KOBJ.lock"
 flock 8
@@ -30,23 +48,34 @@ configure() {
 	mkdir -p "$KOBJ"
 	make -C "$KSRC" O="$KOBJ" "${KV[@]}" -s tinyconfig
 	KCONFIG_CONFIG="$KOBJ/.config" "$KSRC/scripts/kconfig/merge_config.sh" -m -O "$KOBJ" \
-		"$KOBJ/.config" "$FRAGMENT" >/dev/null
+		"$KOBJ/.config" "${FRAGMENTS[@]}" >/dev/null
 	make -C "$KSRC" O="$KOBJ" "${KV[@]}" -s olddefconfig
-	# Every option of the fragment must have survived.
-	local bad=0 line
+	# Every option of the fragments must have survived, the last fragment
+	# that names an option deciding its value.
+	local bad=0 line opt
+	declare -A want=()
 	while IFS= read -r line; do
-		case $line in CONFIG_*=*) ;; *) continue ;; esac
-		if ! grep -qx "$line" "$KOBJ/.config"; then
-			echo "    config option dropped by olddefconfig: $line" >&2
+		case $line in
+		CONFIG_*=*) want[${line%%=*}]=$line ;;
+		"# CONFIG_"*" is not set") opt=${line#\# }; want[${opt%% *}]=$line ;;
+		esac
+	done < <(cat "${FRAGMENTS[@]}")
+	for opt in "${!want[@]}"; do
+		line=${want[$opt]}
+		case $line in
+		CONFIG_*) grep -qx "$line" "$KOBJ/.config" ;;
+		*) ! grep -q "^$opt=" "$KOBJ/.config" ;;
+		esac || {
+			echo "    config option not as asked after olddefconfig: $line" >&2
 			bad=1
-		fi
-	done <"$FRAGMENT"
+		}
+	done
 	if [ $bad -ne 0 ]; then
 		echo "    (CONFIG_RUST drops out when rustc/bindgen/libclang are not usable:" >&2
 		make -C "$KSRC" O="$KOBJ" "${KV[@]}" rustavailable >&2 || true
 		die "test-kernel config is incomplete"
 	fi
-	echo "    all $(grep -c '^CONFIG_.*=' "$FRAGMENT") fragment options present" >&2
+	echo "    all ${#want[@]} fragment options as asked ($KIND kernel)" >&2
 }
 # Objects a complete build of this config produced last time (the progress
 # total); the first build on a machine uses the figure measured here (1305, with the issue-19 debug options).
@@ -66,6 +95,6 @@ build() {
 	objects >"$COUNT_FILE"
 	touch "$KOBJ/.hlrs-complete"
 }
-step "configure $KVER (tinyconfig + fragment)" configure >&2
+step "configure $KVER, $KIND (tinyconfig + fragments)" configure >&2
 step "build $KVER into $KOBJ" build >&2
 echo "$KOBJ"

@@ -76,8 +76,9 @@ kmake_vars() {
 	printf '%s\n' ARCH=x86_64 LLVM= "RUSTC=$RUSTC" "RUSTDOC=$RUSTDOC" "BINDGEN=$BINDGEN"
 }
 
-# Sets KOBJ to the cached test kernel's build directory (building it first
-# when it is not cached; kernel.sh prints its progress on stderr).
+# Sets KOBJ to the cached kernel's build directory, the test kernel unless
+# HLRS_KERNEL says otherwise (building it first when it is not cached;
+# kernel.sh prints its progress on stderr).
 kernel_dir() {
 	KOBJ=$("$HLRS_ROOT/scripts/kernel.sh")
 }
