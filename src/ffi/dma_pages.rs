@@ -1,0 +1,297 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! [`DmaPages`]: the host pages a simulated device may reach by DMA, by bus
+//! address: the map of a software IOMMU.
+//!
+//! The simulated Gaudi2 gives out a host page's physical address as its bus
+//! address (an identity IOMMU, so the addresses the driver and the tests see
+//! are the ones `/proc/self/pagemap` shows), but only the pages mapped here
+//! are reachable: an access to any other address is refused, and the caller
+//! records an IOMMU fault. Each mapping holds its own reference to the page
+//! (`get_page`), dropped when it is unmapped, so a page the device can reach
+//! is never freed under it, whatever the order in which its owner unpins it
+//! and unmaps it. The same page may be mapped several times (two MAPs of one
+//! user buffer); it stays reachable until the last is undone.
+//!
+//! Layout: the count of mappings of each page frame, in leaves of 64 frames
+//! (one tree node each, 128 bytes of counts) keyed by `pfn / 64`, so a
+//! buffer of neighbouring frames costs one node per 256 KiB.
+
+use super::{host_page::HostPage, pin::PinnedUserPages};
+use kernel::{
+    bindings,
+    page::PAGE_SIZE,
+    prelude::*,
+    rbtree::{RBTree, RBTreeNodeReservation},
+};
+
+#[allow(improper_ctypes)]
+extern "C" {
+    // Prototypes in `ffi/helpers.h`, bodies in `ffi/helpers.c`.
+    fn hlrs_page_to_phys(page: *mut bindings::page) -> u64;
+    fn hlrs_pfn_to_page(pfn: c_ulong) -> *mut bindings::page;
+    fn hlrs_get_page(page: *mut bindings::page);
+    fn hlrs_put_page(page: *mut bindings::page);
+}
+
+/// Page frames per leaf.
+const LEAF_FRAMES: u64 = 64;
+const PAGE: u64 = PAGE_SIZE as u64;
+
+/// The mapping counts of 64 neighbouring page frames.
+struct Leaf {
+    counts: [u16; LEAF_FRAMES as usize],
+    /// Frames with a non-zero count.
+    live: u32,
+}
+
+/// Host pages mapped for a device's DMA, by bus (= physical) address.
+///
+/// # Invariants
+///
+/// For every frame whose count in `leaves` is `c > 0`, this value owns `c`
+/// references to the page of that frame (taken with `get_page` on a live
+/// page); `mapped` is the sum of the counts; no leaf has `live == 0`.
+pub(crate) struct DmaPages {
+    leaves: RBTree<u64, Leaf>,
+    mapped: u64,
+}
+
+// SAFETY: the references it owns may be used and dropped from any thread.
+unsafe impl Send for DmaPages {}
+// SAFETY: `&self` only copies in and out of pages it holds references to.
+unsafe impl Sync for DmaPages {}
+
+impl DmaPages {
+    /// Nothing mapped.
+    pub(crate) fn new() -> Self {
+        Self {
+            leaves: RBTree::new(),
+            mapped: 0,
+        }
+    }
+
+    /// Mappings held (a page mapped twice counts twice). O(1).
+    pub(crate) fn mapped(&self) -> u64 {
+        self.mapped
+    }
+
+    /// Whether the page holding bus address `addr` is mapped. O(log n).
+    pub(crate) fn is_mapped(&self, addr: u64) -> bool {
+        self.count(addr / PAGE) > 0
+    }
+
+    fn count(&self, pfn: u64) -> u16 {
+        let slot = usize::try_from(pfn % LEAF_FRAMES).unwrap_or(usize::MAX);
+        self.leaves
+            .get(&(pfn / LEAF_FRAMES))
+            .and_then(|l| l.counts.get(slot).copied())
+            .unwrap_or(0)
+    }
+
+    /// Count one more mapping of `page` and take a reference for it; its
+    /// bus address. `ENOMEM` (nothing changed) if a leaf cannot be allocated
+    /// or the page's count is full. O(log n).
+    ///
+    /// # Safety
+    ///
+    /// `page` is a live page for the duration of the call.
+    unsafe fn take(&mut self, page: *mut bindings::page) -> Result<u64> {
+        // SAFETY: `page` is live (safety contract).
+        let phys = unsafe { hlrs_page_to_phys(page) };
+        let pfn = phys / PAGE;
+        let key = pfn / LEAF_FRAMES;
+        let slot = usize::try_from(pfn % LEAF_FRAMES).map_err(|_| EINVAL)?;
+        if self.leaves.get(&key).is_none() {
+            let leaf = Leaf {
+                counts: [0; LEAF_FRAMES as usize],
+                live: 0,
+            };
+            let node = RBTreeNodeReservation::new(GFP_KERNEL)?.into_node(key, leaf);
+            self.leaves.insert(node);
+        }
+        let leaf = self.leaves.get_mut(&key).ok_or(ENOMEM)?;
+        let count = leaf.counts.get_mut(slot).ok_or(EINVAL)?;
+        // A full count was non-zero, so the leaf was not just inserted.
+        let next = count.checked_add(1).ok_or(ENOMEM)?;
+        if *count == 0 {
+            leaf.live = leaf.live.saturating_add(1);
+        }
+        *count = next;
+        self.mapped = self.mapped.saturating_add(1);
+        // SAFETY: `page` is live (safety contract).
+        // INVARIANT: the reference that goes with the count just added.
+        unsafe { hlrs_get_page(page) };
+        Ok(phys)
+    }
+
+    /// Map `n` pinned pages of `pinned` from page `first` on, which must be
+    /// physically consecutive (one device page of `n` x 4 KiB); the bus
+    /// address of the first. On an error nothing stays mapped: `EINVAL` past
+    /// the pages or for pages that are not consecutive, `ENOMEM`. O(n log m).
+    pub(crate) fn map_pinned(
+        &mut self,
+        pinned: &PinnedUserPages,
+        first: usize,
+        n: usize,
+    ) -> Result<u64> {
+        let mut base = 0;
+        for k in 0..n {
+            let taken = first
+                .checked_add(k)
+                .and_then(|i| pinned.page_ptr(i))
+                .ok_or(EINVAL)
+                // SAFETY: a page pinned by `pinned`, live while it is borrowed.
+                .and_then(|page| unsafe { self.take(page) });
+            let want = (k as u64)
+                .checked_mul(PAGE)
+                .and_then(|o| o.checked_add(base));
+            match taken {
+                Ok(phys) if k == 0 || Some(phys) == want => {
+                    if k == 0 {
+                        base = phys;
+                    }
+                }
+                Ok(phys) => {
+                    self.unmap(phys, 1);
+                    self.unmap(base, k);
+                    return Err(EINVAL);
+                }
+                Err(e) => {
+                    self.unmap(base, k);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(base)
+    }
+
+    /// Map one page given by a reference (kept by the caller or dropped:
+    /// the mapping takes a reference of its own); its bus address. O(log n).
+    pub(crate) fn map_page(&mut self, page: &HostPage) -> Result<u64> {
+        // SAFETY: `page` holds a reference: the page is live.
+        unsafe { self.take(page.as_ptr()) }
+    }
+
+    /// Undo one mapping of each of the `n` pages from bus address `addr` on
+    /// (page aligned), dropping its reference. Returns how many were mapped
+    /// (the others are left alone: an unmap of an address never mapped).
+    /// Never allocates. O(n log m).
+    pub(crate) fn unmap(&mut self, addr: u64, n: usize) -> usize {
+        let mut done = 0;
+        for k in 0..n as u64 {
+            let Some(pfn) = (addr / PAGE).checked_add(k) else {
+                break;
+            };
+            let key = pfn / LEAF_FRAMES;
+            let Ok(slot) = usize::try_from(pfn % LEAF_FRAMES) else {
+                continue;
+            };
+            let Some(leaf) = self.leaves.get_mut(&key) else {
+                continue;
+            };
+            let Some(count) = leaf.counts.get_mut(slot).filter(|c| **c > 0) else {
+                continue;
+            };
+            *count -= 1;
+            if *count == 0 {
+                leaf.live = leaf.live.saturating_sub(1);
+                if leaf.live == 0 {
+                    self.leaves.remove(&key);
+                }
+            }
+            self.mapped = self.mapped.saturating_sub(1);
+            // SAFETY: the count was non-zero, so we owned a reference to the
+            // page of `pfn` (invariant): it is live, and `pfn_to_page` of it
+            // is that page. The reference goes with the count dropped above.
+            unsafe { hlrs_put_page(hlrs_pfn_to_page(pfn as c_ulong)) };
+            done += 1;
+        }
+        done
+    }
+
+    /// Run `f` on the kernel address of byte `addr % PAGE` of the page at
+    /// `addr`, if that page is mapped.
+    fn with_page<T>(&self, addr: u64, f: impl FnOnce(*mut u8) -> T) -> Option<T> {
+        let pfn = addr / PAGE;
+        if self.count(pfn) == 0 {
+            return None;
+        }
+        let off = usize::try_from(addr % PAGE).ok()?;
+        // SAFETY: the frame's count is non-zero, so we own a reference to its
+        // page (invariant): it is live. The local mapping is undone below.
+        let base = unsafe { bindings::kmap_local_page(hlrs_pfn_to_page(pfn as c_ulong)) };
+        // SAFETY: `off < PAGE`: inside the mapped page.
+        let r = f(unsafe { base.cast::<u8>().add(off) });
+        // SAFETY: the mapping made above, undone once.
+        unsafe { bindings::kunmap_local(base) };
+        Some(r)
+    }
+
+    /// The pieces of `[addr, addr + len)` inside one page each: (address,
+    /// offset in the caller's buffer, length).
+    fn pieces(addr: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize)> {
+        let mut done = 0usize;
+        core::iter::from_fn(move || {
+            let at = addr.checked_add(done as u64)?;
+            let left = len.checked_sub(done).filter(|&l| l > 0)?;
+            let room = usize::try_from(PAGE - at % PAGE).ok()?;
+            let n = left.min(room);
+            let piece = (at, done, n);
+            done = done.checked_add(n)?;
+            Some(piece)
+        })
+    }
+
+    /// Copy `buf.len()` bytes from bus address `addr`. Stops at the first
+    /// page that is not mapped, returning its address (what was before it
+    /// is copied). O(pages x log n).
+    pub(crate) fn read(&self, addr: u64, buf: &mut [u8]) -> Result<(), u64> {
+        if addr.checked_add(buf.len() as u64).is_none() {
+            return Err(addr);
+        }
+        for (at, pos, n) in Self::pieces(addr, buf.len()) {
+            let dst = buf.get_mut(pos..pos.saturating_add(n)).ok_or(at)?;
+            // SAFETY: `src` points at `n` bytes inside a live mapped page
+            // (the piece does not leave it); `dst` is `n` writable bytes. The
+            // C `memcpy` copies: the page's owner may write it meanwhile.
+            self.with_page(at, |src| unsafe {
+                bindings::memcpy(dst.as_mut_ptr().cast(), src.cast_const().cast(), n)
+            })
+            .ok_or(at)?;
+        }
+        Ok(())
+    }
+
+    /// Copy `data` to bus address `addr` (see [`Self::read`]).
+    pub(crate) fn write(&self, addr: u64, data: &[u8]) -> Result<(), u64> {
+        if addr.checked_add(data.len() as u64).is_none() {
+            return Err(addr);
+        }
+        for (at, pos, n) in Self::pieces(addr, data.len()) {
+            let src = data.get(pos..pos.saturating_add(n)).ok_or(at)?;
+            // SAFETY: as in `read`, the copy going the other way.
+            self.with_page(at, |dst| unsafe {
+                bindings::memcpy(dst.cast(), src.as_ptr().cast(), n)
+            })
+            .ok_or(at)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for DmaPages {
+    fn drop(&mut self) {
+        // What was never unmapped: its references go back.
+        for (key, leaf) in self.leaves.iter() {
+            for (slot, &count) in (0u64..).zip(leaf.counts.iter()) {
+                let pfn = key * LEAF_FRAMES + slot;
+                for _ in 0..count {
+                    // SAFETY: one of the `count` references we own to the
+                    // page of `pfn` (invariant), dropped once.
+                    unsafe { hlrs_put_page(hlrs_pfn_to_page(pfn as c_ulong)) };
+                }
+            }
+        }
+    }
+}
