@@ -133,6 +133,17 @@ pub(crate) enum EngineFault {
     },
 }
 
+impl From<EngineFault> for Error {
+    /// `EFAULT` for what a fault report describes, `ENOMEM` when the
+    /// simulation ran out of memory.
+    fn from(f: EngineFault) -> Self {
+        match f {
+            EngineFault::Backing { .. } => ENOMEM,
+            _ => EFAULT,
+        }
+    }
+}
+
 /// A use of a translation whose invalidation was skipped (fault injection).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct StaleUse {
@@ -407,5 +418,181 @@ impl SimGaudi2 {
                 })
             }
         }
+    }
+}
+
+#[kunit_tests(hlrs_sim_engine)]
+mod tests {
+    use super::*;
+    use crate::{asic::AsicProperties, ffi::host_page::HostPage};
+    use kernel::{alloc::KVVec, sync::Arc};
+
+    fn sim() -> Result<(Arc<SimGaudi2>, AsicProperties)> {
+        let asic = AsicProperties::gaudi2(6, 0)?;
+        Ok((Arc::pin_init(SimGaudi2::new(&asic), GFP_KERNEL)?, asic))
+    }
+
+    /// Map `pages` for the device; their bus addresses.
+    fn map(s: &SimGaudi2, pages: &[&HostPage]) -> Result<KVVec<u64>> {
+        let mut v = KVVec::new();
+        for p in pages {
+            v.push((*p).clone(), GFP_KERNEL)?;
+        }
+        s.dma_map_kernel(v)
+    }
+
+    #[test]
+    fn hand_written_hmmu_tables_reach_dram_through_the_scrambler() -> Result {
+        let (s, asic) = sim()?;
+        let base = asic.dram_base;
+        // 6 HBMs: the DRAM VA range starts at base + 96 GiB, which the HMMU
+        // sees scrambled as base + 128 GiB: hop indices 8, 1, 0, 128.
+        let va = asic.dram_va.start;
+        assert_eq!(va, base + (96 << 30));
+        let hop = |slot: u64| asic.mmu_pgt_addr + slot * 4096;
+        s.set_hop0(MmuKind::Dram, 1, hop(1))?;
+        s.write_pte(hop(1) + 8 * 8, hop(10) | 1)?;
+        s.write_pte(hop(10) + 8, hop(11) | 1)?;
+        s.write_pte(hop(11), hop(12) | 1)?;
+        // DRAM page 1 (base + 768 MiB) is MMU page 1 GiB, scrambled.
+        s.write_pte(hop(12) + 128 * 8, (base + (1 << 30)) | 0x801)?;
+        let who = EngineAccess::new(3, 1);
+        // 100 MiB into the page: the third 48 MiB unit, descrambled.
+        let at = va + (100 << 20);
+        s.engine_write(who, at - 2, &[1, 2, 3, 4])?;
+        let mut b = [0u8; 4];
+        s.dram_read(base + (768 << 20) + (100 << 20) - 2, &mut b)?;
+        assert_eq!(b, [1, 2, 3, 4]);
+        assert_eq!(
+            s.engine_translate(who, at)?,
+            Target::Dram(base + (868 << 20))
+        );
+        // The next DRAM page of VA has no PTE: a page fault, recorded.
+        let next = va + (768 << 20);
+        let fault = EngineFault::Page {
+            mmu: MmuKind::Dram,
+            asid: 1,
+            va: next,
+            engine: 3,
+        };
+        assert_eq!(s.engine_read(who, next, &mut b), Err(fault));
+        // ASID 0 has no hop 0 set.
+        assert!(s.engine_read(EngineAccess::new(3, 0), va, &mut b).is_err());
+        let log = s.engine_faults();
+        assert_eq!((log.first, log.page), (Some(fault), 2));
+        let (st, _) = s.stlb_stats();
+        assert_eq!((st.misses, st.hits, st.walks, st.walk_faults), (3, 2, 3, 2));
+        Ok(())
+    }
+
+    #[test]
+    fn hand_written_pmmu_tables_in_host_memory_through_the_iommu() -> Result {
+        let (s, _) = sim()?;
+        let mut hops = KVec::new();
+        for _ in 0..6 {
+            hops.push(HostPage::new_zeroed()?, GFP_KERNEL)?;
+        }
+        let data = HostPage::new_zeroed()?;
+        let refs: KVec<&HostPage> = {
+            let mut r = KVec::new();
+            for h in hops.iter() {
+                r.push(h, GFP_KERNEL)?;
+            }
+            r.push(&data, GFP_KERNEL)?;
+            r
+        };
+        let bus = map(&s, &refs)?;
+        // VA 0xFFF0_0000_0020_3000: hop indices 127, 0x1F0, 0, 0, 1, 3.
+        let va = 0xFFF0_0000_0020_3000u64;
+        let idx = [127usize, 0x1F0, 0, 0, 1, 3];
+        for (level, i) in idx.iter().enumerate() {
+            let (Some(h), Some(next)) = (hops.get(level), bus.get(level + 1)) else {
+                return Err(EINVAL);
+            };
+            let pte = if level == 5 { next | 0x801 } else { next | 1 };
+            h.write_u64s(i * 8, &[pte])?;
+        }
+        s.set_hop0(MmuKind::Host, 1, *bus.first().ok_or(EINVAL)?)?;
+        let who = EngineAccess::new(7, 1);
+        s.engine_write(who, va + 0x10, &[9, 8, 7])?;
+        let mut b = [0u8; 3];
+        data.read(0x10, &mut b)?;
+        assert_eq!(b, [9, 8, 7]);
+        assert_eq!(
+            s.engine_translate(who, va + 5)?,
+            Target::Host(data.phys() + 5)
+        );
+        // The data page unmapped: the cached translation still leads there,
+        // and the IOMMU refuses it.
+        let data_bus = *bus.get(6).ok_or(EINVAL)?;
+        s.dma_unmap_host(&[data_bus], 4096);
+        let refused = EngineFault::Iommu {
+            bus: data.phys() + 0x10,
+            asid: 1,
+            va: va + 0x10,
+            engine: 7,
+        };
+        assert_eq!(s.engine_read(who, va + 0x10, &mut b), Err(refused));
+        // A hop table unmapped: the walk cannot read it.
+        let hop5 = *bus.get(5).ok_or(EINVAL)?;
+        s.dma_unmap_host(&[hop5], 4096);
+        s.invalidate_all(MmuKind::Host)?;
+        let r = s.engine_read(who, va, &mut b);
+        assert_eq!(
+            r,
+            Err(EngineFault::Iommu {
+                bus: hop5 + 3 * 8,
+                asid: 1,
+                va,
+                engine: 7
+            })
+        );
+        assert_eq!(s.engine_faults().iommu, 2);
+        for a in bus.iter().take(5) {
+            s.dma_unmap_host(&[*a], 4096);
+        }
+        assert_eq!(s.dma_mapped_pages(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn sram_is_physical_and_other_addresses_decode_to_nothing() -> Result {
+        let (s, _) = sim()?;
+        let who = EngineAccess::new(1, 1);
+        // Across a 4 KiB boundary of SRAM: two pieces, no MMU.
+        let at = SRAM_BASE_ADDR + 4096 - 3;
+        s.engine_write(who, at, &[1, 2, 3, 4, 5, 6])?;
+        let mut b = [0u8; 6];
+        s.sram_read(at, &mut b)?;
+        assert_eq!(b, [1, 2, 3, 4, 5, 6]);
+        assert_eq!(s.engine_translate(who, at)?, Target::Sram(at));
+        assert_eq!(s.stlb_stats().0.misses, 0);
+        // SRAM ends where the DRAM space begins: past its end the HMMU
+        // translates (and faults here, no tables), after the last bytes of
+        // SRAM were written.
+        let end = SRAM_BASE_ADDR + SRAM_SIZE;
+        assert_eq!(end, DRAM_PHYS_BASE);
+        let r = s.engine_write(who, end - 2, &[9; 4]);
+        let fault = EngineFault::Page {
+            mmu: MmuKind::Dram,
+            asid: 1,
+            va: end,
+            engine: 1,
+        };
+        assert_eq!(r, Err(fault));
+        s.sram_read(end - 2, &mut b[..2])?;
+        assert_eq!(&b[..2], &[9, 9]);
+        // Below SRAM, low addresses, and a range that wraps decode to
+        // nothing.
+        for addr in [SRAM_BASE_ADDR - 2, 0x1000, u64::MAX - 1] {
+            let r = s.engine_write(who, addr, &[0; 4]);
+            assert_eq!(r, Err(EngineFault::Decode { addr, engine: 1 }));
+        }
+        // An SRAM address forced through an MMU is translated (and faults).
+        let r = s.engine_read(who.through(MmuKind::Host), at, &mut b);
+        assert!(matches!(r, Err(EngineFault::Page { .. })));
+        let log = s.engine_faults();
+        assert_eq!((log.page, log.iommu, log.other), (2, 0, 3));
+        Ok(())
     }
 }
