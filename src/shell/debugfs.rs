@@ -785,11 +785,9 @@ fn show_stlb(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     )?;
     writeln!(f, "evictions:        {}", st.evictions)?;
     writeln!(f, "invalidated:      {} entries", st.invalidated)?;
-    writeln!(
-        f,
-        "skipped:          {} invalidations, {} entries left stale, {} stale hits",
-        st.skipped, st.left_stale, st.stale_hits
-    )?;
+    writeln!(f, "skipped:          {} invalidations", st.skipped)?;
+    writeln!(f, "left stale:       {} entries", st.left_stale)?;
+    writeln!(f, "stale hits:       {}", st.stale_hits)?;
     writeln!(f, "iommu mapped:     {} pages", sim.dma_mapped_pages())?;
     for asid in 0..crate::asic::MAX_ASID {
         let at = |k| sim.hop0(k, asid).unwrap_or(0);
