@@ -225,7 +225,7 @@ impl SimGaudi2 {
             addr: va,
             engine: who.engine,
         };
-        for (at, pos, n) in pieces(va, buf.len()).ok_or(wraps)? {
+        for (at, pos, n) in self.pieces_of(who, va, buf.len())? {
             let dst = buf.get_mut(pos..pos.saturating_add(n)).ok_or(wraps)?;
             self.piece(who, at, Op::Read(dst))?;
         }
@@ -243,7 +243,7 @@ impl SimGaudi2 {
             addr: va,
             engine: who.engine,
         };
-        for (at, pos, n) in pieces(va, data.len()).ok_or(wraps)? {
+        for (at, pos, n) in self.pieces_of(who, va, data.len())? {
             let src = data.get(pos..pos.saturating_add(n)).ok_or(wraps)?;
             self.piece(who, at, Op::Write(src))?;
         }
@@ -289,18 +289,38 @@ impl SimGaudi2 {
                     .and_then(|t| self.touch(who, va, t, op))
             }
         };
-        if let Err(f) = r {
-            let mut log = self.faults.lock();
-            log.first.get_or_insert(f);
-            log.last = Some(f);
-            let n = match f {
-                EngineFault::Page { .. } => &mut log.page,
-                EngineFault::Iommu { .. } => &mut log.iommu,
-                _ => &mut log.other,
+        r.inspect_err(|f| self.record(*f))
+    }
+
+    /// Record a fault in the log. O(1).
+    fn record(&self, f: EngineFault) {
+        let mut log = self.faults.lock();
+        log.first.get_or_insert(f);
+        log.last = Some(f);
+        let n = match f {
+            EngineFault::Page { .. } => &mut log.page,
+            EngineFault::Iommu { .. } => &mut log.iommu,
+            _ => &mut log.other,
+        };
+        *n = n.saturating_add(1);
+    }
+
+    /// The pieces of an access of `len` bytes at `va`, or the decode error
+    /// (recorded) of a range that wraps.
+    fn pieces_of(
+        &self,
+        who: EngineAccess,
+        va: u64,
+        len: usize,
+    ) -> Result<impl Iterator<Item = (u64, usize, usize)>, EngineFault> {
+        pieces(va, len).ok_or_else(|| {
+            let f = EngineFault::Decode {
+                addr: va,
+                engine: who.engine,
             };
-            *n = n.saturating_add(1);
-        }
-        r
+            self.record(f);
+            f
+        })
     }
 
     /// Translate `va` through the MMU of `kind` with `stlb` (locked by the
