@@ -228,21 +228,6 @@ impl DmaPages {
         Some(r)
     }
 
-    /// The pieces of `[addr, addr + len)` inside one page each: (address,
-    /// offset in the caller's buffer, length).
-    fn pieces(addr: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize)> {
-        let mut done = 0usize;
-        core::iter::from_fn(move || {
-            let at = addr.checked_add(done as u64)?;
-            let left = len.checked_sub(done).filter(|&l| l > 0)?;
-            let room = usize::try_from(PAGE - at % PAGE).ok()?;
-            let n = left.min(room);
-            let piece = (at, done, n);
-            done = done.checked_add(n)?;
-            Some(piece)
-        })
-    }
-
     /// Copy `buf.len()` bytes from bus address `addr`. Stops at the first
     /// page that is not mapped, returning its address (what was before it
     /// is copied). O(pages x log n).
@@ -250,7 +235,7 @@ impl DmaPages {
         if addr.checked_add(buf.len() as u64).is_none() {
             return Err(addr);
         }
-        for (at, pos, n) in Self::pieces(addr, buf.len()) {
+        for (at, pos, n) in page_pieces(addr, buf.len()) {
             let dst = buf.get_mut(pos..pos.saturating_add(n)).ok_or(at)?;
             // SAFETY: `src` points at `n` bytes inside a live mapped page
             // (the piece does not leave it); `dst` is `n` writable bytes. The
@@ -268,7 +253,7 @@ impl DmaPages {
         if addr.checked_add(data.len() as u64).is_none() {
             return Err(addr);
         }
-        for (at, pos, n) in Self::pieces(addr, data.len()) {
+        for (at, pos, n) in page_pieces(addr, data.len()) {
             let src = data.get(pos..pos.saturating_add(n)).ok_or(at)?;
             // SAFETY: as in `read`, the copy going the other way.
             self.with_page(at, |dst| unsafe {
@@ -278,6 +263,22 @@ impl DmaPages {
         }
         Ok(())
     }
+}
+
+/// The pieces of `[addr, addr + len)` that lie in one 4 KiB page each:
+/// (address, offset from `addr`, length). Stops early if the range wraps
+/// (callers check). Lazy: O(1) per piece.
+pub(crate) fn page_pieces(addr: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize)> {
+    let mut done = 0usize;
+    core::iter::from_fn(move || {
+        let at = addr.checked_add(done as u64)?;
+        let left = len.checked_sub(done).filter(|&l| l > 0)?;
+        let room = usize::try_from(PAGE - at % PAGE).ok()?;
+        let n = left.min(room);
+        let piece = (at, done, n);
+        done = done.checked_add(n)?;
+        Some(piece)
+    })
 }
 
 impl Drop for DmaPages {

@@ -29,7 +29,8 @@
 //! - [`iommu`]: the host pages the device may reach by bus address
 //!   ([`Backend::dma_map_host`], [`Backend::dma_map_kernel`]), where the PMMU
 //!   reads its host-resident tables and engines their host buffers;
-//! - [`engine_mem`]: engine reads and writes through all of it.
+//! - [`engine_mem`]: engine reads and writes through all of it, and
+//!   [`fault`]: what they can end in.
 //!
 //! MMU cache invalidations are logged so tests can check that exactly the
 //! touched range was invalidated. Fault injection: failing PTE writes,
@@ -41,6 +42,7 @@
 
 pub(crate) mod cfg_space;
 pub(crate) mod engine_mem;
+pub(crate) mod fault;
 pub(crate) mod iommu;
 pub(crate) mod stlb;
 pub(crate) mod walker;
@@ -50,7 +52,7 @@ use crate::hw::backend::{Backend, DeviceStatus, MmuKind};
 use crate::{
     ffi::{
         dma::{DmaDirection, Importer, ImporterSgt},
-        dma_pages::DmaPages,
+        dma_pages::{page_pieces, DmaPages},
         host_page::HostPage,
         pin::PinnedUserPages,
     },
@@ -127,7 +129,7 @@ pub(crate) struct SimGaudi2 {
     dma_pages: Mutex<DmaPages>,
     /// Engine faults and uses of stale translations.
     #[pin]
-    faults: Mutex<engine_mem::FaultLog>,
+    faults: Mutex<fault::FaultLog>,
     /// The HMMUs' HBM address scrambling.
     scrambler: walker::HbmScrambler,
     /// The hop-0 address of each ASID, PMMU then DMMU (0: not set).
@@ -163,7 +165,7 @@ impl SimGaudi2 {
             invalidations <- new_mutex!(InvalidationLog::default()),
             stlb <- new_mutex!(stlb::Stlb::new()?),
             dma_pages <- new_mutex!(DmaPages::new()),
-            faults <- new_mutex!(engine_mem::FaultLog::default()),
+            faults <- new_mutex!(fault::FaultLog::default()),
             scrambler,
             hop0: core::array::from_fn(|_| core::array::from_fn(|_| Atomic::new(0))),
             pte_writes: Atomic::new(0),
@@ -256,6 +258,11 @@ impl SimGaudi2 {
     pub(crate) fn stlb_stats(&self) -> (stlb::StlbStats, (usize, usize)) {
         let s = self.stlb.lock();
         (s.stats(), s.occupancy())
+    }
+
+    /// The engine faults so far (tests, debugfs, the fault report). O(1).
+    pub(crate) fn engine_faults(&self) -> fault::FaultLog {
+        *self.faults.lock()
     }
 
     /// The hop-0 address of `asid` in the MMU of `kind`, if the driver set
@@ -377,18 +384,7 @@ impl SimGaudi2 {
 /// Split `[addr, addr + len)` into per-chunk pieces: (chunk index, offset in
 /// chunk, offset in the caller's buffer, length).
 fn pieces(addr: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usize)> {
-    let mut done = 0usize;
-    core::iter::from_fn(move || {
-        if done >= len {
-            return None;
-        }
-        let a = addr + done as u64;
-        let off = (a % CHUNK_U64) as usize;
-        let n = core::cmp::min(CHUNK - off, len - done);
-        let piece = (a / CHUNK_U64, off, done, n);
-        done += n;
-        Some(piece)
-    })
+    page_pieces(addr, len).map(|(a, pos, n)| (a / CHUNK_U64, (a % CHUNK_U64) as usize, pos, n))
 }
 
 /// Copy `buf.len()` bytes at byte `at` of the sparse memory `mem` (chunk

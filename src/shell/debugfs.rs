@@ -35,7 +35,8 @@ use crate::{
     hw::{
         backend::{DeviceStatus, MmuKind},
         sim::{
-            engine_mem::{EngineAccess, EngineFault, Target},
+            engine_mem::EngineAccess,
+            fault::{EngineFault, Target},
             stlb,
         },
     },

@@ -15,7 +15,8 @@ mod tests {
         hw::{
             backend::{Backend, MmuKind},
             sim::{
-                engine_mem::{EngineAccess, EngineFault, StaleUse, Target},
+                engine_mem::EngineAccess,
+                fault::{EngineFault, StaleUse, Target},
                 stlb,
             },
         },
@@ -59,6 +60,17 @@ mod tests {
         }
     }
 
+    /// A new handle of `pages` DRAM pages of the test context, mapped: the
+    /// handle and its VA.
+    fn mapped_dram(d: &TestDevice, ctx: &TestContext, pages: u64) -> Result<(u64, u64)> {
+        let h = u64::from(alloc_device_memory(
+            ctx.vm(),
+            pages * d.asic.dram_page_size,
+            0,
+        )?);
+        Ok((h, map_device_va(ctx.vm(), h, 0, 0)?))
+    }
+
     fn stats(d: &TestDevice) -> stlb::StlbStats {
         d.sim.stlb_stats().0
     }
@@ -83,8 +95,7 @@ mod tests {
         let (d, ctx) = device_and_context()?;
         let vm = ctx.vm();
         let page = d.asic.dram_page_size;
-        let h = alloc_device_memory(vm, 2 * page, 0)?;
-        let va = map_device_va(vm, u64::from(h), 0, 0)?;
+        let (h, va) = mapped_dram(&d, &ctx, 2)?;
         let who = engine(&ctx);
         // 8 KiB + 6 bytes across the two DRAM pages: 4 pieces, 2 pages.
         let at = va + page - 4099;
@@ -111,7 +122,7 @@ mod tests {
             Err(page_fault(MmuKind::Dram, &ctx, at))
         );
         assert_eq!(d.sim.engine_faults().page, 1);
-        free_device_memory(vm, u64::from(h))?;
+        free_device_memory(vm, h)?;
         Ok(())
     }
 
@@ -163,8 +174,7 @@ mod tests {
         let vm = ctx.vm();
         let page = d.asic.dram_page_size;
         let who = engine(&ctx);
-        let h = alloc_device_memory(vm, page, 0)?;
-        let va = map_device_va(vm, u64::from(h), 0, 0)?;
+        let (h, va) = mapped_dram(&d, &ctx, 1)?;
         let mut b = [0u8; 6];
         d.sim.engine_write(who, va + 64, b"before")?;
         let old = oracle(vm, va + 64)?;
@@ -173,9 +183,9 @@ mod tests {
         d.sim.skip_invalidations(1);
         unmap_device_va(vm, va)?;
         assert_eq!(d.sim.invalidation_skips(), (0, 1));
-        free_device_memory(vm, u64::from(h))?;
+        free_device_memory(vm, h)?;
         // The page's next owner writes it.
-        let h2 = alloc_device_memory(vm, page, 0)?;
+        let h2 = u64::from(alloc_device_memory(vm, page, 0)?);
         d.sim.dram_write(old, b"secret")?;
         // A DMA through the old VA still reaches it: the model shows the
         // stale translation it used.
@@ -193,7 +203,7 @@ mod tests {
         // The same sequence with the invalidation: the access faults. (The
         // MAP at the same VA invalidates its range first, so the stale entry
         // goes.)
-        assert_eq!(map_device_va(vm, u64::from(h2), 0, 0)?, va);
+        assert_eq!(map_device_va(vm, h2, 0, 0)?, va);
         assert_eq!(d.sim.stlb_stats().1, (0, 0));
         d.sim.engine_write(who, va + 64, b"before")?;
         unmap_device_va(vm, va)?;
@@ -202,7 +212,7 @@ mod tests {
             Err(page_fault(MmuKind::Dram, &ctx, va + 64))
         );
         assert_eq!(stats(&d).stale_hits, 1);
-        free_device_memory(vm, u64::from(h2))?;
+        free_device_memory(vm, h2)?;
         Ok(())
     }
 
@@ -249,8 +259,7 @@ mod tests {
         let page = d.asic.dram_page_size;
         let who = engine(&ctx);
         let asid = ctx.asid();
-        let h = alloc_device_memory(vm, 3 * page, 0)?;
-        let va = map_device_va(vm, u64::from(h), 0, 0)?;
+        let (h, va) = mapped_dram(&d, &ctx, 3)?;
         let mut b = [0u8; 1];
         let touch = |i: u64| d.sim.engine_read(who, va + i * page + 9, &mut [0u8; 1]);
         for i in 0..3 {
@@ -285,7 +294,7 @@ mod tests {
         unmap_cb_va(vm, &cb)?;
         unmap_device_va(vm, va)?;
         assert_eq!(d.sim.stlb_stats().1, (0, 0));
-        free_device_memory(vm, u64::from(h))?;
+        free_device_memory(vm, h)?;
         Ok(())
     }
 

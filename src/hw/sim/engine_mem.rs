@@ -26,16 +26,19 @@
 //! back a DRAM chunk, which allocates).
 //!
 //! **Faults**: an access stops at the first piece that faults (the pieces
-//! before it are done), returns the fault and records it ([`FaultLog`]:
-//! the first one, as upstream reports it, the last, and counts per kind).
+//! before it are done), returns the fault and records it
+//! ([`FaultLog`](super::fault::FaultLog), [`SimGaudi2::engine_faults`]: the first one, as upstream reports
+//! it, the last, and counts per kind).
 
 use super::{
+    fault::{EngineFault, StaleUse, Target},
     stlb::Stlb,
     walker::{self, Leaf, WalkStop},
     SimGaudi2,
 };
 use crate::{
     asic::{DRAM_PHYS_BASE, SRAM_BASE_ADDR, SRAM_SIZE, VA_HBM_SPACE_END},
+    ffi::dma_pages::page_pieces,
     hw::backend::{Backend, MmuKind},
 };
 use kernel::prelude::*;
@@ -43,8 +46,6 @@ use kernel::prelude::*;
 /// `VA_HOST_SPACE_PAGE_START` .. `VA_HOST_SPACE_HPAGE_END` (gaudi2/gaudi2P.h:131-135):
 /// the host space the PMMU translates.
 const HOST_SPACE: (u64, u64) = (0xFFF0_0000_0000_0000, 0xFFF1_0000_0000_0000);
-/// Bytes of one piece of an access.
-const PIECE: u64 = 4096;
 
 /// Who accesses memory, and through which MMU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,124 +79,28 @@ impl EngineAccess {
     }
 }
 
-/// Where a piece of an access lands.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Target {
-    /// Device DRAM at this physical address.
-    Dram(u64),
-    /// SRAM at this address.
-    Sram(u64),
-    /// Host memory at this bus address.
-    Host(u64),
-}
-
-/// Why an engine access stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum EngineFault {
-    /// No page at `va` in the tables of `asid` (upstream: an MMU page fault,
-    /// `HL_INFO_PAGE_FAULT_EVENT`).
-    Page {
-        /// The MMU.
-        mmu: MmuKind,
-        /// The ASID.
-        asid: u32,
-        /// The address the engine issued.
-        va: u64,
-        /// The engine.
-        engine: u16,
-    },
-    /// The translation of `va` (or a PMMU hop table on the way) is the bus
-    /// address `bus`, which is not DMA-mapped: the IOMMU refused it.
-    Iommu {
-        /// The bus address refused.
-        bus: u64,
-        /// The ASID.
-        asid: u32,
-        /// The address the engine issued.
-        va: u64,
-        /// The engine.
-        engine: u16,
-    },
-    /// `addr` decodes to no memory (upstream: a RAZWI).
-    Decode {
-        /// The address (as issued, or as translated).
-        addr: u64,
-        /// The engine.
-        engine: u16,
-    },
-    /// The simulation could not back the memory at `addr` (a host
-    /// allocation failed).
-    Backing {
-        /// The address (as translated).
-        addr: u64,
-        /// The engine.
-        engine: u16,
-    },
-}
-
-impl From<EngineFault> for Error {
-    /// `EFAULT` for what a fault report describes, `ENOMEM` when the
-    /// simulation ran out of memory.
-    fn from(f: EngineFault) -> Self {
-        match f {
-            EngineFault::Backing { .. } => ENOMEM,
-            _ => EFAULT,
-        }
-    }
-}
-
-/// A use of a translation whose invalidation was skipped (fault injection).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct StaleUse {
-    /// The MMU.
-    pub(crate) mmu: MmuKind,
-    /// The ASID.
-    pub(crate) asid: u32,
-    /// The address the engine issued.
-    pub(crate) va: u64,
-    /// Where the stale translation took it.
-    pub(crate) target: Target,
-}
-
-/// The engine faults of a device since it was created.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct FaultLog {
-    /// The first fault (what upstream reports).
-    pub(crate) first: Option<EngineFault>,
-    /// The most recent one.
-    pub(crate) last: Option<EngineFault>,
-    /// Page faults.
-    pub(crate) page: u64,
-    /// IOMMU faults.
-    pub(crate) iommu: u64,
-    /// Address-decode errors and failures to back memory.
-    pub(crate) other: u64,
-    /// The most recent use of a stale translation (their count is the
-    /// STLB's `stale_hits`).
-    pub(crate) last_stale: Option<StaleUse>,
-}
-
-/// One piece of an access.
+/// An access, or one piece of it.
 enum Op<'a> {
     Read(&'a mut [u8]),
     Write(&'a [u8]),
 }
 
-/// The pieces of `[va, va + len)`: (address, offset in the caller's
-/// buffer, length), none crossing a 4 KiB boundary; `None` if the range
-/// wraps.
-fn pieces(va: u64, len: usize) -> Option<impl Iterator<Item = (u64, usize, usize)>> {
-    va.checked_add(u64::try_from(len).ok()?)?;
-    let mut done = 0usize;
-    Some(core::iter::from_fn(move || {
-        let at = va.checked_add(u64::try_from(done).ok()?)?;
-        let left = len.checked_sub(done).filter(|&l| l > 0)?;
-        let room = usize::try_from(PIECE - at % PIECE).ok()?;
-        let n = left.min(room);
-        let piece = (at, done, n);
-        done = done.checked_add(n)?;
-        Some(piece)
-    }))
+impl Op<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Self::Read(b) => b.len(),
+            Self::Write(d) => d.len(),
+        }
+    }
+
+    /// Bytes `pos..pos + n` of the access.
+    fn sub(&mut self, pos: usize, n: usize) -> Option<Op<'_>> {
+        let end = pos.checked_add(n)?;
+        match self {
+            Self::Read(b) => b.get_mut(pos..end).map(Op::Read),
+            Self::Write(d) => d.get(pos..end).map(Op::Write),
+        }
+    }
 }
 
 /// Which memory an address reaches before translation: `None` for SRAM
@@ -221,15 +126,7 @@ impl SimGaudi2 {
         va: u64,
         buf: &mut [u8],
     ) -> Result<(), EngineFault> {
-        let wraps = EngineFault::Decode {
-            addr: va,
-            engine: who.engine,
-        };
-        for (at, pos, n) in self.pieces_of(who, va, buf.len())? {
-            let dst = buf.get_mut(pos..pos.saturating_add(n)).ok_or(wraps)?;
-            self.piece(who, at, Op::Read(dst))?;
-        }
-        Ok(())
+        self.access(who, va, Op::Read(buf))
     }
 
     /// Write `data` at `va` as engine `who` (see [`Self::engine_read`]).
@@ -239,15 +136,7 @@ impl SimGaudi2 {
         va: u64,
         data: &[u8],
     ) -> Result<(), EngineFault> {
-        let wraps = EngineFault::Decode {
-            addr: va,
-            engine: who.engine,
-        };
-        for (at, pos, n) in self.pieces_of(who, va, data.len())? {
-            let src = data.get(pos..pos.saturating_add(n)).ok_or(wraps)?;
-            self.piece(who, at, Op::Write(src))?;
-        }
-        Ok(())
+        self.access(who, va, Op::Write(data))
     }
 
     /// Where `va` takes engine `who`, through the STLB (filling it on a
@@ -267,11 +156,6 @@ impl SimGaudi2 {
             Ok(None) => Ok(Target::Sram(va)),
             Ok(Some(kind)) => self.translate(&mut self.stlb.lock(), who, kind, va),
         }
-    }
-
-    /// The engine faults so far (tests, debugfs, the fault report).
-    pub(crate) fn engine_faults(&self) -> FaultLog {
-        *self.faults.lock()
     }
 
     /// One piece: translate and touch memory, recording a fault.
@@ -294,33 +178,30 @@ impl SimGaudi2 {
 
     /// Record a fault in the log. O(1).
     fn record(&self, f: EngineFault) {
-        let mut log = self.faults.lock();
-        log.first.get_or_insert(f);
-        log.last = Some(f);
-        let n = match f {
-            EngineFault::Page { .. } => &mut log.page,
-            EngineFault::Iommu { .. } => &mut log.iommu,
-            _ => &mut log.other,
-        };
-        *n = n.saturating_add(1);
+        self.faults.lock().record(f);
     }
 
-    /// The pieces of an access of `len` bytes at `va`, or the decode error
-    /// (recorded) of a range that wraps.
-    fn pieces_of(
-        &self,
-        who: EngineAccess,
-        va: u64,
-        len: usize,
-    ) -> Result<impl Iterator<Item = (u64, usize, usize)>, EngineFault> {
-        pieces(va, len).ok_or_else(|| {
-            let f = EngineFault::Decode {
-                addr: va,
-                engine: who.engine,
-            };
-            self.record(f);
-            f
-        })
+    /// Run `op` at `va` piece by piece; a range that wraps is a decode
+    /// error (recorded).
+    fn access(&self, who: EngineAccess, va: u64, mut op: Op<'_>) -> Result<(), EngineFault> {
+        let len = op.len();
+        let wraps = EngineFault::Decode {
+            addr: va,
+            engine: who.engine,
+        };
+        if u64::try_from(len)
+            .ok()
+            .and_then(|l| va.checked_add(l))
+            .is_none()
+        {
+            self.record(wraps);
+            return Err(wraps);
+        }
+        for (at, pos, n) in page_pieces(va, len) {
+            let piece = op.sub(pos, n).ok_or(wraps)?;
+            self.piece(who, at, piece)?;
+        }
+        Ok(())
     }
 
     /// Translate `va` through the MMU of `kind` with `stlb` (locked by the

@@ -199,15 +199,19 @@ impl HbmScrambler {
 mod tests {
     use super::*;
 
-    /// Table memory as a list of (address, PTE); anything else reads 0,
-    /// addresses above `limit` are unreadable.
-    fn reader<'a>(ptes: &'a [(u64, u64)], limit: u64) -> impl FnMut(u64) -> Option<u64> + 'a {
-        move |a| {
-            if a >= limit {
-                return None;
-            }
-            Some(ptes.iter().find(|(at, _)| *at == a).map_or(0, |(_, v)| *v))
-        }
+    /// Walk tables given as a list of (address, PTE): anything else reads
+    /// 0, addresses from `limit` on are unreadable.
+    fn walked(
+        kind: MmuKind,
+        hop0: u64,
+        va: u64,
+        ptes: &[(u64, u64)],
+        limit: u64,
+    ) -> Result<Leaf, WalkStop> {
+        let mut read = |a: u64| {
+            (a < limit).then(|| ptes.iter().find(|(at, _)| *at == a).map_or(0, |(_, v)| *v))
+        };
+        walk(kind, hop0, va, &mut read)
     }
 
     #[test]
@@ -225,8 +229,7 @@ mod tests {
             // The leaf: flag bits other than PRESENT and LAST are ignored.
             (t[4] + 3 * 8, 0x1234_5000 | 0x800 | 0x7E | 1),
         ];
-        let mut read = reader(&ptes, u64::MAX);
-        let leaf = walk(MmuKind::Host, hop0, va, &mut read);
+        let leaf = walked(MmuKind::Host, hop0, va, &ptes, u64::MAX);
         assert_eq!(
             leaf,
             Ok(Leaf {
@@ -238,31 +241,27 @@ mod tests {
         // A 2 MiB leaf at hop 4: the address bits below 2 MiB are dropped.
         let mut huge = ptes;
         huge[4] = (t[3] + 8, 0x4000_0000 | 0x1000 | 0x801);
-        let mut read = reader(&huge, u64::MAX);
         assert_eq!(
-            walk(MmuKind::Host, hop0, va, &mut read).map(|l| (l.page, l.shift)),
+            walked(MmuKind::Host, hop0, va, &huge, u64::MAX).map(|l| (l.page, l.shift)),
             Ok((0x4000_0000, 21))
         );
         // A cleared PRESENT bit stops the walk there, LAST or not.
         let mut gone = ptes;
         gone[2] = (t[1], t[2] | 0x800);
-        let mut read = reader(&gone, u64::MAX);
         assert_eq!(
-            walk(MmuKind::Host, hop0, va, &mut read),
+            walked(MmuKind::Host, hop0, va, &gone, u64::MAX),
             Err(WalkStop::NotPresent(2))
         );
         // Tables the MMU cannot read.
-        let mut read = reader(&ptes, 0x50_0000);
         assert_eq!(
-            walk(MmuKind::Host, hop0, va, &mut read),
+            walked(MmuKind::Host, hop0, va, &ptes, 0x50_0000),
             Err(WalkStop::Unreadable(t[3] + 8))
         );
         // Six hops of pointers and no LAST: no page.
         let mut deep = ptes;
         deep[5] = (t[4] + 3 * 8, 0x1234_5000 | 1);
-        let mut read = reader(&deep, u64::MAX);
         assert_eq!(
-            walk(MmuKind::Host, hop0, va, &mut read),
+            walked(MmuKind::Host, hop0, va, &deep, u64::MAX),
             Err(WalkStop::NoLeaf)
         );
     }
@@ -283,9 +282,8 @@ mod tests {
             (t[1], t[2] | 1),
             (t[2] + 0x102 * 8, 0x1001_0001_4000_0000 | 0x801),
         ];
-        let mut read = reader(&ptes, u64::MAX);
         assert_eq!(
-            walk(MmuKind::Dram, hop0, va, &mut read),
+            walked(MmuKind::Dram, hop0, va, &ptes, u64::MAX),
             Ok(Leaf {
                 page: 0x1001_0001_4000_0000,
                 shift: 30,
@@ -295,9 +293,8 @@ mod tests {
         // A pointer at hop 3 leads nowhere: the HMMU has four hops.
         let mut four = ptes;
         four[3] = (t[2] + 0x102 * 8, 0x1001_0001_4000_0000 | 1);
-        let mut read = reader(&four, u64::MAX);
         assert_eq!(
-            walk(MmuKind::Dram, hop0, va, &mut read),
+            walked(MmuKind::Dram, hop0, va, &four, u64::MAX),
             Err(WalkStop::NoLeaf)
         );
     }
