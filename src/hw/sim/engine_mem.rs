@@ -27,8 +27,8 @@
 //!
 //! **Faults**: an access stops at the first piece that faults (the pieces
 //! before it are done), returns the fault and records it
-//! ([`FaultLog`](super::fault::FaultLog), [`SimGaudi2::engine_faults`]: the first one, as upstream reports
-//! it, the last, and counts per kind).
+//! ([`SimGaudi2::engine_faults`]: the first one, as upstream reports it, the
+//! last, and counts per kind).
 
 use super::{
     fault::{EngineFault, StaleUse, Target},
