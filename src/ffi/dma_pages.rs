@@ -45,6 +45,52 @@ struct Leaf {
     live: u32,
 }
 
+impl Leaf {
+    fn empty() -> Self {
+        Self {
+            counts: [0; LEAF_FRAMES as usize],
+            live: 0,
+        }
+    }
+
+    /// One more mapping of frame `slot`; `false` (nothing changed) if its
+    /// count is full.
+    fn add(&mut self, slot: u64) -> bool {
+        let Some(c) = usize::try_from(slot)
+            .ok()
+            .and_then(|s| self.counts.get_mut(s))
+        else {
+            return false;
+        };
+        let Some(next) = c.checked_add(1) else {
+            return false;
+        };
+        if *c == 0 {
+            self.live = self.live.saturating_add(1);
+        }
+        *c = next;
+        true
+    }
+
+    /// One mapping fewer of frame `slot`; `false` if it had none.
+    fn sub(&mut self, slot: u64) -> bool {
+        let Some(c) = usize::try_from(slot)
+            .ok()
+            .and_then(|s| self.counts.get_mut(s))
+        else {
+            return false;
+        };
+        if *c == 0 {
+            return false;
+        }
+        *c -= 1;
+        if *c == 0 {
+            self.live = self.live.saturating_sub(1);
+        }
+        true
+    }
+}
+
 /// Host pages mapped for a device's DMA, by bus (= physical) address.
 ///
 /// # Invariants
@@ -76,6 +122,12 @@ impl DmaPages {
         self.mapped
     }
 
+    /// Whether no leaf is left (tests). O(1).
+    #[cfg(CONFIG_KUNIT)]
+    pub(crate) fn leaves_is_empty(&self) -> bool {
+        self.leaves.is_empty()
+    }
+
     /// Whether the page holding bus address `addr` is mapped. O(log n).
     pub(crate) fn is_mapped(&self, addr: u64) -> bool {
         self.count(addr / PAGE) > 0
@@ -89,125 +141,134 @@ impl DmaPages {
             .unwrap_or(0)
     }
 
-    /// Count one more mapping of `page` and take a reference for it; its
-    /// bus address. `ENOMEM` (nothing changed) if a leaf cannot be allocated
-    /// or the page's count is full. O(log n).
+    /// Count one more mapping of each of the `n` pages `page(0)`, ..,
+    /// `page(n - 1)` and take a reference for each. Pages whose frames share
+    /// a leaf one after the other share its lookup. On an error (`EINVAL`: no
+    /// page `k`; `ENOMEM`: no leaf, or a count is full), returns it with how
+    /// many pages were taken (the first ones). O(n + leaves x log m).
     ///
     /// # Safety
     ///
-    /// `page` is a live page for the duration of the call.
-    unsafe fn take(&mut self, page: *mut bindings::page) -> Result<u64> {
-        // SAFETY: `page` is live (safety contract).
-        let phys = unsafe { hlrs_page_to_phys(page) };
-        let pfn = phys / PAGE;
-        let key = pfn / LEAF_FRAMES;
-        let slot = usize::try_from(pfn % LEAF_FRAMES).map_err(|_| EINVAL)?;
-        if self.leaves.get(&key).is_none() {
-            let leaf = Leaf {
-                counts: [0; LEAF_FRAMES as usize],
-                live: 0,
-            };
-            let node = RBTreeNodeReservation::new(GFP_KERNEL)?.into_node(key, leaf);
-            self.leaves.insert(node);
+    /// Every page `page` gives is live for the duration of the call.
+    unsafe fn take_pages(
+        &mut self,
+        n: usize,
+        page: &dyn Fn(usize) -> Option<*mut bindings::page>,
+    ) -> Result<(), (Error, usize)> {
+        // SAFETY: the pages `page` gives are live (safety contract).
+        let frame = |p: *mut bindings::page| unsafe { hlrs_page_to_phys(p) } / PAGE;
+        let mut k = 0;
+        while k < n {
+            let mut p = page(k).ok_or((EINVAL, k))?;
+            let key = frame(p) / LEAF_FRAMES;
+            if self.leaves.get(&key).is_none() {
+                let node = RBTreeNodeReservation::new(GFP_KERNEL).map_err(|_| (ENOMEM, k))?;
+                self.leaves.insert(node.into_node(key, Leaf::empty()));
+            }
+            let leaf = self.leaves.get_mut(&key).ok_or((ENOMEM, k))?;
+            // Page `k` and those after it in the same leaf.
+            loop {
+                if !leaf.add(frame(p) % LEAF_FRAMES) {
+                    return Err((ENOMEM, k));
+                }
+                self.mapped = self.mapped.saturating_add(1);
+                // SAFETY: `p` is live (safety contract).
+                // INVARIANT: the reference that goes with the count added.
+                unsafe { hlrs_get_page(p) };
+                k += 1;
+                match page(k) {
+                    Some(q) if k < n && frame(q) / LEAF_FRAMES == key => p = q,
+                    _ => break,
+                }
+            }
         }
-        let leaf = self.leaves.get_mut(&key).ok_or(ENOMEM)?;
-        let count = leaf.counts.get_mut(slot).ok_or(EINVAL)?;
-        // A full count was non-zero, so the leaf was not just inserted.
-        let next = count.checked_add(1).ok_or(ENOMEM)?;
-        if *count == 0 {
-            leaf.live = leaf.live.saturating_add(1);
-        }
-        *count = next;
-        self.mapped = self.mapped.saturating_add(1);
-        // SAFETY: `page` is live (safety contract).
-        // INVARIANT: the reference that goes with the count just added.
-        unsafe { hlrs_get_page(page) };
-        Ok(phys)
+        Ok(())
     }
 
-    /// Map `n` pinned pages of `pinned` from page `first` on, which must be
-    /// physically consecutive (one device page of `n` x 4 KiB); the bus
-    /// address of the first. On an error nothing stays mapped: `EINVAL` past
-    /// the pages or for pages that are not consecutive, `ENOMEM`. O(n log m).
+    /// Undo one mapping of each frame of `frames`, dropping its reference;
+    /// frames that are not mapped are left alone. Neighbouring frames share
+    /// a leaf lookup. Returns how many were mapped. Never allocates.
+    /// O(n + leaves x log m).
+    fn put_frames(&mut self, frames: impl Iterator<Item = u64>) -> usize {
+        let mut frames = frames.peekable();
+        let mut done = 0usize;
+        while let Some(first) = frames.next() {
+            let key = first / LEAF_FRAMES;
+            let Some(leaf) = self.leaves.get_mut(&key) else {
+                continue;
+            };
+            let mut pfn = first;
+            loop {
+                if leaf.sub(pfn % LEAF_FRAMES) {
+                    self.mapped = self.mapped.saturating_sub(1);
+                    // SAFETY: the count was non-zero, so we owned a reference
+                    // to the page of `pfn` (invariant): it is live, and
+                    // `pfn_to_page` of it is that page. The reference goes
+                    // with the count dropped.
+                    unsafe { hlrs_put_page(hlrs_pfn_to_page(pfn as c_ulong)) };
+                    done += 1;
+                }
+                match frames.peek() {
+                    Some(&next) if next / LEAF_FRAMES == key => {
+                        pfn = next;
+                        frames.next();
+                    }
+                    _ => break,
+                }
+            }
+            if leaf.live == 0 {
+                self.leaves.remove(&key);
+            }
+        }
+        done
+    }
+
+    /// Map the `n` pinned pages of `pinned` from page `first` on, each on
+    /// its own (at its physical address). On an error nothing of it stays
+    /// mapped: `EINVAL` past the pages, `ENOMEM`. O(n + leaves x log m).
     pub(crate) fn map_pinned(
         &mut self,
         pinned: &PinnedUserPages,
         first: usize,
         n: usize,
-    ) -> Result<u64> {
-        let mut base = 0;
-        for k in 0..n {
-            let taken = first
-                .checked_add(k)
-                .and_then(|i| pinned.page_ptr(i))
-                .ok_or(EINVAL)
-                // SAFETY: a page pinned by `pinned`, live while it is borrowed.
-                .and_then(|page| unsafe { self.take(page) });
-            let want = (k as u64)
-                .checked_mul(PAGE)
-                .and_then(|o| o.checked_add(base));
-            match taken {
-                Ok(phys) if k == 0 || Some(phys) == want => {
-                    if k == 0 {
-                        base = phys;
-                    }
-                }
-                Ok(phys) => {
-                    self.unmap(phys, 1);
-                    self.unmap(base, k);
-                    return Err(EINVAL);
-                }
-                Err(e) => {
-                    self.unmap(base, k);
-                    return Err(e);
-                }
-            }
-        }
-        Ok(base)
+    ) -> Result {
+        let page = |k: usize| first.checked_add(k).and_then(|i| pinned.page_ptr(i));
+        // SAFETY: the pages of `pinned` are pinned, live while it is borrowed.
+        let taken = unsafe { self.take_pages(n, &page) };
+        taken.map_err(|(e, done)| {
+            let frames = (0..done)
+                .filter_map(|k| first.checked_add(k).and_then(|i| pinned.phys(i)))
+                .map(|a| a / PAGE);
+            self.put_frames(frames);
+            e
+        })
     }
 
     /// Map one page given by a reference (kept by the caller or dropped:
     /// the mapping takes a reference of its own); its bus address. O(log n).
     pub(crate) fn map_page(&mut self, page: &HostPage) -> Result<u64> {
+        let p = page.as_ptr();
         // SAFETY: `page` holds a reference: the page is live.
-        unsafe { self.take(page.as_ptr()) }
+        unsafe { self.take_pages(1, &|k| (k == 0).then_some(p)) }.map_err(|(e, _)| e)?;
+        Ok(page.phys())
     }
 
     /// Undo one mapping of each of the `n` pages from bus address `addr` on
     /// (page aligned), dropping its reference. Returns how many were mapped
     /// (the others are left alone: an unmap of an address never mapped).
-    /// Never allocates. O(n log m).
+    /// Never allocates. O(n + leaves x log m).
     pub(crate) fn unmap(&mut self, addr: u64, n: usize) -> usize {
-        let mut done = 0;
-        for k in 0..n as u64 {
-            let Some(pfn) = (addr / PAGE).checked_add(k) else {
-                break;
-            };
-            let key = pfn / LEAF_FRAMES;
-            let Ok(slot) = usize::try_from(pfn % LEAF_FRAMES) else {
-                continue;
-            };
-            let Some(leaf) = self.leaves.get_mut(&key) else {
-                continue;
-            };
-            let Some(count) = leaf.counts.get_mut(slot).filter(|c| **c > 0) else {
-                continue;
-            };
-            *count -= 1;
-            if *count == 0 {
-                leaf.live = leaf.live.saturating_sub(1);
-                if leaf.live == 0 {
-                    self.leaves.remove(&key);
-                }
-            }
-            self.mapped = self.mapped.saturating_sub(1);
-            // SAFETY: the count was non-zero, so we owned a reference to the
-            // page of `pfn` (invariant): it is live, and `pfn_to_page` of it
-            // is that page. The reference goes with the count dropped above.
-            unsafe { hlrs_put_page(hlrs_pfn_to_page(pfn as c_ulong)) };
-            done += 1;
-        }
-        done
+        let first = addr / PAGE;
+        self.put_frames((0..n as u64).map_while(|k| first.checked_add(k)))
+    }
+
+    /// [`Self::unmap`] of `per` pages at each of `addrs`. O(pages + leaves x
+    /// log m).
+    pub(crate) fn unmap_each(&mut self, addrs: &[u64], per: usize) -> usize {
+        let frames = addrs
+            .iter()
+            .flat_map(|a| (0..per as u64).map_while(move |k| (a / PAGE).checked_add(k)));
+        self.put_frames(frames)
     }
 
     /// Run `f` on the kernel address of byte `addr % PAGE` of the page at

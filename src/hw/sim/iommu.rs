@@ -32,11 +32,38 @@ fn small_pages(page_size: u64) -> Result<usize> {
         .map_err(|_| EINVAL)
 }
 
+/// Push the bus address of device pages `pages` of `per` small pages each
+/// of `pinned` to `bus`, after checking that each is physically contiguous;
+/// the first small page. `EINVAL` past the pages or for a device page that is
+/// not contiguous. O(small pages).
+fn device_pages(
+    pinned: &PinnedUserPages,
+    pages: core::ops::Range<usize>,
+    per: usize,
+    bus: &mut KVVec<u64>,
+) -> Result<usize> {
+    let first = pages.start.checked_mul(per).ok_or(EINVAL)?;
+    for j in pages {
+        let at = j.checked_mul(per).ok_or(EINVAL)?;
+        let base = pinned.phys(at).ok_or(EINVAL)?;
+        for k in 1..per {
+            let want = (k as u64)
+                .checked_mul(PAGE_SIZE as u64)
+                .and_then(|o| o.checked_add(base));
+            if pinned.phys(at + k) != want {
+                return Err(EINVAL);
+            }
+        }
+        bus.push_within_capacity(base).map_err(|_| ENOMEM)?;
+    }
+    Ok(first)
+}
+
 impl SimGaudi2 {
     /// `dma_map_host`: map each `page_size` page of `pinned` (its small
-    /// pages physically consecutive) and return its bus address. On an
-    /// error nothing stays mapped. O(pages x log n), yielding once per
-    /// 512 small pages.
+    /// pages physically consecutive: `EINVAL` otherwise) and return its bus
+    /// address. On an error nothing stays mapped. O(pages x log n), yielding
+    /// once per 512 small pages.
     pub(super) fn map_pinned(
         &self,
         pinned: &PinnedUserPages,
@@ -52,23 +79,14 @@ impl SimGaudi2 {
                 sched::cond_resched();
             }
             let end = i.saturating_add(step).min(n);
-            let mut pages = self.dma_pages.lock();
-            for j in i..end {
-                let mapped = j
-                    .checked_mul(per)
-                    .ok_or(EINVAL)
-                    .and_then(|first| pages.map_pinned(pinned, first, per));
-                let pushed = mapped.and_then(|a| {
-                    bus.push_within_capacity(a).map_err(|_| {
-                        pages.unmap(a, per);
-                        ENOMEM
-                    })
-                });
-                if let Err(e) = pushed {
-                    drop(pages);
-                    self.unmap_bus(&bus, page_size);
-                    return Err(e);
-                }
+            let mapped = device_pages(pinned, i..end, per, &mut bus).and_then(|first| {
+                let small = (end - i).checked_mul(per).ok_or(EINVAL)?;
+                self.dma_pages.lock().map_pinned(pinned, first, small)
+            });
+            if let Err(e) = mapped {
+                bus.truncate(i);
+                self.unmap_bus(&bus, page_size);
+                return Err(e);
             }
             i = end;
         }
@@ -115,10 +133,9 @@ impl SimGaudi2 {
             if k > 0 {
                 sched::cond_resched();
             }
-            let mut pages = self.dma_pages.lock();
-            for a in chunk {
-                missing = missing.saturating_add(per.saturating_sub(pages.unmap(*a, per)));
-            }
+            let done = self.dma_pages.lock().unmap_each(chunk, per);
+            let all = chunk.len().saturating_mul(per);
+            missing = missing.saturating_add(all.saturating_sub(done));
         }
         if missing > 0 {
             hl_err!(
@@ -178,6 +195,46 @@ mod tests {
         // Unmapping again is reported and changes nothing.
         s.dma_unmap_host(&bus[..1], 4096);
         assert_eq!(s.dma_mapped_pages(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn many_pages_map_and_unmap_in_any_order() -> Result {
+        let s = Arc::pin_init(SimGaudi2::new(&AsicProperties::gaudi2(6, 0)?), GFP_KERNEL)?;
+        let mut pages = KVVec::new();
+        for _ in 0..300 {
+            pages.push(HostPage::new_zeroed()?, GFP_KERNEL)?;
+        }
+        let mut v = KVVec::new();
+        for p in pages.iter() {
+            v.push(p.clone(), GFP_KERNEL)?;
+        }
+        let bus = s.dma_map_kernel(v)?;
+        assert_eq!(s.dma_mapped_pages(), 300);
+        for (p, a) in pages.iter().zip(bus.iter()) {
+            assert_eq!(p.phys(), *a);
+            assert!(s.dma_is_mapped(*a));
+        }
+        // Every other page first, then the rest in one call.
+        let mut odd = KVVec::new();
+        for a in bus.iter().skip(1).step_by(2) {
+            odd.push(*a, GFP_KERNEL)?;
+        }
+        s.dma_unmap_host(&odd, 4096);
+        assert_eq!(s.dma_mapped_pages(), 150);
+        for (i, a) in bus.iter().enumerate() {
+            assert_eq!(s.dma_is_mapped(*a), i % 2 == 0);
+        }
+        let mut even = KVVec::new();
+        for a in bus.iter().step_by(2) {
+            even.push(*a, GFP_KERNEL)?;
+        }
+        s.dma_unmap_host(&even, 4096);
+        assert_eq!(s.dma_mapped_pages(), 0);
+        assert!(s.dma_pages.lock().leaves_is_empty());
+        for p in pages.iter() {
+            assert_eq!(p.ref_count(), 1);
+        }
         Ok(())
     }
 
