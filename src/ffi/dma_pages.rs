@@ -142,10 +142,11 @@ impl DmaPages {
     }
 
     /// Count one more mapping of each of the `n` pages `page(0)`, ..,
-    /// `page(n - 1)` and take a reference for each. Pages whose frames share
-    /// a leaf one after the other share its lookup. On an error (`EINVAL`: no
-    /// page `k`; `ENOMEM`: no leaf, or a count is full), returns it with how
-    /// many pages were taken (the first ones). O(n + leaves x log m).
+    /// `page(n - 1)` and take a reference for each, then give `sink` its
+    /// index and bus address. Pages whose frames share a leaf one after the
+    /// other share its lookup. On an error (`EINVAL`: no page `k`; `ENOMEM`:
+    /// no leaf, or a count is full; or `sink`'s), returns it with how many
+    /// pages were taken (the first ones). O(n + leaves x log m).
     ///
     /// # Safety
     ///
@@ -154,13 +155,15 @@ impl DmaPages {
         &mut self,
         n: usize,
         page: &dyn Fn(usize) -> Option<*mut bindings::page>,
+        sink: &mut dyn FnMut(usize, u64) -> Result,
     ) -> Result<(), (Error, usize)> {
         // SAFETY: the pages `page` gives are live (safety contract).
-        let frame = |p: *mut bindings::page| unsafe { hlrs_page_to_phys(p) } / PAGE;
+        let phys = |p: *mut bindings::page| unsafe { hlrs_page_to_phys(p) };
+        let mut next = page(0).map(|p| (p, phys(p)));
         let mut k = 0;
         while k < n {
-            let mut p = page(k).ok_or((EINVAL, k))?;
-            let key = frame(p) / LEAF_FRAMES;
+            let (mut p, mut at) = next.ok_or((EINVAL, k))?;
+            let key = at / PAGE / LEAF_FRAMES;
             if self.leaves.get(&key).is_none() {
                 let node = RBTreeNodeReservation::new(GFP_KERNEL).map_err(|_| (ENOMEM, k))?;
                 self.leaves.insert(node.into_node(key, Leaf::empty()));
@@ -168,16 +171,22 @@ impl DmaPages {
             let leaf = self.leaves.get_mut(&key).ok_or((ENOMEM, k))?;
             // Page `k` and those after it in the same leaf.
             loop {
-                if !leaf.add(frame(p) % LEAF_FRAMES) {
+                if !leaf.add(at / PAGE % LEAF_FRAMES) {
                     return Err((ENOMEM, k));
                 }
                 self.mapped = self.mapped.saturating_add(1);
                 // SAFETY: `p` is live (safety contract).
                 // INVARIANT: the reference that goes with the count added.
                 unsafe { hlrs_get_page(p) };
+                sink(k, at).map_err(|e| (e, k + 1))?;
                 k += 1;
-                match page(k) {
-                    Some(q) if k < n && frame(q) / LEAF_FRAMES == key => p = q,
+                next = if k < n {
+                    page(k).map(|q| (q, phys(q)))
+                } else {
+                    None
+                };
+                match next {
+                    Some((q, a)) if a / PAGE / LEAF_FRAMES == key => (p, at) = (q, a),
                     _ => break,
                 }
             }
@@ -224,17 +233,19 @@ impl DmaPages {
     }
 
     /// Map the `n` pinned pages of `pinned` from page `first` on, each on
-    /// its own (at its physical address). On an error nothing of it stays
-    /// mapped: `EINVAL` past the pages, `ENOMEM`. O(n + leaves x log m).
+    /// its own (at its physical address), giving `sink` the index (from 0)
+    /// and bus address of each once it is mapped. On an error (`EINVAL` past
+    /// the pages, `ENOMEM`, or `sink`'s) nothing of it stays mapped.
+    /// O(n + leaves x log m).
     pub(crate) fn map_pinned(
         &mut self,
         pinned: &PinnedUserPages,
-        first: usize,
-        n: usize,
+        (first, n): (usize, usize),
+        sink: &mut dyn FnMut(usize, u64) -> Result,
     ) -> Result {
         let page = |k: usize| first.checked_add(k).and_then(|i| pinned.page_ptr(i));
         // SAFETY: the pages of `pinned` are pinned, live while it is borrowed.
-        let taken = unsafe { self.take_pages(n, &page) };
+        let taken = unsafe { self.take_pages(n, &page, sink) };
         taken.map_err(|(e, done)| {
             let frames = (0..done)
                 .filter_map(|k| first.checked_add(k).and_then(|i| pinned.phys(i)))
@@ -248,9 +259,14 @@ impl DmaPages {
     /// the mapping takes a reference of its own); its bus address. O(log n).
     pub(crate) fn map_page(&mut self, page: &HostPage) -> Result<u64> {
         let p = page.as_ptr();
+        let mut bus = 0;
+        let mut sink = |_, a| {
+            bus = a;
+            Ok(())
+        };
         // SAFETY: `page` holds a reference: the page is live.
-        unsafe { self.take_pages(1, &|k| (k == 0).then_some(p)) }.map_err(|(e, _)| e)?;
-        Ok(page.phys())
+        unsafe { self.take_pages(1, &|k| (k == 0).then_some(p), &mut sink) }.map_err(|(e, _)| e)?;
+        Ok(bus)
     }
 
     /// Undo one mapping of each of the `n` pages from bus address `addr` on

@@ -32,33 +32,6 @@ fn small_pages(page_size: u64) -> Result<usize> {
         .map_err(|_| EINVAL)
 }
 
-/// Push the bus address of device pages `pages` of `per` small pages each
-/// of `pinned` to `bus`, after checking that each is physically contiguous;
-/// the first small page. `EINVAL` past the pages or for a device page that is
-/// not contiguous. O(small pages).
-fn device_pages(
-    pinned: &PinnedUserPages,
-    pages: core::ops::Range<usize>,
-    per: usize,
-    bus: &mut KVVec<u64>,
-) -> Result<usize> {
-    let first = pages.start.checked_mul(per).ok_or(EINVAL)?;
-    for j in pages {
-        let at = j.checked_mul(per).ok_or(EINVAL)?;
-        let base = pinned.phys(at).ok_or(EINVAL)?;
-        for k in 1..per {
-            let want = (k as u64)
-                .checked_mul(PAGE_SIZE as u64)
-                .and_then(|o| o.checked_add(base));
-            if pinned.phys(at + k) != want {
-                return Err(EINVAL);
-            }
-        }
-        bus.push_within_capacity(base).map_err(|_| ENOMEM)?;
-    }
-    Ok(first)
-}
-
 impl SimGaudi2 {
     /// `dma_map_host`: map each `page_size` page of `pinned` (its small
     /// pages physically consecutive: `EINVAL` otherwise) and return its bus
@@ -79,10 +52,29 @@ impl SimGaudi2 {
                 sched::cond_resched();
             }
             let end = i.saturating_add(step).min(n);
-            let mapped = device_pages(pinned, i..end, per, &mut bus).and_then(|first| {
-                let small = (end - i).checked_mul(per).ok_or(EINVAL)?;
-                self.dma_pages.lock().map_pinned(pinned, first, small)
-            });
+            let small = i
+                .checked_mul(per)
+                .zip((end - i).checked_mul(per))
+                .ok_or(EINVAL);
+            let mut base = 0;
+            // Each device page's first small page is its bus address; the
+            // others must follow it.
+            let mut sink = |k: usize, at: u64| {
+                let off = (k % per) as u64;
+                if off == 0 {
+                    base = at;
+                    bus.push_within_capacity(at).map_err(|_| ENOMEM)
+                } else if off
+                    .checked_mul(PAGE_SIZE as u64)
+                    .and_then(|o| o.checked_add(base))
+                    == Some(at)
+                {
+                    Ok(())
+                } else {
+                    Err(EINVAL)
+                }
+            };
+            let mapped = small.and_then(|s| self.dma_pages.lock().map_pinned(pinned, s, &mut sink));
             if let Err(e) = mapped {
                 bus.truncate(i);
                 self.unmap_bus(&bus, page_size);
