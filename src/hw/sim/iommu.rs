@@ -43,9 +43,9 @@ impl SimGaudi2 {
         page_size: u64,
     ) -> Result<KVVec<u64>> {
         let per = small_pages(page_size)?;
-        let n = pinned.npages() / per;
+        let n = pinned.npages().checked_div(per).ok_or(EINVAL)?;
         let mut bus = KVVec::with_capacity(n, GFP_KERNEL | __GFP_NOWARN)?;
-        let step = (BATCH / per).max(1);
+        let step = BATCH.checked_div(per).unwrap_or(1).max(1);
         let mut i = 0;
         while i < n {
             if i > 0 {
@@ -60,7 +60,7 @@ impl SimGaudi2 {
             // Each device page's first small page is its bus address; the
             // others must follow it.
             let mut sink = |k: usize, at: u64| {
-                let off = (k % per) as u64;
+                let off = k.checked_rem(per).ok_or(EINVAL)? as u64;
                 if off == 0 {
                     base = at;
                     bus.push_within_capacity(at).map_err(|_| ENOMEM)
@@ -121,7 +121,8 @@ impl SimGaudi2 {
             return;
         };
         let mut missing = 0usize;
-        for (k, chunk) in addrs.chunks((BATCH / per).max(1)).enumerate() {
+        let step = BATCH.checked_div(per).unwrap_or(1).max(1);
+        for (k, chunk) in addrs.chunks(step).enumerate() {
             if k > 0 {
                 sched::cond_resched();
             }
