@@ -7,6 +7,8 @@
 //!   writes parsed by a safe callback.
 //! - [`dma`]: the importer side of a dma-buf attachment and the sg table
 //!   DMA-mapped for it.
+//! - [`dma_pages`]: the host pages a simulated device may reach by DMA (its
+//!   IOMMU's map), each holding a page reference.
 //! - [`drm_mm`] (KUnit builds only): the kernel's `drm_mm` range allocator
 //!   behind a safe type, for the VA allocator benchmark.
 //! - [`host_page`]: a counted reference to a host page.
@@ -19,12 +21,13 @@
 //!
 //! `ffi/helpers.c` (prototypes in `ffi/helpers.h`) wraps the static inlines
 //! these and the shell need (`page_to_phys`, `totalram_pages`,
-//! `fatal_signal_pending`, `access_ok`, `virt_to_pfn`, `get_page`,
+//! `pfn_to_page`, `fatal_signal_pending`, `access_ok`, `virt_to_pfn`, `get_page`,
 //! `put_page`, `page_count`, `sg_page`, `dma_get_max_seg_size`,
 //! `cond_resched`).
 
 pub(crate) mod debugfs;
 pub(crate) mod dma;
+pub(crate) mod dma_pages;
 #[cfg(CONFIG_KUNIT)]
 pub(crate) mod drm_mm;
 pub(crate) mod host_page;

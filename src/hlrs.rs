@@ -33,16 +33,17 @@
 //!
 //! | # | lock | guards | notes |
 //! |---|---|---|---|
-//! | 1 | `HlDevice::state` | open/ASID bookkeeping, the parked VM | held by `open_compute` across the retry of a parked teardown (which takes 4-11) and the ASID purge (9, 10) |
+//! | 1 | `HlDevice::state` | open/ASID bookkeeping, the parked VM | held by `open_compute` across the retry of a parked teardown (which takes 4-11) and the ASID purge (10, 11) |
 //! | 2 | `ContextVm::exports` | a context's export records | alone (taken and released around 4 in EXPORT and the dma-buf release) |
 //! | 3 | `ContextVm::hw_blocks`, `ContextVm::ts_buffers`, `ContextVm::cbs` | a context's HW-block records, TS buffers, command buffers | alone; taken under the mm's `mmap_lock` (`mmap`, vma close) |
 //! | 4 | `ContextVm::mappings` | mappings by VA, userptr index, quarantine (upstream `mem_hash_lock` + `userptr_lock`) | never together with 6; released before a mapping is released (5, 9) |
 //! | 5 | a VA range's mutex (`VaRanges::{host, host_huge, dram}`) | one VA allocator | alone: only inside the allocator's calls, never across an allocation |
 //! | 6 | `ContextVm::mmu` | the context's two page tables (upstream: one device-wide `mmu_lock`) | held across the mapping of one pack |
 //! | 7 | `DeviceMmu::dr_hops`, `DeviceMmu::hr_hops` | the hop pools | inside 6 |
-//! | 8 | `SimGaudi2::dram`, `SimGaudi2::sram`, `SimGaudi2::invalidations`, `SimGaudi2::status`, `CfgSpace::blocks` | simulated DRAM and SRAM, invalidation log, state, register blocks | leaves, inside 7 (PTE writes) or alone |
-//! | 9 | `DeviceVm::handles` | handle -> page pack | held only to look up, count or remove handles; packs dropped under it take 10 |
-//! | 10 | `DeviceVm::pool` (shared by every page pack) | the DRAM page pool | leaf |
+//! | 8 | `SimGaudi2::stlb` | the device's STLB | held across each engine access piece (translate, walk, copy) and by every invalidation, which so waits for the piece in flight; taken with none of 2-7 held (invalidations come after the page-table lock is released); takes only 9 |
+//! | 9 | `SimGaudi2::dram`, `SimGaudi2::sram`, `SimGaudi2::dma_pages`, `SimGaudi2::invalidations`, `SimGaudi2::faults`, `SimGaudi2::status`, `CfgSpace::blocks` | simulated DRAM and SRAM, the IOMMU's map, invalidation log, engine faults, state, register blocks | leaves, inside 7 (PTE writes, host-resident hops mapped and unmapped), 8 (engine accesses, walks) or alone |
+//! | 10 | `DeviceVm::handles` | handle -> page pack | held only to look up, count or remove handles; packs dropped under it take 11 |
+//! | 11 | `DeviceVm::pool` (shared by every page pack) | the DRAM page pool | leaf |
 //!
 //! The kernel's own locks around our entry points: `mmap` runs under the
 //! mm's `mmap_lock` (write), the dma-buf `map`/`unmap` callbacks under the

@@ -18,7 +18,9 @@
 //!    [`hw_block_mmap`], [`teardown`].
 //!
 //! `test_vm` (KUnit builds only) is the suites' fixture: a simulated Gaudi2
-//! with its MMUs and memory, and contexts' VMs on it.
+//! with its MMUs and memory, and contexts' VMs on it; `engine_tests` (KUnit
+//! builds only) drives the device's engine-side MMU model through MAP and
+//! UNMAP.
 
 pub(crate) mod command_buffer;
 pub(crate) mod context_vm;
@@ -26,6 +28,8 @@ pub(crate) mod device_memory;
 pub(crate) mod device_vm;
 pub(crate) mod dmabuf;
 pub(crate) mod dram_pool;
+#[cfg(CONFIG_KUNIT)]
+mod engine_tests;
 pub(crate) mod export_list;
 pub(crate) mod handles;
 pub(crate) mod hw_block;

@@ -37,6 +37,12 @@ u64 hlrs_page_to_phys(struct page *page)
 	return page_to_phys(page);
 }
 
+/* the DMA map of the simulated device (ffi/dma_pages.rs) */
+struct page *hlrs_pfn_to_page(unsigned long pfn)
+{
+	return pfn_to_page(pfn);
+}
+
 unsigned long hlrs_totalram_pages(void)
 {
 	return totalram_pages();

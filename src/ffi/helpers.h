@@ -23,6 +23,8 @@ struct page *hlrs_sg_page(struct scatterlist *sg);
 
 /* page_to_phys(page) */
 u64 hlrs_page_to_phys(struct page *page);
+/* pfn_to_page(pfn) */
+struct page *hlrs_pfn_to_page(unsigned long pfn);
 /* totalram_pages(): pages of RAM the kernel manages */
 unsigned long hlrs_totalram_pages(void);
 /* fatal_signal_pending(current) */

@@ -20,6 +20,8 @@ extern "C" {
     fn hlrs_get_page(page: *mut bindings::page);
     /// `put_page(page)`.
     fn hlrs_put_page(page: *mut bindings::page);
+    /// `page_to_phys(page)`.
+    fn hlrs_page_to_phys(page: *mut bindings::page) -> u64;
     /// `page_count(page)`.
     #[cfg(CONFIG_KUNIT)]
     fn hlrs_page_count(page: *mut bindings::page) -> c_int;
@@ -60,12 +62,78 @@ impl HostPage {
         })
     }
 
+    /// A new zeroed page charged to the current memory cgroup
+    /// (`GFP_KERNEL_ACCOUNT`), with its one reference.
+    pub(crate) fn new_zeroed_accounted() -> Result<Self> {
+        let flags = bindings::GFP_KERNEL_ACCOUNT | bindings::__GFP_ZERO;
+        // SAFETY: as in `new_zeroed`.
+        let page = unsafe { bindings::alloc_pages(flags, 0) };
+        // INVARIANT: a fresh order-0 page, whose one reference is ours.
+        Ok(Self {
+            page: NonNull::new(page).ok_or(ENOMEM)?,
+        })
+    }
+
+    /// Take over one reference to `page` (`None` for a null pointer).
+    ///
+    /// # Safety
+    ///
+    /// `page` is null or an order-0 page of the page allocator on which the
+    /// caller owns one reference, which it gives to the result.
+    pub(crate) unsafe fn from_raw(page: *mut bindings::page) -> Option<Self> {
+        // INVARIANT: the caller's reference to an order-0 page (safety
+        // contract).
+        NonNull::new(page).map(|page| Self { page })
+    }
+
+    /// The physical address of the page. O(1).
+    pub(crate) fn phys(&self) -> u64 {
+        // SAFETY: the page is live: we own a reference (invariant).
+        unsafe { hlrs_page_to_phys(self.page.as_ptr()) }
+    }
+
+    /// The little-endian 64-bit word at byte `off` (8-aligned) of the page.
+    /// `EINVAL` out of the page or unaligned.
+    pub(crate) fn read_u64(&self, off: usize) -> Result<u64> {
+        if off % 8 != 0 {
+            return Err(EINVAL);
+        }
+        let mut b = [0u8; 8];
+        self.read(off, &mut b)?;
+        Ok(u64::from_le_bytes(b))
+    }
+
+    /// Store `values` as little-endian 64-bit words from byte `off`
+    /// (8-aligned) on, in one mapping of the page. `EINVAL`, nothing
+    /// written, if they leave the page or `off` is unaligned. O(n).
+    pub(crate) fn write_u64s(&self, off: usize, values: &[u64]) -> Result {
+        let len = values.len().checked_mul(8).ok_or(EINVAL)?;
+        if off % 8 != 0 || !Self::in_page(off, len) {
+            return Err(EINVAL);
+        }
+        self.with_mapped(|addr| {
+            for (i, v) in values.iter().enumerate() {
+                let b = v.to_le_bytes();
+                // SAFETY: `off + 8 i + 8 <= off + len`, inside the mapped
+                // page (checked above); `b` is 8 readable bytes.
+                unsafe { bindings::memcpy(addr.add(off + 8 * i).cast(), b.as_ptr().cast(), 8) };
+            }
+        });
+        Ok(())
+    }
+
     /// How many references the page has (`page_count`). Tests only.
     #[cfg(CONFIG_KUNIT)]
     pub(crate) fn ref_count(&self) -> u32 {
         // SAFETY: the page is live: we own a reference (invariant).
         let n = unsafe { hlrs_page_count(self.page.as_ptr()) };
         u32::try_from(n).unwrap_or(0)
+    }
+
+    /// The page, borrowed (for `super::dma_pages`, which takes references of
+    /// its own).
+    pub(super) fn as_ptr(&self) -> *mut bindings::page {
+        self.page.as_ptr()
     }
 
     /// Give the reference away as a raw pointer (for a page-table entry the

@@ -218,6 +218,12 @@ impl PinnedUserPages {
         Ok(())
     }
 
+    /// The pinned page `i` (for the DMA map of `super::dma_pages`, which
+    /// takes its own reference to it), `None` past the pages. O(1).
+    pub(super) fn page_ptr(&self, i: usize) -> Option<*mut bindings::page> {
+        self.pages.get(i).copied()
+    }
+
     fn page_at(&self, i: usize, off: usize, len: usize) -> Result<*mut bindings::page> {
         if off.checked_add(len).is_none_or(|end| end > PAGE_SIZE) {
             return Err(EINVAL);

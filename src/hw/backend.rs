@@ -90,10 +90,13 @@ pub(crate) fn map_host_pages(
     })
 }
 
-/// Map kernel pages at physical addresses `phys` (4 KiB each) for
-/// `backend`'s DMA; see [`Backend::dma_map_kernel`]. O(pages).
-pub(crate) fn map_kernel_pages(backend: &Arc<dyn Backend>, phys: KVVec<u64>) -> Result<HostDma> {
-    let addrs = backend.dma_map_kernel(phys)?;
+/// Map kernel pages (4 KiB each) for `backend`'s DMA; see
+/// [`Backend::dma_map_kernel`]. O(pages).
+pub(crate) fn map_kernel_pages(
+    backend: &Arc<dyn Backend>,
+    pages: KVVec<HostPage>,
+) -> Result<HostDma> {
+    let addrs = backend.dma_map_kernel(pages)?;
     // INVARIANT: just mapped by `backend`.
     Ok(HostDma {
         backend: backend.clone(),
@@ -179,10 +182,22 @@ pub(crate) trait Backend: Sealed + Send + Sync {
     /// Read one 64-bit page-table entry from device DRAM (what the MMU walks).
     fn read_pte(&self, addr: u64) -> Result<u64>;
 
-    /// Invalidate the MMU caches of `asid` for `[va, va + size)`.
+    /// Tell the MMU of `kind` where the hop-0 table of `asid` is (upstream
+    /// `gaudi2_mmu_update_asid_hop0_addr`: the STLB's `ASID` and
+    /// `HOP0_PA43_12`/`HOP0_PA63_44` registers), at device init: a device-DRAM
+    /// address for the DMMU, the bus address of a host page the device can
+    /// reach ([`Backend::dma_map_kernel`]) for the PMMU. `EINVAL` for an
+    /// address that is not 4 KiB aligned or an ASID out of range.
+    fn set_hop0(&self, kind: MmuKind, asid: u32, addr: u64) -> Result;
+
+    /// Invalidate the MMU caches of `asid` for `[va, va + size)`. On
+    /// success no translation of the range that the MMU cached before the
+    /// call is used any more, and no engine access that used one is still
+    /// in flight (the call waits for them).
     fn invalidate_range(&self, kind: MmuKind, asid: u32, va: u64, size: u64) -> Result;
 
-    /// Invalidate all MMU caches of one kind (context teardown).
+    /// Invalidate all MMU caches of one kind, for every ASID (context
+    /// teardown); waits for engine accesses as [`Backend::invalidate_range`].
     fn invalidate_all(&self, kind: MmuKind) -> Result;
 
     /// The device's current state.
@@ -200,10 +215,11 @@ pub(crate) trait Backend: Sealed + Send + Sync {
     /// O(pages), yielding once per 512.
     fn dma_map_host(&self, pinned: &PinnedUserPages, page_size: u64) -> Result<KVVec<u64>>;
 
-    /// Map kernel pages (a command buffer's) at physical addresses `phys`
-    /// for the device's DMA: their device addresses, in place. Undone by
+    /// Map kernel pages (a command buffer's, host-resident hop tables) for
+    /// the device's DMA: their device addresses, in order. The device keeps
+    /// the pages alive while they are mapped. Undone by
     /// [`Backend::dma_unmap_host`] with 4 KiB pages.
-    fn dma_map_kernel(&self, phys: KVVec<u64>) -> Result<KVVec<u64>>;
+    fn dma_map_kernel(&self, pages: KVVec<HostPage>) -> Result<KVVec<u64>>;
 
     /// Undo [`Backend::dma_map_host`] of `addrs` (pages of `page_size`).
     fn dma_unmap_host(&self, addrs: &[u64], page_size: u64);

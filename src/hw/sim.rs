@@ -10,23 +10,49 @@
 //! export for an importer, or touching a CPU mapping of it, populates the
 //! chunks of the range that were never written (zeroed pages). Page-table
 //! entries live in that same DRAM, exactly where a real Gaudi2 keeps its
-//! device-resident (HMMU) tables. MMU cache invalidations are logged so tests
-//! can check that exactly the touched range was invalidated.
+//! device-resident (HMMU) tables.
 //!
 //! SRAM (48 MiB at `SRAM_BASE_ADDR`) is sparse the same way, in a tree of
 //! its own keyed by the chunk's offset from the SRAM base; it is zeroed (its
 //! chunks freed) when the compute context goes, like the HW-block registers
 //! ([`Backend::release_sram`]).
 //!
-//! Lock order: each lock here is a leaf (nothing else is taken under it).
+//! The engines' side of the MMUs is a hardware model of its own, which
+//! shares no code with the driver's page tables:
+//!
+//! - [`walker`]: the page walk from each ASID's hop 0 (set by the driver
+//!   through [`Backend::set_hop0`]), PTEs decoded from Gaudi2's format, and
+//!   the HMMUs' HBM scrambling;
+//! - [`stlb`]: the translation cache, filled only by walks and emptied only
+//!   by [`Backend::invalidate_range`] / [`Backend::invalidate_all`] (and
+//!   eviction);
+//! - [`iommu`]: the host pages the device may reach by bus address
+//!   ([`Backend::dma_map_host`], [`Backend::dma_map_kernel`]), where the PMMU
+//!   reads its host-resident tables and engines their host buffers;
+//! - [`engine_mem`]: engine reads and writes through all of it, and
+//!   [`fault`]: what they can end in.
+//!
+//! MMU cache invalidations are logged so tests can check that exactly the
+//! touched range was invalidated. Fault injection: failing PTE writes,
+//! failing or skipped invalidations, failing chunk allocations.
+//!
+//! Lock order (the crate root's table): the STLB's lock is taken alone (by an
+//! engine's access piece or an invalidation) and holds only the leaves below
+//! it; every other lock here is a leaf.
 
 pub(crate) mod cfg_space;
+pub(crate) mod engine_mem;
+pub(crate) mod fault;
+pub(crate) mod iommu;
+pub(crate) mod stlb;
+pub(crate) mod walker;
 
-use crate::asic::{AsicProperties, SRAM_BASE_ADDR, SRAM_SIZE};
+use crate::asic::{AsicProperties, MAX_ASID, SRAM_BASE_ADDR, SRAM_SIZE};
 use crate::hw::backend::{Backend, DeviceStatus, MmuKind};
 use crate::{
     ffi::{
         dma::{DmaDirection, Importer, ImporterSgt},
+        dma_pages::{page_pieces, DmaPages},
         host_page::HostPage,
         pin::PinnedUserPages,
     },
@@ -66,10 +92,13 @@ pub(crate) struct Invalidation {
 /// Counters and the last event of the invalidation engine.
 #[derive(Debug, Default)]
 pub(crate) struct InvalidationLog {
-    /// Number of invalidations since the device was created.
+    /// Number of invalidations since the device was created (skipped ones
+    /// included).
     pub(crate) count: u64,
     /// The most recent one.
     pub(crate) last: Option<Invalidation>,
+    /// How many were skipped on purpose (fault injection).
+    pub(crate) skipped: u64,
 }
 
 /// A simulated Gaudi2.
@@ -92,12 +121,28 @@ pub(crate) struct SimGaudi2 {
     status: Mutex<DeviceStatus>,
     #[pin]
     invalidations: Mutex<InvalidationLog>,
+    /// The MMUs' STLB; held across each engine access piece.
+    #[pin]
+    stlb: Mutex<stlb::Stlb>,
+    /// The host pages the device may reach by DMA (its IOMMU's map).
+    #[pin]
+    dma_pages: Mutex<DmaPages>,
+    /// Engine faults and uses of stale translations.
+    #[pin]
+    faults: Mutex<fault::FaultLog>,
+    /// The HMMUs' HBM address scrambling.
+    scrambler: walker::HbmScrambler,
+    /// The hop-0 address of each ASID, PMMU then DMMU (0: not set).
+    hop0: [[Atomic<u64>; MAX_ASID as usize]; 2],
     /// PTE writes since creation (statistics).
     pte_writes: Atomic<u64>,
     /// Fault injection: when non-zero, the PTE write that brings it to zero fails.
     fail_pte_write_in: Atomic<u64>,
     /// Fault injection: how many of the next invalidations fail.
     fail_invalidation: Atomic<u64>,
+    /// Fault injection: how many of the next invalidations are skipped
+    /// (answered `Ok`, the STLB left as it was).
+    skip_invalidation: Atomic<u64>,
     /// Fault injection: when non-zero, the chunk allocation for an importer
     /// or a CPU mapping that brings it to zero fails.
     fail_host_page_in: Atomic<u64>,
@@ -115,6 +160,7 @@ impl SimGaudi2 {
     /// A simulated device with the DRAM geometry of `asic`, operational and idle.
     pub(crate) fn new(asic: &AsicProperties) -> impl PinInit<Self, Error> {
         let (dram_base, dram_end) = (asic.dram_base, asic.dram_end());
+        let scrambler = walker::HbmScrambler::new(asic.hbms);
         try_pin_init!(Self {
             dram_base,
             dram_end,
@@ -122,9 +168,15 @@ impl SimGaudi2 {
             sram <- new_mutex!(RBTree::new()),
             status <- new_mutex!(DeviceStatus::Operational),
             invalidations <- new_mutex!(InvalidationLog::default()),
+            stlb <- new_mutex!(stlb::Stlb::new()?),
+            dma_pages <- new_mutex!(DmaPages::new()),
+            faults <- new_mutex!(fault::FaultLog::default()),
+            scrambler,
+            hop0: core::array::from_fn(|_| core::array::from_fn(|_| Atomic::new(0))),
             pte_writes: Atomic::new(0),
             fail_pte_write_in: Atomic::new(0),
             fail_invalidation: Atomic::new(0),
+            skip_invalidation: Atomic::new(0),
             fail_host_page_in: Atomic::new(0),
             dram_fill: Atomic::new(0),
             dram_fill_from: Atomic::new(u64::MAX),
@@ -180,6 +232,53 @@ impl SimGaudi2 {
             return Err(EIO);
         }
         Ok(())
+    }
+
+    /// Make the next `n` MMU cache invalidations be skipped (0: none;
+    /// `u64::MAX`: until changed): each answers `Ok` and is logged, but the
+    /// STLB keeps the entries it should drop (marked stale, so that their
+    /// uses are counted). Tests and debugfs only.
+    pub(crate) fn skip_invalidations(&self, n: u64) {
+        self.skip_invalidation.store(n, Relaxed);
+    }
+
+    /// How many of the next invalidations will be skipped, and how many were.
+    pub(crate) fn invalidation_skips(&self) -> (u64, u64) {
+        let left = self.skip_invalidation.load(Relaxed);
+        (left, self.invalidations.lock().skipped)
+    }
+
+    fn take_invalidation_skip(&self) -> bool {
+        let left = self.skip_invalidation.load(Relaxed);
+        if left == 0 {
+            return false;
+        }
+        if left != u64::MAX {
+            self.skip_invalidation.store(left - 1, Relaxed);
+        }
+        pr_info!("simulated Gaudi2: MMU invalidation skipped on purpose (fault injection)\n");
+        true
+    }
+
+    /// The STLB's statistics, and its valid and stale entries (tests,
+    /// debugfs, bench). O(entries).
+    pub(crate) fn stlb_stats(&self) -> (stlb::StlbStats, (usize, usize)) {
+        let s = self.stlb.lock();
+        (s.stats(), s.occupancy())
+    }
+
+    /// The engine faults so far (tests, debugfs, the fault report). O(1).
+    pub(crate) fn engine_faults(&self) -> fault::FaultLog {
+        *self.faults.lock()
+    }
+
+    /// The hop-0 address of `asid` in the MMU of `kind`, if the driver set
+    /// one. O(1).
+    pub(crate) fn hop0(&self, kind: MmuKind, asid: u32) -> Option<u64> {
+        let k = usize::from(kind == MmuKind::Dram);
+        let a = usize::try_from(asid).ok()?;
+        let at = self.hop0.get(k)?.get(a)?.load(Relaxed);
+        (at != 0).then_some(at)
     }
 
     /// Make the `n`-th chunk that [`Backend::dram_host_page`] allocates from
@@ -266,28 +365,47 @@ impl SimGaudi2 {
         Ok(())
     }
 
-    fn log(&self, inv: Invalidation) {
+    fn log(&self, inv: Invalidation, skipped: bool) {
         let mut log = self.invalidations.lock();
         log.count += 1;
         log.last = Some(inv);
+        if skipped {
+            log.skipped += 1;
+        }
+    }
+
+    /// The STLB side of an invalidation of `[va, va + size)` of `asid` (all
+    /// ASIDs if `None`) in the MMU of `kind`: drop the entries, or, when
+    /// skipped, mark them stale. Waits for the access piece in flight.
+    /// Returns how many entries it concerned. O(entries).
+    fn invalidate_stlb(&self, kind: MmuKind, range: Option<(u32, u64, u64)>, skip: bool) -> u64 {
+        // Upstream does a full invalidation for a PMMU range at VA 0 (range
+        // invalidation does not support it); the HMMUs get the range
+        // scrambled: its first byte and its last, both in the space.
+        let range = match (kind, range) {
+            (_, Some((_, _, 0))) => return 0,
+            (MmuKind::Host, Some((_, 0, _))) | (_, None) => None,
+            (MmuKind::Host, Some((asid, va, size))) => Some((asid, va, va.saturating_add(size))),
+            (MmuKind::Dram, Some((asid, va, size))) => {
+                let last = va.saturating_add(size - 1);
+                let end = self.scrambler.scramble(last).saturating_add(1);
+                Some((asid, self.scrambler.scramble(va), end))
+            }
+        };
+        let mut stlb = self.stlb.lock();
+        match (range, skip) {
+            (None, false) => stlb.invalidate_all(kind),
+            (None, true) => stlb.skip_all(kind),
+            (Some((asid, start, end)), false) => stlb.invalidate_range(kind, asid, start, end),
+            (Some((asid, start, end)), true) => stlb.skip_range(kind, asid, start, end),
+        }
     }
 }
 
 /// Split `[addr, addr + len)` into per-chunk pieces: (chunk index, offset in
 /// chunk, offset in the caller's buffer, length).
 fn pieces(addr: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usize)> {
-    let mut done = 0usize;
-    core::iter::from_fn(move || {
-        if done >= len {
-            return None;
-        }
-        let a = addr + done as u64;
-        let off = (a % CHUNK_U64) as usize;
-        let n = core::cmp::min(CHUNK - off, len - done);
-        let piece = (a / CHUNK_U64, off, done, n);
-        done += n;
-        Some(piece)
-    })
+    page_pieces(addr, len).map(|(a, pos, n)| (a / CHUNK_U64, (a % CHUNK_U64) as usize, pos, n))
 }
 
 /// What never-written chunks of a sparse memory hold: `Some((from, val))`
@@ -358,14 +476,6 @@ fn sparse_write(mem: &mut RBTree<u64, HostPage>, at: u64, data: &[u8], fill: Fil
     Ok(())
 }
 
-impl SimGaudi2 {
-    /// The device (DMA) address of the host page at physical address `phys`:
-    /// the simulated Gaudi2 has no IOMMU, it sees physical addresses.
-    fn host_dma_addr(&self, phys: u64) -> Result<u64> {
-        Ok(phys)
-    }
-}
-
 impl crate::hw::backend::Sealed for SimGaudi2 {}
 
 impl Backend for SimGaudi2 {
@@ -394,25 +504,42 @@ impl Backend for SimGaudi2 {
         Ok(u64::from_le_bytes(b))
     }
 
+    fn set_hop0(&self, kind: MmuKind, asid: u32, addr: u64) -> Result {
+        let k = usize::from(kind == MmuKind::Dram);
+        let a = usize::try_from(asid).map_err(|_| EINVAL)?;
+        let slot = self.hop0.get(k).and_then(|h| h.get(a)).ok_or(EINVAL)?;
+        if addr == 0 || addr % 4096 != 0 {
+            return Err(EINVAL);
+        }
+        slot.store(addr, Relaxed);
+        Ok(())
+    }
+
     fn invalidate_range(&self, kind: MmuKind, asid: u32, va: u64, size: u64) -> Result {
         self.take_invalidation_failure()?;
-        self.log(Invalidation {
+        let skip = self.take_invalidation_skip();
+        self.invalidate_stlb(kind, Some((asid, va, size)), skip);
+        let inv = Invalidation {
             kind,
             asid: Some(asid),
             va,
             size,
-        });
+        };
+        self.log(inv, skip);
         Ok(())
     }
 
     fn invalidate_all(&self, kind: MmuKind) -> Result {
         self.take_invalidation_failure()?;
-        self.log(Invalidation {
+        let skip = self.take_invalidation_skip();
+        self.invalidate_stlb(kind, None, skip);
+        let inv = Invalidation {
             kind,
             asid: None,
             va: 0,
             size: 0,
-        });
+        };
+        self.log(inv, skip);
         Ok(())
     }
 
@@ -426,33 +553,15 @@ impl Backend for SimGaudi2 {
     }
 
     fn dma_map_host(&self, pinned: &PinnedUserPages, page_size: u64) -> Result<KVVec<u64>> {
-        // The simulated Gaudi2 has no IOMMU: it sees physical addresses.
-        let per = usize::try_from(page_size / PAGE_SIZE as u64)
-            .map_err(|_| EINVAL)?
-            .max(1);
-        let n = pinned.npages() / per;
-        let mut dma = KVVec::with_capacity(n, GFP_KERNEL | __GFP_NOWARN)?;
-        for i in 0..n {
-            if i > 0 && i as u64 % crate::asic::HOP_PTES == 0 {
-                crate::ffi::sched::cond_resched();
-            }
-            let phys = pinned.phys(i * per).ok_or(EINVAL)?;
-            dma.push_within_capacity(self.host_dma_addr(phys)?)
-                .map_err(|_| ENOMEM)?;
-        }
-        Ok(dma)
+        self.map_pinned(pinned, page_size)
     }
 
-    fn dma_map_kernel(&self, mut phys: KVVec<u64>) -> Result<KVVec<u64>> {
-        // No IOMMU: the device sees physical addresses.
-        for p in phys.iter_mut() {
-            *p = self.host_dma_addr(*p)?;
-        }
-        Ok(phys)
+    fn dma_map_kernel(&self, pages: KVVec<HostPage>) -> Result<KVVec<u64>> {
+        self.map_kernel(&pages)
     }
 
-    fn dma_unmap_host(&self, _addrs: &[u64], _page_size: u64) {
-        // Nothing was mapped (no IOMMU).
+    fn dma_unmap_host(&self, addrs: &[u64], page_size: u64) {
+        self.unmap_bus(addrs, page_size)
     }
 
     fn peer_to_peer(&self, _importer: &Importer<'_>) -> bool {
@@ -633,7 +742,6 @@ mod tests {
                 size: 0x2000
             })
         );
-        assert_eq!(s.host_dma_addr(0x1234_5000)?, 0x1234_5000);
         s.invalidate_all(MmuKind::Host)?;
         let (n, last) = s.invalidation_log();
         assert_eq!(n, 2);

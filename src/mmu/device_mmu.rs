@@ -41,20 +41,40 @@ pub(crate) struct DeviceMmu {
 impl DeviceMmu {
     /// The MMUs of a device with `asic`'s geometry on `backend`: hop pools
     /// for every ASID, nothing mapped.
+    ///
+    /// The hardware is told where each ASID's hop 0 is in both MMUs
+    /// (upstream `gaudi2_mmu_update_hop0_addr` at MMU init): the device walks
+    /// from there, never from the driver's records.
     pub(crate) fn new(
         asic: &AsicProperties,
         backend: Arc<dyn Backend>,
     ) -> impl PinInit<Self, Error> {
-        let dr_hops = DrHopPool::new(asic.mmu_pgt_addr, HMMU_PAGE_TABLES_SIZE, MAX_ASID);
+        let pools = Self::pools(asic, &backend);
+        let (dr, hr) = match pools {
+            Ok((dr, hr)) => (Ok(dr), Ok(hr)),
+            Err(e) => (Err(e), Err(e)),
+        };
         let scrambler = Scrambler::new(asic.hbms);
         let dmmu_page_size = asic.dmmu_page_size;
         try_pin_init!(Self {
             backend,
             scrambler,
             dmmu_page_size,
-            dr_hops <- new_mutex!(dr_hops?),
-            hr_hops <- new_mutex!(HrHopPool::new(MAX_ASID)?),
+            dr_hops <- new_mutex!(dr?),
+            hr_hops <- new_mutex!(hr?),
         })
+    }
+
+    /// The hop pools of both MMUs, with every ASID's hop 0 given to the
+    /// hardware.
+    fn pools(asic: &AsicProperties, backend: &Arc<dyn Backend>) -> Result<(DrHopPool, HrHopPool)> {
+        let dr = DrHopPool::new(asic.mmu_pgt_addr, HMMU_PAGE_TABLES_SIZE, MAX_ASID)?;
+        let hr = HrHopPool::new(backend.clone(), MAX_ASID)?;
+        for asid in 0..MAX_ASID {
+            backend.set_hop0(MmuKind::Dram, asid, dr.hop0(asid).ok_or(EINVAL)?)?;
+            backend.set_hop0(MmuKind::Host, asid, hr.hop0(asid).ok_or(EINVAL)?)?;
+        }
+        Ok((dr, hr))
     }
 
     /// The hardware behind the tables.

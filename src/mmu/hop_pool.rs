@@ -7,17 +7,19 @@
 //! - [`DrHops`]: device-resident hops (upstream `mmu_v2.c`): slots in the
 //!   DRAM page-table area, written through the backend (the DRAM BAR on real
 //!   hardware).
-//! - [`HrHops`]: host-resident hops (upstream `mmu_v2_hr.c`): host memory the
-//!   PMMU walks.
+//! - [`HrHops`]: host-resident hops (upstream `mmu_v2_hr.c`): host pages
+//!   DMA-mapped for the device, which the PMMU walks by bus address.
 
 use crate::{
     asic::{HOP_PTES, HOP_TABLE_SIZE},
-    hw::backend::Backend,
+    ffi::host_page::HostPage,
+    hw::backend::{map_kernel_pages, Backend, HostDma},
 };
 use kernel::{
+    alloc::KVVec,
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
-    sync::Mutex, //
+    sync::{Arc, Mutex}, //
 };
 
 /// Where the hops of a tree live.
@@ -129,122 +131,123 @@ impl HopMemory for DrHops<'_> {
 
 /// The host-resident hop tables of a device (upstream `mmu_pgt_pool`, a
 /// genalloc pool of DMA-coherent host memory; common/mmu/mmu.c:824-896): the
-/// PMMU reads them from host memory. On the simulation a hop's "DMA address"
-/// is `base + slot x 4 KiB` and its memory a host allocation, looked up by
-/// address when the MMU (or the oracle) walks.
+/// PMMU reads them from host memory by DMA. Each hop is a zeroed host page
+/// (charged to the memory cgroup of the process whose MAP needs it),
+/// DMA-mapped for the device ([`map_kernel_pages`]); its bus address is the
+/// hop's address in the PTEs and in the device's hop-0 registers. The driver
+/// writes PTEs into the page, as the CPU does upstream, and the device reads
+/// them through its IOMMU.
 ///
 /// # Invariants
 ///
-/// Every slot below `next` is either in `free` or a key of `tables`; the
-/// tables of free slots do not exist (they are allocated zeroed on reuse).
+/// `tables` holds every hop handed out and the hop 0 of each ASID (whose
+/// bus addresses are `hop0`), each DMA-mapped by `backend`; `handed_out`
+/// counts the former, at most [`HR_HOPS_MAX`].
 pub(crate) struct HrHopPool {
-    base: u64,
-    max_asid: u32,
-    slots: u64,
-    next: u64,
-    free: KVec<u64>,
-    tables: RBTree<u64, KBox<[u64; HOP_PTES as usize]>>,
+    backend: Arc<dyn Backend>,
+    hop0: KVec<u64>,
+    handed_out: u64,
+    tables: RBTree<u64, HrHop>,
 }
 
-/// Where the simulated host-resident hops are addressed (an arbitrary,
-/// 4 KiB-aligned bus address outside device DRAM).
-pub(crate) const HR_HOPS_BASE: u64 = 0x10_0000_0000;
-/// Size of the host-resident page-table area (`PMMU_PAGE_TABLES_SIZE`, 256 MiB,
+/// One host-resident hop: its page, and the page's mapping for the device
+/// (undone when dropped, before the page goes).
+struct HrHop {
+    page: HostPage,
+    _dma: HostDma,
+}
+
+/// Most hops handed out at once (`PMMU_PAGE_TABLES_SIZE`, 256 MiB of tables,
 /// gaudi2/gaudi2P.h).
-pub(crate) const HR_HOPS_SIZE: u64 = 256 << 20;
+pub(crate) const HR_HOPS_MAX: u64 = (256 << 20) / HOP_TABLE_SIZE;
 
 impl HrHopPool {
-    /// A pool with one hop 0 per ASID (allocated now) and room for the rest.
-    pub(crate) fn new(max_asid: u32) -> Result<Self> {
+    /// A pool on `backend` with one hop 0 per ASID (allocated and mapped
+    /// now).
+    pub(crate) fn new(backend: Arc<dyn Backend>, max_asid: u32) -> Result<Self> {
         let mut p = Self {
-            base: HR_HOPS_BASE,
-            max_asid,
-            slots: HR_HOPS_SIZE / HOP_TABLE_SIZE,
-            next: u64::from(max_asid),
-            free: KVec::new(),
+            backend,
+            hop0: KVec::with_capacity(max_asid as usize, GFP_KERNEL)?,
+            handed_out: 0,
             tables: RBTree::new(),
         };
-        for a in 0..u64::from(max_asid) {
-            let t = KBox::new([0u64; HOP_PTES as usize], GFP_KERNEL)?;
-            p.tables.insert(
-                RBTreeNodeReservation::new(GFP_KERNEL)?.into_node(p.base + a * HOP_TABLE_SIZE, t),
-            );
+        for _ in 0..max_asid {
+            let at = p.new_table(false)?;
+            p.hop0.push_within_capacity(at).map_err(|_| ENOMEM)?;
         }
         Ok(p)
     }
 
-    /// Address of hop 0 of `asid`.
+    /// Bus address of hop 0 of `asid`.
     pub(crate) fn hop0(&self, asid: u32) -> Option<u64> {
-        (asid < self.max_asid).then(|| self.base + u64::from(asid) * HOP_TABLE_SIZE)
+        self.hop0.get(usize::try_from(asid).ok()?).copied()
     }
 
     /// Hops currently handed out (besides the hop-0 tables).
     pub(crate) fn in_use(&self) -> u64 {
-        self.next - u64::from(self.max_asid) - self.free.len() as u64
+        self.handed_out
     }
 
-    /// Read one PTE, as the PMMU does by DMA. O(log n).
+    /// The page of the hop holding the PTE at `addr`, and the PTE's byte
+    /// offset in it. O(log n).
+    fn locate(&self, addr: u64) -> Result<(&HostPage, usize)> {
+        let hop = addr / HOP_TABLE_SIZE * HOP_TABLE_SIZE;
+        let off = usize::try_from(addr - hop).map_err(|_| EINVAL)?;
+        let t = self.tables.get(&hop).ok_or(EINVAL)?;
+        Ok((&t.page, off))
+    }
+
+    /// Read one PTE, as the PMMU does by DMA (the page-walk oracle).
+    /// O(log n).
     pub(crate) fn read(&self, addr: u64) -> Result<u64> {
-        let off = addr.checked_sub(self.base).ok_or(EINVAL)?;
-        let hop = self.base + off / HOP_TABLE_SIZE * HOP_TABLE_SIZE;
-        let idx = usize::try_from((off % HOP_TABLE_SIZE) / 8).map_err(|_| EINVAL)?;
+        let (page, off) = self.locate(addr)?;
+        page.read_u64(off)
+    }
+
+    /// A new zeroed table, mapped for the device and kept; its bus address.
+    /// `account`: charged to the caller's memory cgroup.
+    fn new_table(&mut self, account: bool) -> Result<u64> {
+        let (page, flags) = if account {
+            (HostPage::new_zeroed_accounted()?, GFP_KERNEL_ACCOUNT)
+        } else {
+            (HostPage::new_zeroed()?, GFP_KERNEL)
+        };
+        let node = RBTreeNodeReservation::new(flags)?;
+        let mut one = KVVec::with_capacity(1, flags)?;
+        one.push_within_capacity(page.clone()).map_err(|_| ENOMEM)?;
+        let dma = map_kernel_pages(&self.backend, one)?;
+        let bus = dma.get(0).ok_or(EINVAL)?;
         self.tables
-            .get(&hop)
-            .and_then(|t| t.get(idx).copied())
-            .ok_or(EINVAL)
+            .insert(node.into_node(bus, HrHop { page, _dma: dma }));
+        Ok(bus)
     }
 
     fn alloc(&mut self) -> Result<u64> {
+        if self.handed_out >= HR_HOPS_MAX {
+            return Err(ENOMEM);
+        }
         // Charged to the memory cgroup of the process whose MAP needs it (up
         // to 256 MiB of tables per device).
-        let table = KBox::new([0u64; HOP_PTES as usize], GFP_KERNEL_ACCOUNT)?;
-        let node = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
-        // Room for every slot ever handed out, so that releasing never allocates.
-        let handed_out =
-            usize::try_from(self.next - u64::from(self.max_asid)).map_err(|_| ENOMEM)?;
-        self.free
-            .reserve((handed_out + 1).saturating_sub(self.free.len()), GFP_KERNEL)?;
-        let slot = match self.free.pop() {
-            Some(s) => s,
-            None if self.next < self.slots => {
-                self.next += 1;
-                self.next - 1
-            }
-            None => return Err(ENOMEM),
-        };
-        let phys = self.base + slot * HOP_TABLE_SIZE;
-        self.tables.insert(node.into_node(phys, table));
-        Ok(phys)
+        let bus = self.new_table(true)?;
+        self.handed_out += 1;
+        Ok(bus)
     }
 
-    fn release(&mut self, phys: u64) {
-        let slot = (phys - self.base) / HOP_TABLE_SIZE;
-        if slot < u64::from(self.max_asid) || self.tables.remove(&phys).is_none() {
+    /// Give back a hop: unmapped for the device, then freed. Never
+    /// allocates.
+    fn release(&mut self, bus: u64) {
+        if self.hop0.contains(&bus) || self.tables.remove(&bus).is_none() {
             hl_err!("MMU: bad host-resident hop release\n");
             return;
         }
-        if self.free.push_within_capacity(slot).is_err() {
-            hl_err!("MMU: host-resident hop slot list full\n");
-        }
+        self.handed_out = self.handed_out.saturating_sub(1);
     }
 
     /// Write `values` from the PTE at `addr` on, all in one hop (`EINVAL`,
     /// nothing written, if they do not fit). One tree lookup; O(log n + k).
     fn write(&mut self, addr: u64, values: &[u64]) -> Result {
-        let off = addr.checked_sub(self.base).ok_or(EINVAL)?;
-        let hop = self.base + off / HOP_TABLE_SIZE * HOP_TABLE_SIZE;
-        let idx = usize::try_from((off % HOP_TABLE_SIZE) / 8).map_err(|_| EINVAL)?;
-        let end = idx.checked_add(values.len()).ok_or(EINVAL)?;
-        let slots = self
-            .tables
-            .get_mut(&hop)
-            .and_then(|t| t.get_mut(idx..end))
-            .ok_or(EINVAL)?;
-        // Same lengths by construction; a zip has no panic path.
-        for (slot, v) in slots.iter_mut().zip(values) {
-            *slot = *v;
-        }
-        Ok(())
+        let (page, off) = self.locate(addr)?;
+        page.write_u64s(off, values)
     }
 }
 

@@ -16,6 +16,9 @@
 //! | `dmabuf` | the device's live dma-buf exports and mapped importer tables; the open context's exports, with their DRAM pieces |
 //! | `bench` | time per phase of host MAPs; write `pin ADDR SIZE` to time pin+unpin of the writer's buffer alone (`make bench`) |
 //! | `fail_invalidations` | how many of the next MMU cache invalidations the simulated device fails, and whether a teardown waits for one; write a count (`max`: until changed) to inject failures (tests) |
+//! | `skip_invalidations` | how many of the next MMU cache invalidations the simulated device skips (answers success, keeps its STLB entries) and how many it skipped; write a count (`max`: until changed) (tests) |
+//! | `stlb` | the simulated device's STLB (statistics, entries), IOMMU map, hop-0 registers and engine faults (first, last, counts, last use of a stale translation) |
+//! | `engine` | an engine access through the device's MMUs (tests): write `read ASID VA LEN` to choose what reading shows (read at each open, through the STLB), `write ASID VA HEX` to store bytes |
 //! | `dram` | simulated DRAM by physical address (tests): write `write ADDR HEX` to store bytes, `read ADDR LEN` to choose what reading shows |
 //!
 //! Each file is rendered once per open, without `seq_file`'s re-rendering
@@ -29,7 +32,14 @@
 use crate::{
     device::HlDevice,
     ffi::debugfs::{Dir, FileDef, Prepared},
-    hw::backend::DeviceStatus,
+    hw::{
+        backend::{DeviceStatus, MmuKind},
+        sim::{
+            engine_mem::EngineAccess,
+            fault::{EngineFault, Target},
+            stlb,
+        },
+    },
     mmu::walk::WalkFault,
     vm::{mapping_table::Backing, va_range::VaRangeType},
 };
@@ -54,10 +64,12 @@ pub(crate) struct DeviceFiles {
     floor: [Atomic<u64>; 3],
     /// The DRAM window reading `dram` shows: address and length.
     dram: [Atomic<u64>; 2],
+    /// The engine read reading `engine` does: ASID, VA and length.
+    engine: [Atomic<u64>; 3],
 }
 
 /// The files of one device, in `<root>/<index>/`.
-static DEVICE_FILES: [FileDef<DeviceFiles>; 13] = [
+static DEVICE_FILES: [FileDef<DeviceFiles>; 16] = [
     FileDef::ro(c"dram_pool", |d, f| show_dram_pool(&d.dev, f)),
     FileDef::ro(c"memory", |d, f| show_memory(&d.dev, f)),
     FileDef::ro(c"va", |d, f| show_va(&d.dev, f)),
@@ -79,6 +91,13 @@ static DEVICE_FILES: [FileDef<DeviceFiles>; 13] = [
         |d, t| write_fail_invalidations(&d.dev, t),
     ),
     FileDef::rw(c"dram", show_dram, write_dram),
+    FileDef::rw(
+        c"skip_invalidations",
+        |d, f| show_skip_invalidations(&d.dev, f),
+        |d, t| write_skip_invalidations(&d.dev, t),
+    ),
+    FileDef::ro(c"stlb", |d, f| show_stlb(&d.dev, f)),
+    FileDef::rw(c"engine", show_engine, write_engine),
 ];
 
 /// The debugfs files of one device; removed when dropped.
@@ -96,6 +115,7 @@ pub(crate) fn prepare(dev: &Arc<HlDevice>) -> Result<PreparedFiles> {
         va: Atomic::new(0),
         floor: [Atomic::new(0), Atomic::new(0), Atomic::new(0)],
         dram: [Atomic::new(0), Atomic::new(0)],
+        engine: [Atomic::new(0), Atomic::new(0), Atomic::new(0)],
     };
     Prepared::new(name, files, &DEVICE_FILES)
 }
@@ -549,9 +569,7 @@ fn write_bench(p: &DeviceFiles, text: &str) -> Result {
     if words.next() != Some("pin") {
         return Err(EINVAL);
     }
-    let addr = words.next().ok_or(EINVAL)?;
-    let addr =
-        u64::from_str_radix(addr.strip_prefix("0x").unwrap_or(addr), 16).map_err(|_| EINVAL)?;
+    let addr = parse_hex_u64(words.next().ok_or(EINVAL)?)?;
     let size: u64 = words.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL)?;
     let (pin, unpin, pages) = crate::ffi::pin::pin_floor(addr, size)?;
     for (slot, v) in p.floor.iter().zip([pages as u64, pin, unpin]) {
@@ -610,13 +628,28 @@ fn show_fail_invalidations(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> f
     )
 }
 
-fn write_fail_invalidations(dev: &Arc<HlDevice>, text: &str) -> Result {
-    let n = if text == "max" {
-        u64::MAX
+/// A count written to a fault-injection file: decimal, or `max`.
+fn parse_count(text: &str) -> Result<u64> {
+    if text == "max" {
+        Ok(u64::MAX)
     } else {
-        text.parse::<u64>().map_err(|_| EINVAL)?
-    };
-    dev.sim.inject_invalidation_failures(n);
+        text.parse::<u64>().map_err(|_| EINVAL)
+    }
+}
+
+fn write_fail_invalidations(dev: &Arc<HlDevice>, text: &str) -> Result {
+    dev.sim.inject_invalidation_failures(parse_count(text)?);
+    Ok(())
+}
+
+fn show_skip_invalidations(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let (left, done) = dev.sim.invalidation_skips();
+    writeln!(f, "skipping next:    {}", left)?;
+    writeln!(f, "skipped:          {}", done)
+}
+
+fn write_skip_invalidations(dev: &Arc<HlDevice>, text: &str) -> Result {
+    dev.sim.skip_invalidations(parse_count(text)?);
     Ok(())
 }
 
@@ -654,9 +687,7 @@ fn show_dram(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 fn write_dram(p: &DeviceFiles, text: &str) -> Result {
     let mut words = text.split_whitespace();
     let verb = words.next().ok_or(EINVAL)?;
-    let addr = words.next().ok_or(EINVAL)?;
-    let addr =
-        u64::from_str_radix(addr.strip_prefix("0x").unwrap_or(addr), 16).map_err(|_| EINVAL)?;
+    let addr = parse_hex_u64(words.next().ok_or(EINVAL)?)?;
     let arg = words.next().ok_or(EINVAL)?;
     if words.next().is_some() {
         return Err(EINVAL);
@@ -672,21 +703,199 @@ fn write_dram(p: &DeviceFiles, text: &str) -> Result {
             l.store(len, Relaxed);
             Ok(())
         }
-        "write" => {
-            let hex = arg.as_bytes();
-            if hex.is_empty() || hex.len() % 2 != 0 || hex.len() > 2 * DRAM_PROBE_MAX {
+        "write" => p.dev.backend().dram_write(addr, &parse_bytes(arg)?),
+        _ => Err(EINVAL),
+    }
+}
+
+/// Bytes written as hexadecimal digits, two per byte, at most
+/// [`DRAM_PROBE_MAX`].
+fn parse_bytes(arg: &str) -> Result<KVec<u8>> {
+    let hex = arg.as_bytes();
+    if hex.is_empty() || hex.len() % 2 != 0 || hex.len() > 2 * DRAM_PROBE_MAX {
+        return Err(EINVAL);
+    }
+    let nibble = |c: u8| char::from(c).to_digit(16).ok_or(EINVAL);
+    let mut bytes = KVec::with_capacity(hex.len() / 2, GFP_KERNEL)?;
+    for pair in hex.chunks_exact(2) {
+        let &[hi, lo] = pair else {
+            return Err(EINVAL);
+        };
+        let b = u8::try_from(nibble(hi)? << 4 | nibble(lo)?).map_err(|_| EINVAL)?;
+        bytes.push(b, GFP_KERNEL)?;
+    }
+    Ok(bytes)
+}
+
+/// A hexadecimal number, with or without `0x`.
+fn parse_hex_u64(text: &str) -> Result<u64> {
+    u64::from_str_radix(text.strip_prefix("0x").unwrap_or(text), 16).map_err(|_| EINVAL)
+}
+
+/// The engine id debugfs accesses are made as (no engine of Gaudi2 has it).
+const DEBUGFS_ENGINE: u16 = u16::MAX;
+
+fn show_fault(f: &mut fmt::Formatter<'_>, what: &str, fault: Option<EngineFault>) -> fmt::Result {
+    let mmu = |k: MmuKind| if k == MmuKind::Dram { "dmmu" } else { "pmmu" };
+    match fault {
+        None => writeln!(f, "{}none", what),
+        Some(EngineFault::Page {
+            mmu: k,
+            asid,
+            va,
+            engine,
+        }) => writeln!(
+            f,
+            "{}page fault: {} asid {} va {:#x} engine {}",
+            what,
+            mmu(k),
+            asid,
+            va,
+            engine
+        ),
+        Some(EngineFault::Iommu {
+            bus,
+            asid,
+            va,
+            engine,
+        }) => writeln!(
+            f,
+            "{}iommu fault: bus {:#x} (asid {} va {:#x}) engine {}",
+            what, bus, asid, va, engine
+        ),
+        Some(EngineFault::Decode { addr, engine }) => {
+            writeln!(f, "{}decode error: {:#x} engine {}", what, addr, engine)
+        }
+        Some(EngineFault::Backing { addr, engine }) => {
+            writeln!(f, "{}no backing: {:#x} engine {}", what, addr, engine)
+        }
+    }
+}
+
+fn show_stlb(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let sim = &dev.sim;
+    let (st, (valid, stale)) = sim.stlb_stats();
+    writeln!(f, "sets x ways:      {} x {}", stlb::SETS, stlb::WAYS)?;
+    writeln!(f, "entries:          {} valid, {} stale", valid, stale)?;
+    writeln!(f, "hits:             {}", st.hits)?;
+    writeln!(f, "misses:           {}", st.misses)?;
+    writeln!(
+        f,
+        "walks:            {} ({} found no page)",
+        st.walks, st.walk_faults
+    )?;
+    writeln!(f, "evictions:        {}", st.evictions)?;
+    writeln!(f, "invalidated:      {} entries", st.invalidated)?;
+    writeln!(f, "skipped:          {} invalidations", st.skipped)?;
+    writeln!(f, "left stale:       {} entries", st.left_stale)?;
+    writeln!(f, "stale hits:       {}", st.stale_hits)?;
+    writeln!(f, "iommu mapped:     {} pages", sim.dma_mapped_pages())?;
+    for asid in 0..crate::asic::MAX_ASID {
+        let at = |k| sim.hop0(k, asid).unwrap_or(0);
+        writeln!(
+            f,
+            "hop0 asid {}:      pmmu {:#x}, dmmu {:#x}",
+            asid,
+            at(MmuKind::Host),
+            at(MmuKind::Dram)
+        )?;
+    }
+    let log = sim.engine_faults();
+    writeln!(
+        f,
+        "faults:           {} page, {} iommu, {} other",
+        log.page, log.iommu, log.other
+    )?;
+    show_fault(f, "first fault:      ", log.first)?;
+    show_fault(f, "last fault:       ", log.last)?;
+    match log.last_stale {
+        None => writeln!(f, "last stale use:   none"),
+        Some(u) => writeln!(
+            f,
+            "last stale use:   asid {} va {:#x} -> {}",
+            u.asid,
+            u.va,
+            TargetText(u.target)
+        ),
+    }
+}
+
+/// Where an engine access lands, as text: `dram 0x..`, `sram 0x..`, `host 0x..`.
+struct TargetText(Target);
+
+impl core::fmt::Display for TargetText {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self.0 {
+            Target::Dram(a) => write!(f, "dram {:#x}", a),
+            Target::Sram(a) => write!(f, "sram {:#x}", a),
+            Target::Host(a) => write!(f, "host {:#x}", a),
+        }
+    }
+}
+
+/// What reading `engine` shows: the bytes of the engine read chosen by
+/// `read ASID VA LEN`, read now, or the fault.
+fn show_engine(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let [asid, va, len] = &p.engine;
+    let (asid, va, len) = (asid.load(Relaxed), va.load(Relaxed), len.load(Relaxed));
+    let (Ok(asid), Ok(len)) = (u32::try_from(asid), usize::try_from(len)) else {
+        return Err(fmt::Error);
+    };
+    if len == 0 {
+        return writeln!(f, "(write `read ASID VA LEN` or `write ASID VA HEX`)");
+    }
+    let mut buf = KVec::from_elem(0u8, len, GFP_KERNEL).map_err(|_| fmt::Error)?;
+    let who = EngineAccess::new(DEBUGFS_ENGINE, asid);
+    if let Ok(t) = p.dev.sim.engine_translate(who, va) {
+        writeln!(f, "{:#x} -> {}", va, TargetText(t))?;
+    }
+    match p.dev.sim.engine_read(who, va, &mut buf) {
+        Ok(()) => {
+            write!(f, "{:#x}:", va)?;
+            for b in buf.iter() {
+                write!(f, "{:02x}", b)?;
+            }
+            writeln!(f)
+        }
+        Err(e) => show_fault(f, "", Some(e)),
+    }
+}
+
+/// `read ASID VA LEN` chooses what reading `engine` shows (`LEN` at most
+/// [`DRAM_PROBE_MAX`]); `write ASID VA HEX` stores the bytes through the
+/// device's MMUs, `EFAULT` if the access faults (the fault is in `stlb`).
+/// `ASID` decimal, `VA` hexadecimal.
+fn write_engine(p: &DeviceFiles, text: &str) -> Result {
+    let mut words = text.split_whitespace();
+    let (Some(verb), Some(asid), Some(va), Some(arg), None) = (
+        words.next(),
+        words.next(),
+        words.next(),
+        words.next(),
+        words.next(),
+    ) else {
+        return Err(EINVAL);
+    };
+    let asid: u32 = asid.parse().map_err(|_| EINVAL)?;
+    let va = parse_hex_u64(va)?;
+    match verb {
+        "read" => {
+            let len: u64 = arg.parse().map_err(|_| EINVAL)?;
+            if len == 0 || len > DRAM_PROBE_MAX as u64 {
                 return Err(EINVAL);
             }
-            let nibble = |c: u8| char::from(c).to_digit(16).ok_or(EINVAL);
-            let mut bytes = KVec::with_capacity(hex.len() / 2, GFP_KERNEL)?;
-            for pair in hex.chunks_exact(2) {
-                let &[hi, lo] = pair else {
-                    return Err(EINVAL);
-                };
-                let b = u8::try_from(nibble(hi)? << 4 | nibble(lo)?).map_err(|_| EINVAL)?;
-                bytes.push(b, GFP_KERNEL)?;
-            }
-            p.dev.backend().dram_write(addr, &bytes)
+            let [a, v, l] = &p.engine;
+            a.store(u64::from(asid), Relaxed);
+            v.store(va, Relaxed);
+            l.store(len, Relaxed);
+            Ok(())
+        }
+        "write" => {
+            let who = EngineAccess::new(DEBUGFS_ENGINE, asid);
+            p.dev
+                .sim
+                .engine_write(who, va, &parse_bytes(arg)?)
+                .map_err(|_| EFAULT)
         }
         _ => Err(EINVAL),
     }

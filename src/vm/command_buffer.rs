@@ -26,7 +26,7 @@
 //! The mapping into the device MMU (`HL_CB_FLAGS_MAP`) is
 //! `super::mapping::map_cb_va`, a mapping that holds the CB.
 
-use crate::ffi::vmalloc::vmalloc_page_phys;
+use crate::ffi::{host_page::HostPage, vmalloc::vmalloc_page_ref};
 use crate::{
     uapi::{mmap_handle, mmap_type, HL_MAX_CB_SIZE, HL_MMAP_PAGE_SHIFT, HL_MMAP_TYPE_CB},
     vm::{
@@ -117,13 +117,26 @@ impl CommandBuffer {
         (self.memory.as_ptr().cast(), self.memory.len() * WORD)
     }
 
-    /// Physical address of every page of the memory, in order. O(pages).
-    pub(crate) fn page_phys(&self) -> Result<KVVec<u64>> {
+    /// A reference to every page of the memory, in order (what the device
+    /// is given to reach them by DMA; each keeps its page alive while held).
+    /// O(pages).
+    pub(crate) fn page_refs(&self) -> Result<KVVec<HostPage>> {
         let n = self.memory().1 / PAGE_SIZE;
-        let mut phys = KVVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
+        let mut pages = KVVec::with_capacity(n, GFP_KERNEL_ACCOUNT)?;
         for i in 0..n {
-            let p = vmalloc_page_phys(&self.memory, i).ok_or(EINVAL)?;
-            phys.push_within_capacity(p).map_err(|_| ENOMEM)?;
+            let p = vmalloc_page_ref(&self.memory, i).ok_or(EINVAL)?;
+            pages.push_within_capacity(p).map_err(|_| ENOMEM)?;
+        }
+        Ok(pages)
+    }
+
+    /// Physical address of every page of the memory, in order. O(pages).
+    #[cfg(CONFIG_KUNIT)]
+    pub(crate) fn page_phys(&self) -> Result<KVVec<u64>> {
+        let pages = self.page_refs()?;
+        let mut phys = KVVec::with_capacity(pages.len(), GFP_KERNEL)?;
+        for p in pages.iter() {
+            phys.push_within_capacity(p.phys()).map_err(|_| ENOMEM)?;
         }
         Ok(phys)
     }

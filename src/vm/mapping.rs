@@ -531,7 +531,7 @@ pub(crate) fn map_cb_va(vm: &ContextVm, cb: &Arc<CommandBuffer>) -> Result<u64> 
     if cb.device_va().is_some() {
         return Err(EINVAL);
     }
-    let dma = map_kernel_pages(dev.mmu.backend_arc(), cb.page_phys()?)?;
+    let dma = map_kernel_pages(dev.mmu.backend_arc(), cb.page_refs()?)?;
     let size = dma.len() as u64 * PAGE_SIZE as u64;
     let res = MappingReservation::new(false)?;
     let req = va_request(size, PAGE_SIZE as u64, 0, 0);
