@@ -535,11 +535,7 @@ impl VaAllocator {
     /// places the request afresh. An exact fit needs no node, a cut one piece
     /// (two for an allocated part behind a free front).
     pub(crate) fn alloc_cached(&mut self, req: VaRequest) -> Result<u64, AllocOutcome> {
-        let p = self.place(&req)?;
-        let (head, tail) = self
-            .spare
-            .take_pieces(&p, None, self.classes())
-            .ok_or(AllocOutcome::NeedNodes)?;
+        let (p, head, tail) = self.place(&req, None)?;
         let start = p.start;
         self.commit(p, head, tail);
         Ok(start)
@@ -565,21 +561,12 @@ impl VaAllocator {
         res: VaReservations,
     ) -> Result<u64, VaAllocError> {
         self.spare.count_fresh(VaReservations::NODES);
-        let p = match self.place(&req) {
-            Ok(p) => p,
-            Err(e) => {
-                self.spare.stash_piece(res.head);
-                self.spare.stash_piece(res.tail);
-                return Err(e);
-            }
-        };
+        // Two fresh pieces cover any placement, so `NeedNodes` cannot happen.
+        let (p, head, tail) = self.place(&req, Some(res)).map_err(|o| match o {
+            AllocOutcome::Failed(e) => e,
+            AllocOutcome::NeedNodes => VaAllocError::NoMemory,
+        })?;
         let start = p.start;
-        // Two fresh pieces cover any placement, so this cannot fail.
-        let classes = self.classes();
-        let (head, tail) = self
-            .spare
-            .take_pieces(&p, Some(res), classes)
-            .ok_or(VaAllocError::NoMemory)?;
         self.commit(p, head, tail);
         Ok(start)
     }

@@ -46,17 +46,24 @@ impl VaAllocator {
     /// needed; one that is not goes to the spare cache.
     #[inline(always)]
     pub(super) fn commit(&mut self, p: Placement, head: Option<Piece>, tail: Option<Piece>) {
-        let Placement { start, end, run } = p;
+        let Placement {
+            start,
+            end,
+            run,
+            mut taken,
+        } = p;
         let cut_tail = run.last_end > end;
         for (i, &key) in run.keys.iter().take(run.len).enumerate() {
             let Some(b) = self.blocks.get_mut(&key) else {
                 continue;
             };
             let old = mem::replace(&mut b.state, State::VACANT);
-            // The run holds free blocks only, whose state always yields nodes.
+            // The run holds free blocks only, whose state always yields nodes;
+            // `taken` belongs to the first.
+            let taken = mem::replace(&mut taken, SizeNodes::NONE);
             let nodes = self
                 .trees
-                .take_free(key, b.end, old)
+                .take_free(key, b.end, old, taken)
                 .unwrap_or(SizeNodes::NONE);
             b.state = if i == 0 {
                 State::Allocated {

@@ -136,14 +136,27 @@ impl SizeTrees {
     }
 
     /// Unlink the free block `[start, end)`, which holds `held` (its
-    /// [`State::Free`] node), keeping the nodes. O(log n).
+    /// [`State::Free`] node), keeping the nodes. `taken` are the nodes already
+    /// taken out of their trees (best fit removes the one it found through its
+    /// search cursor): a tree whose node is there is not searched. O(log n):
+    /// one search per size tree still holding the block, none for an exact
+    /// fit found by best fit.
     #[inline(always)]
-    pub(super) fn unlink(&mut self, start: u64, end: u64, held: Option<SizeNodeRes>) -> SizeNodes {
-        let base = self
-            .base
-            .remove_node(&size_key(end.saturating_sub(start), start))
-            .map(RBTreeNode::into_reservation);
-        let extra = match (held, self.extra.as_mut()) {
+    pub(super) fn unlink(
+        &mut self,
+        start: u64,
+        end: u64,
+        held: Option<SizeNodeRes>,
+        taken: SizeNodes,
+    ) -> SizeNodes {
+        let base = match taken.base {
+            Some(r) => Some(r),
+            None => self
+                .base
+                .remove_node(&size_key(end.saturating_sub(start), start))
+                .map(RBTreeNode::into_reservation),
+        };
+        let extra = match (held.or(taken.extra), self.extra.as_mut()) {
             (Some(r), _) => Some(r),
             (None, Some(x)) => x
                 .tree
@@ -181,21 +194,25 @@ impl SizeTrees {
         (start, end, state): (u64, u64, State),
     ) -> [SizeNodes; 2] {
         // A free block's state always yields its nodes.
-        let other = self.take_free(start, end, state).unwrap_or(SizeNodes::NONE);
+        let other = self
+            .take_free(start, end, state, SizeNodes::NONE)
+            .unwrap_or(SizeNodes::NONE);
         merge_sizes(nodes, other)
     }
 
     /// The size-tree nodes of the free block `[start, end)` whose state was
-    /// `state`, unlinking it; `Err(state)` if it was not free. O(log n).
+    /// `state`, unlinking it (`taken`: its nodes already out of their trees,
+    /// see [`Self::unlink`]); `Err(state)` if it was not free. O(log n).
     #[inline(always)]
     pub(super) fn take_free(
         &mut self,
         start: u64,
         end: u64,
         state: State,
+        taken: SizeNodes,
     ) -> Result<SizeNodes, State> {
         match state {
-            State::Free(held) => Ok(self.unlink(start, end, held)),
+            State::Free(held) => Ok(self.unlink(start, end, held, taken)),
             State::FreeHintOnly(nodes) => Ok(nodes),
             other => Err(other),
         }
@@ -315,4 +332,8 @@ pub(super) struct Placement {
     pub(super) end: u64,
     /// The free blocks it takes.
     pub(super) run: Run,
+    /// The size-tree nodes of the run's first block already taken out of
+    /// their trees: the one best fit found, removed through its search cursor;
+    /// none for a placement at a hint.
+    pub(super) taken: SizeNodes,
 }
