@@ -65,7 +65,7 @@ impl VaAllocator {
                 .trees
                 .take_free(key, b.end, old, taken)
                 .unwrap_or(SizeNodes::NONE);
-            b.state = if i == 0 {
+            let state = if i == 0 {
                 State::Allocated {
                     nodes,
                     alloc_end: end,
@@ -73,6 +73,7 @@ impl VaAllocator {
             } else {
                 State::Continued(nodes)
             };
+            State::fill(&mut b.state, state);
             if cut_tail && i + 1 == run.len && tail.is_some() {
                 b.end = end;
             }
@@ -132,9 +133,10 @@ impl VaAllocator {
             }
         };
         b.end = start;
-        b.state = self
+        let state = self
             .trees
             .free_state(self.hint_only, run.first, start, nodes);
+        State::fill(&mut b.state, state);
         self.blocks.insert(head.node.into_node(
             start,
             Block {
@@ -218,11 +220,11 @@ impl VaAllocator {
         if start == key {
             let (_, b) = cur.current_mut();
             b.end = end;
-            b.state = state;
+            State::fill(&mut b.state, state);
         } else {
             if let Some((_, p)) = cur.peek_prev_mut() {
                 p.end = end;
-                p.state = state;
+                State::fill(&mut p.state, state);
             }
             let (_, node) = cur.remove_current();
             surplus.blocks[1] = Some(node.into_reservation());

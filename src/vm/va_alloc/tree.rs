@@ -83,6 +83,22 @@ impl State {
     /// A free state holding no node, to put in a block while its state is
     /// moved out.
     pub(super) const VACANT: Self = Self::Free(None);
+
+    /// Put `new` in `slot`, which normally holds [`Self::VACANT`] (its state was
+    /// moved out to be changed). Dropping a vacant state frees nothing, so it
+    /// is skipped: a plain assignment calls the enum's out-of-line drop glue,
+    /// one call per block update on the hot paths. Anything else that was in
+    /// `slot` is dropped as usual. O(1).
+    #[inline(always)]
+    pub(super) fn fill(slot: &mut Self, new: Self) {
+        let old = mem::replace(slot, new);
+        if let Self::Free(None) = old {
+            // Holds no node: nothing to free.
+            mem::forget(old);
+        } else {
+            drop(old);
+        }
+    }
 }
 
 /// One block `[start, end)`; the start is its key in the block tree.
