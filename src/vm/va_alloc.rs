@@ -154,6 +154,7 @@
 //!   compiled only with KUnit;
 //! - `tests`: the KUnit suite `hlrs_va_alloc`.
 
+mod best_fit;
 mod commit;
 mod place;
 mod spare;
@@ -535,10 +536,7 @@ impl VaAllocator {
     /// places the request afresh. An exact fit needs no node, a cut one piece
     /// (two for an allocated part behind a free front).
     pub(crate) fn alloc_cached(&mut self, req: VaRequest) -> Result<u64, AllocOutcome> {
-        let (p, head, tail) = self.place(&req, None)?;
-        let start = p.start;
-        self.commit(p, head, tail);
-        Ok(start)
+        self.allocate(&req, None)
     }
 
     /// Allocate a block using nodes reserved by [`Self::prepare`]; never
@@ -562,13 +560,10 @@ impl VaAllocator {
     ) -> Result<u64, VaAllocError> {
         self.spare.count_fresh(VaReservations::NODES);
         // Two fresh pieces cover any placement, so `NeedNodes` cannot happen.
-        let (p, head, tail) = self.place(&req, Some(res)).map_err(|o| match o {
+        self.allocate(&req, Some(res)).map_err(|o| match o {
             AllocOutcome::Failed(e) => e,
             AllocOutcome::NeedNodes => VaAllocError::NoMemory,
-        })?;
-        let start = p.start;
-        self.commit(p, head, tail);
-        Ok(start)
+        })
     }
 
     /// Free the allocation at `start` (upstream `add_va_block`); it merges with

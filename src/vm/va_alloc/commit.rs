@@ -95,7 +95,7 @@ impl VaAllocator {
 
     /// Insert the free tail `[end, run.last_end)`, which [`Self::commit`] cut
     /// off the allocation's last segment, with the nodes of `tail`. O(log n).
-    fn cut_tail(&mut self, run: &Run, end: u64, tail: Piece) {
+    pub(super) fn cut_tail(&mut self, run: &Run, end: u64, tail: Piece) {
         let nodes = self.own(tail.sizes);
         let state = self.free_state(end, run.last_end, nodes);
         self.blocks.insert(tail.node.into_node(
@@ -197,6 +197,7 @@ impl VaAllocator {
         if !is_edge(segment_end) {
             if let Some(next) = take_free_block(cur.peek_next_mut()) {
                 end = next.1;
+                nodes = self.trees.unpark(nodes, key, segment_end);
                 let [keep, rest] = self.trees.absorb(nodes, next);
                 nodes = keep;
                 surplus.sizes[0] = rest;
@@ -209,6 +210,7 @@ impl VaAllocator {
         if !is_edge(key) {
             if let Some(prev) = take_free_block(cur.peek_prev_mut()) {
                 start = prev.0;
+                nodes = self.trees.unpark(nodes, key, segment_end);
                 let [keep, rest] = self.trees.absorb(nodes, prev);
                 nodes = keep;
                 surplus.sizes[1] = rest;
@@ -216,6 +218,12 @@ impl VaAllocator {
             }
         }
 
+        // Unmerged, a parked entry is already the free block's entry (see
+        // `best_fit`), unless the block is hint-only (never parked, checked
+        // all the same).
+        if hint_only.is_some_and(|h| h.start <= start && start < h.end) {
+            nodes = self.trees.unpark(nodes, key, segment_end);
+        }
         let state = self.trees.free_state(hint_only, start, end, nodes);
         if start == key {
             let (_, b) = cur.current_mut();

@@ -94,19 +94,22 @@ impl VaAllocator {
         }
     }
 
-    /// Where `req` goes, with the pieces [`Self::commit`] needs for it: from
-    /// `fresh` first, then from the spare cache
-    /// ([`super::spare::SpareCache::take_pieces`]). O(log n).
+    /// Allocate `req`: decide where it goes, then commit it with the pieces
+    /// it needs, from `fresh` first, then from the spare cache
+    /// ([`super::spare::SpareCache::take_pieces`]). Page-class best fit
+    /// commits where it finds its block ([`Self::alloc_page_best_fit`]); a
+    /// hint or the extra class go through [`Self::commit`]. O(log n)
+    /// (amortised for best fit).
     ///
-    /// On failure nothing changed but `fresh` going to the spare cache: the
+    /// On failure no block changed and `fresh` went to the spare cache: the
     /// request's error, or `NeedNodes` when the cache does not cover the
     /// pieces (never with `fresh`).
     #[inline(always)]
-    pub(super) fn place(
+    pub(super) fn allocate(
         &mut self,
         req: &VaRequest,
         fresh: Option<VaReservations>,
-    ) -> Result<(Placement, Option<Piece>, Option<Piece>), AllocOutcome> {
+    ) -> Result<u64, AllocOutcome> {
         let target = match self.target(req) {
             Ok(t) => t,
             Err(e) => {
@@ -114,17 +117,23 @@ impl VaAllocator {
                 return Err(e.into());
             }
         };
-        match target {
+        let (p, head, tail) = match target {
             Target::At(p) => {
                 let classes = self.classes();
                 let (head, tail) = self
                     .spare
                     .take_pieces(&p, fresh, classes)
                     .ok_or(AllocOutcome::NeedNodes)?;
-                Ok((p, head, tail))
+                (p, head, tail)
             }
-            Target::BestFit { size, class } => self.take_best_fit(size, class, fresh),
-        }
+            Target::BestFit { size, class } if !class.extra => {
+                return self.alloc_page_best_fit(size, fresh);
+            }
+            Target::BestFit { size, class } => self.take_best_fit(size, class, fresh)?,
+        };
+        let start = p.start;
+        self.commit(p, head, tail);
+        Ok(start)
     }
 
     /// Where `req` goes, without changing anything: at its hint, or by best fit
