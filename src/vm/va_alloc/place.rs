@@ -117,6 +117,23 @@ impl VaAllocator {
                 return Err(e.into());
             }
         };
+        match target {
+            Target::BestFit { size, class } if !class.extra => {
+                self.alloc_page_best_fit(size, fresh)
+            }
+            other => self.alloc_placed(other, fresh),
+        }
+    }
+
+    /// [`Self::allocate`] at a hint or by best fit in the extra class: the
+    /// placement, its pieces, then [`Self::commit`]. Out of line, so that the
+    /// page-class best fit, the common case, stays short. O(log n).
+    #[inline(never)]
+    fn alloc_placed(
+        &mut self,
+        target: Target,
+        fresh: Option<VaReservations>,
+    ) -> Result<u64, AllocOutcome> {
         let (p, head, tail) = match target {
             Target::At(p) => {
                 let classes = self.classes();
@@ -125,9 +142,6 @@ impl VaAllocator {
                     .take_pieces(&p, fresh, classes)
                     .ok_or(AllocOutcome::NeedNodes)?;
                 (p, head, tail)
-            }
-            Target::BestFit { size, class } if !class.extra => {
-                return self.alloc_page_best_fit(size, fresh);
             }
             Target::BestFit { size, class } => self.take_best_fit(size, class, fresh)?,
         };
