@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The decision step of the VA block allocator: where a request goes, found
-//! without changing anything, so that a failed request changes nothing and the
-//! commit step ([`super::commit`]) has no failure path. Best fit alone takes
-//! the block it found out of its size tree, through its search cursor, but
-//! only once the tree nodes the commit needs are in hand.
+//! without changing any block, so that a failed request changes nothing and
+//! the commit step ([`super::commit`]) has no failure path; and the allocate
+//! entry that dispatches to it or to page-class best fit
+//! ([`super::best_fit`]). Best fit in the 2 MiB class takes the block it found
+//! out of its size tree, through its search cursor, but only once the tree
+//! nodes the commit needs are in hand.
 //!
 //! n is the number of blocks in the range.
 
