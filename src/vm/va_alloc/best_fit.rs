@@ -26,7 +26,7 @@
 use super::{
     spare::{SpareCache, VaReservations},
     tree::{
-        aligned_size, key_parts, size_key, Block, ExtraClass, Placement, Run, SizeKey, SizeNodeRes,
+        extra_node, key_parts, size_key, Block, ExtraClass, Placement, Run, SizeKey, SizeNodeRes,
         SizeNodes, SizeTrees, State,
     },
     AllocOutcome, VaAllocError, VaAllocator,
@@ -146,14 +146,7 @@ fn take_block(
             return;
         }
     };
-    let extra = match (held, extra) {
-        (Some(r), _) => Some(r),
-        (None, Some(x)) => x
-            .tree
-            .remove_node(&size_key(aligned_size(start, block_end, x.align), start))
-            .map(RBTreeNode::into_reservation),
-        (None, None) => None,
-    };
+    let extra = extra_node(held, extra, start, block_end);
     b.end = end;
     State::fill(
         &mut b.state,

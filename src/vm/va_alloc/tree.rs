@@ -172,14 +172,7 @@ impl SizeTrees {
                 .remove_node(&size_key(end.saturating_sub(start), start))
                 .map(RBTreeNode::into_reservation),
         };
-        let extra = match (held.or(taken.extra), self.extra.as_mut()) {
-            (Some(r), _) => Some(r),
-            (None, Some(x)) => x
-                .tree
-                .remove_node(&size_key(aligned_size(start, end, x.align), start))
-                .map(RBTreeNode::into_reservation),
-            (None, None) => None,
-        };
+        let extra = extra_node(held.or(taken.extra), self.extra.as_mut(), start, end);
         SizeNodes { base, extra }
     }
 
@@ -232,6 +225,27 @@ impl SizeTrees {
             State::FreeHintOnly(nodes) => Ok(nodes),
             other => Err(other),
         }
+    }
+}
+
+/// The extra-class node of the free block `[start, end)`: `held` if it holds
+/// it (or it was already taken out), else taken out of the tree of `extra`.
+/// `None` without an extra class. O(log n) when the tree is searched, O(1)
+/// otherwise.
+#[inline(always)]
+pub(super) fn extra_node(
+    held: Option<SizeNodeRes>,
+    extra: Option<&mut ExtraClass>,
+    start: u64,
+    end: u64,
+) -> Option<SizeNodeRes> {
+    match (held, extra) {
+        (Some(r), _) => Some(r),
+        (None, Some(x)) => x
+            .tree
+            .remove_node(&size_key(aligned_size(start, end, x.align), start))
+            .map(RBTreeNode::into_reservation),
+        (None, None) => None,
     }
 }
 
