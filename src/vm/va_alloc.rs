@@ -85,7 +85,8 @@
 //! | tree-node memory per allocate+free | list entries are `kmalloc`ed and `kfree`d as blocks split and merge | none in steady state: taking from or giving to the spare cache is O(1); on a cache miss one [`VaAllocator::prepare`] (six `kmalloc`s, O(1)) and a second O(log n) placement |
 //!
 //! Memory: one `blocks` node per block plus one size-tree node per class for
-//! every block (linked while free and searchable, held spare otherwise). An
+//! every block (linked while free and searchable, or parked, held by the block
+//! otherwise). An
 //! allocation needs at most two *pieces* (a `blocks` node and one size-tree node
 //! per class each): one for an allocated part cut off behind a free front, one
 //! for a free tail. [`VaAllocator::prepare`] reserves that worst case, two
@@ -410,14 +411,17 @@ fn hint_only_span(span: VaSpan, page: u64, r: VaSpan) -> Result<Option<VaSpan>> 
 ///   one node in `trees.extra`, keyed `(aligned_size(.., align), start)`, and
 ///   holds none in its state; one whose `aligned_size` is 0 holds its
 ///   extra-class node in its state (`Free(Some(_))`). Without an extra class,
-///   `Free` holds nothing. The size trees hold nothing else.
+///   `Free` holds nothing. The size trees hold nothing else, except parked
+///   entries: an `Allocated` block whose `nodes.base` is `None` is a whole
+///   allocation of one segment outside `hint_only`, and `trees.base` holds its
+///   entry `(length, start)` (see [`best_fit`]).
 /// - Two free blocks are adjacent only at an edge of `hint_only`: free space is
 ///   otherwise always merged.
 /// - An allocation `[s, e)` is an `Allocated { alloc_end: e }` block at `s`,
 ///   followed by `Continued` blocks up to `e`; its segments meet only at edges of
 ///   `hint_only`.
-/// - Every block holds or has linked one size-tree node per class, ready for
-///   when it is free (or merged).
+/// - Every block holds or has linked (or parked) one size-tree node per
+///   class, ready for when it is free (or merged).
 /// - `free_blocks` is the number of free blocks in `blocks`, `allocations` the
 ///   number of `Allocated` blocks.
 /// - `spare` never grows past the capacity reserved at construction (see

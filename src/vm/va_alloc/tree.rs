@@ -67,7 +67,9 @@ pub(super) enum State {
     /// Free and inside the hint-only span: reachable by hint only, so not in the
     /// size trees; holds its size-tree nodes.
     FreeHintOnly(SizeNodes),
-    /// The first (usually only) segment of the allocation `[start, alloc_end)`.
+    /// The first (usually only) segment of the allocation `[start, alloc_end)`,
+    /// with its size-tree nodes; `nodes.base` is `None` while its page-class
+    /// entry is parked in the page-class tree (see `super::best_fit`).
     Allocated { nodes: SizeNodes, alloc_end: u64 },
     /// A further segment of the allocation that starts in the block before: an
     /// allocation made by hint across an edge of the hint-only span.
