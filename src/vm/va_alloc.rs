@@ -29,8 +29,19 @@
 //!   extra-class node in its state instead, so small free blocks, the common
 //!   case, cost no extra-class tree update when they are allocated or freed.
 //! - A size-tree key gives the block's end (start plus length, or aligned
-//!   start plus usable size), so best fit does not search the block tree; the
-//!   free merges with its neighbours through one block-tree cursor.
+//!   start plus usable size), so best fit does not search the block tree to
+//!   place a request; the free merges with its neighbours through one
+//!   block-tree cursor. Best fit takes the node it found out of its tree
+//!   through the cursor of its search, never through a second search.
+//! - **Parked entries** ([`best_fit`]): an allocation that fills a free block
+//!   exactly leaves the block's page-class entry `(length, start)` linked in
+//!   the size tree and holds no page-class node; freed without a merge, the
+//!   free block's entry is already in place. So a repeated allocate+free of
+//!   exact fits does no size-tree update at all. While the block is
+//!   allocated the entry is *stale*: best fit, which looks its candidate's
+//!   block up anyway to allocate it, removes a stale entry through its cursor,
+//!   gives its node back to the allocation and takes the next entry in size
+//!   order, so the placement is unchanged.
 //! - The hint-reserved span (`hints_*_reserved_va_range`), rounded out to whole
 //!   pages and called the *hint-only span* here, splits free blocks at its two
 //!   edges. Free blocks inside it are kept out of the size trees, so a no-hint
@@ -39,9 +50,11 @@
 //!   a unit.
 //! - Every allocated block keeps the size-tree nodes it needs once it is free,
 //!   so [`VaAllocator::free`] never allocates and cannot fail for lack of memory;
-//!   it does not depend on the spare cache below. A request is decided without
-//!   touching the state and then committed by code with no failure path, so a
-//!   failed call changes nothing.
+//!   it does not depend on the spare cache below (an allocation with a parked
+//!   entry has its node in the size tree). A request is decided without
+//!   touching the blocks and then committed by code with no failure path, so a
+//!   failed call changes no block (best fit may have removed stale entries on
+//!   the way, which only gives their nodes back to their allocations).
 //! - A bounded **spare cache** of tree nodes: nodes that a free, a merge,
 //!   [`VaAllocator::clear`] or an allocation's unused reservations give back are
 //!   kept, as empty node memory
@@ -64,15 +77,16 @@
 //!
 //! | operation | upstream (sorted list of free blocks) | here |
 //! |---|---|---|
-//! | allocate, no hint | O(n) scan for best fit, O(n) more to re-insert the front part | O(log n), also with the 2 MiB class: an exact fit is one search and one removal in the page-class tree and one block-tree search (plus one removal in the 2 MiB tree for a block that holds an aligned address) |
+//! | allocate, no hint | O(n) scan for best fit, O(n) more to re-insert the front part | O(log n) amortised, also with the 2 MiB class. Page class, exact fit: one page-class search and one block-tree search, no tree update (the entry is parked; plus one removal in the 2 MiB tree for a block that holds an aligned address); a cut also removes the entry through the search's cursor and inserts the tail (one insertion per tree). Each stale entry met costs one block-tree search and an O(1) amortised removal, and each is met once: O((k + 1) log n) for a request that meets k of them |
 //! | allocate with hint | O(n) scan until the hint's block | O(log n) |
-//! | free | O(n) overlap scan and insertion | O(log n): one block-tree search (the neighbours through its cursor), one insertion per size tree that takes the block, one removal per merged neighbour |
+//! | free | O(n) overlap scan and insertion | O(log n): one block-tree search (the neighbours through its cursor); no size-tree update for a parked exact fit that merges nothing, else one insertion per size tree that takes the block, one removal per merged neighbour (and one for a parked entry) |
 //! | bad-free detection | overlap with free blocks only; allocations are not recorded | exact: start and size must match one allocation |
 //! | [`VaAllocator::clear`] | O(n) | O(n log n), and it reports leaked allocations |
 //! | tree-node memory per allocate+free | list entries are `kmalloc`ed and `kfree`d as blocks split and merge | none in steady state: taking from or giving to the spare cache is O(1); on a cache miss one [`VaAllocator::prepare`] (six `kmalloc`s, O(1)) and a second O(log n) placement |
 //!
 //! Memory: one `blocks` node per block plus one size-tree node per class for
-//! every block (linked while free and searchable, held spare otherwise). An
+//! every block (linked while free and searchable, or parked, held by the block
+//! otherwise). An
 //! allocation needs at most two *pieces* (a `blocks` node and one size-tree node
 //! per class each): one for an allocated part cut off behind a free front, one
 //! for a free tail. [`VaAllocator::prepare`] reserves that worst case, two
@@ -90,15 +104,31 @@
 //!
 //! # Cost of the hot path
 //!
-//! The kernel builds Rust with `opt-level=s` (`CONFIG_CC_OPTIMIZE_FOR_SIZE`):
-//! left to the compiler, the decide and commit steps were separate calls that
-//! moved the 72-byte `Placement` and the pieces through `memcpy`, and an
-//! allocate+free pair, lock aside, cost 2.2 us under QEMU TCG at 100 live
-//! blocks (`drm_mm`: about 1.0 us), of which the tree searches were about
-//! 0.5 us; inlined, it costs 1.05 us. The steps of [`VaAllocator::alloc_cached`],
-//! [`VaAllocator::alloc_with`] and [`VaAllocator::free`] are therefore
-//! `#[inline(always)]` (each has one to five call sites).
+//! Measured under QEMU TCG on the production-configured kernel (`make
+//! bench`, Rust at `-O2`), warm, one allocate+free of a random size class at
+//! 100 / 1,000 / 10,000 / 100,000 live blocks, the lock held across the batch
+//! (2026-12-04, during issue 23):
 //!
+//! | part | ns |
+//! |---|---|
+//! | the whole pair (exact fits, parked) | 467 / 535 / 664 / 943 |
+//! | `drm_mm` best fit, the same | 498 / 648 / 829 / 1,326 |
+//! | page-class lower-bound search | 71 / 104 / 147 / 233 |
+//! | block-tree search | 34 / 45 / 76 / 115 |
+//! | block-tree cursor and both neighbours (the free) | 65 / 88 / 128 / 172 |
+//! | what parking saves: removing the entry and inserting it back | 181 / 309 / 413 / 562 |
+//!
+//! So a pair is three searches (best fit, the block to allocate, the block to
+//! free), two neighbour steps and about 300 ns of its own code; each call
+//! through `ContextVm` adds a mutex lock and unlock (about 75 ns a pair, as
+//! for `drm_mm`). Under TCG every out-of-line call and every jump to another
+//! page of code costs a lookup of the translated block, so the hot paths are
+//! kept short: page-class best fit and a free that merges nothing are inlined
+//! into [`VaAllocator::alloc_cached`] and [`VaAllocator::free`] (`#[inline(always)]`),
+//! while hints, the 2 MiB class and merges go to out-of-line functions
+//! (`alloc_placed`, `merge_free`), and a block's new state is written without
+//! the enum's out-of-line drop of the vacant one (`State::fill`).
+
 //! # Differences from upstream, on purpose
 //!
 //! - A hint whose `[hint, hint + size)` ends exactly on the last byte of a free
@@ -145,7 +175,10 @@
 //!   allocate and free entry points, the views debugfs uses);
 //! - [`tree`]: the block tree, the size trees and the size-tree nodes each
 //!   block owns;
-//! - [`place`]: the decision step, read-only (best fit, hints);
+//! - [`place`]: the decision step, read-only (hints, best fit in the 2 MiB
+//!   class), and the allocate entry that dispatches;
+//! - [`best_fit`]: best fit in the page class, committed where it is found,
+//!   and the parked size-tree entries;
 //! - [`commit`]: the commit step, with no failure paths (carving an
 //!   allocation out, freeing one with its merges);
 //! - [`spare`]: the spare cache of tree nodes;
@@ -154,6 +187,7 @@
 //!   compiled only with KUnit;
 //! - `tests`: the KUnit suite `hlrs_va_alloc`.
 
+mod best_fit;
 mod commit;
 mod place;
 mod spare;
@@ -377,14 +411,17 @@ fn hint_only_span(span: VaSpan, page: u64, r: VaSpan) -> Result<Option<VaSpan>> 
 ///   one node in `trees.extra`, keyed `(aligned_size(.., align), start)`, and
 ///   holds none in its state; one whose `aligned_size` is 0 holds its
 ///   extra-class node in its state (`Free(Some(_))`). Without an extra class,
-///   `Free` holds nothing. The size trees hold nothing else.
+///   `Free` holds nothing. The size trees hold nothing else, except parked
+///   entries: an `Allocated` block whose `nodes.base` is `None` is a whole
+///   allocation of one segment outside `hint_only`, and `trees.base` holds its
+///   entry `(length, start)` (see [`best_fit`]).
 /// - Two free blocks are adjacent only at an edge of `hint_only`: free space is
 ///   otherwise always merged.
 /// - An allocation `[s, e)` is an `Allocated { alloc_end: e }` block at `s`,
 ///   followed by `Continued` blocks up to `e`; its segments meet only at edges of
 ///   `hint_only`.
-/// - Every block holds or has linked one size-tree node per class, ready for
-///   when it is free (or merged).
+/// - Every block holds or has linked (or parked) one size-tree node per
+///   class, ready for when it is free (or merged).
 /// - `free_blocks` is the number of free blocks in `blocks`, `allocations` the
 ///   number of `Allocated` blocks.
 /// - `spare` never grows past the capacity reserved at construction (see
@@ -535,14 +572,7 @@ impl VaAllocator {
     /// places the request afresh. An exact fit needs no node, a cut one piece
     /// (two for an allocated part behind a free front).
     pub(crate) fn alloc_cached(&mut self, req: VaRequest) -> Result<u64, AllocOutcome> {
-        let p = self.place(&req)?;
-        let (head, tail) = self
-            .spare
-            .take_pieces(&p, None, self.classes())
-            .ok_or(AllocOutcome::NeedNodes)?;
-        let start = p.start;
-        self.commit(p, head, tail);
-        Ok(start)
+        self.allocate(&req, None)
     }
 
     /// Allocate a block using nodes reserved by [`Self::prepare`]; never
@@ -565,23 +595,11 @@ impl VaAllocator {
         res: VaReservations,
     ) -> Result<u64, VaAllocError> {
         self.spare.count_fresh(VaReservations::NODES);
-        let p = match self.place(&req) {
-            Ok(p) => p,
-            Err(e) => {
-                self.spare.stash_piece(res.head);
-                self.spare.stash_piece(res.tail);
-                return Err(e);
-            }
-        };
-        let start = p.start;
-        // Two fresh pieces cover any placement, so this cannot fail.
-        let classes = self.classes();
-        let (head, tail) = self
-            .spare
-            .take_pieces(&p, Some(res), classes)
-            .ok_or(VaAllocError::NoMemory)?;
-        self.commit(p, head, tail);
-        Ok(start)
+        // Two fresh pieces cover any placement, so `NeedNodes` cannot happen.
+        self.allocate(&req, Some(res)).map_err(|o| match o {
+            AllocOutcome::Failed(e) => e,
+            AllocOutcome::NeedNodes => VaAllocError::NoMemory,
+        })
     }
 
     /// Free the allocation at `start` (upstream `add_va_block`); it merges with

@@ -10,11 +10,12 @@
 
 use super::{
     spare::{Piece, SpareCache},
-    tree::{take_free_block, Block, BlockNodeRes, Placement, Run, SizeNodes, State},
+    tree::{take_free_block, Block, BlockNodeRes, Placement, Run, SizeNodes, SizeTrees, State},
     VaAllocator,
 };
+use crate::asic::VaSpan;
 use core::mem;
-use kernel::rbtree::RBTreeNode;
+use kernel::rbtree::{CursorMut, RBTreeNode};
 
 impl VaAllocator {
     /// Move the extra-class node to the spare cache if the allocator has no
@@ -46,19 +47,26 @@ impl VaAllocator {
     /// needed; one that is not goes to the spare cache.
     #[inline(always)]
     pub(super) fn commit(&mut self, p: Placement, head: Option<Piece>, tail: Option<Piece>) {
-        let Placement { start, end, run } = p;
+        let Placement {
+            start,
+            end,
+            run,
+            mut taken,
+        } = p;
         let cut_tail = run.last_end > end;
         for (i, &key) in run.keys.iter().take(run.len).enumerate() {
             let Some(b) = self.blocks.get_mut(&key) else {
                 continue;
             };
             let old = mem::replace(&mut b.state, State::VACANT);
-            // The run holds free blocks only, whose state always yields nodes.
+            // The run holds free blocks only, whose state always yields nodes;
+            // `taken` belongs to the first.
+            let taken = mem::replace(&mut taken, SizeNodes::NONE);
             let nodes = self
                 .trees
-                .take_free(key, b.end, old)
+                .take_free(key, b.end, old, taken)
                 .unwrap_or(SizeNodes::NONE);
-            b.state = if i == 0 {
+            let state = if i == 0 {
                 State::Allocated {
                     nodes,
                     alloc_end: end,
@@ -66,6 +74,7 @@ impl VaAllocator {
             } else {
                 State::Continued(nodes)
             };
+            State::fill(&mut b.state, state);
             if cut_tail && i + 1 == run.len && tail.is_some() {
                 b.end = end;
             }
@@ -87,7 +96,7 @@ impl VaAllocator {
 
     /// Insert the free tail `[end, run.last_end)`, which [`Self::commit`] cut
     /// off the allocation's last segment, with the nodes of `tail`. O(log n).
-    fn cut_tail(&mut self, run: &Run, end: u64, tail: Piece) {
+    pub(super) fn cut_tail(&mut self, run: &Run, end: u64, tail: Piece) {
         let nodes = self.own(tail.sizes);
         let state = self.free_state(end, run.last_end, nodes);
         self.blocks.insert(tail.node.into_node(
@@ -125,9 +134,10 @@ impl VaAllocator {
             }
         };
         b.end = start;
-        b.state = self
+        let state = self
             .trees
             .free_state(self.hint_only, run.first, start, nodes);
+        State::fill(&mut b.state, state);
         self.blocks.insert(head.node.into_node(
             start,
             Block {
@@ -170,7 +180,11 @@ impl VaAllocator {
     /// nothing changes.
     ///
     /// O(log n): one search in the block tree (the neighbours are reached and
-    /// removed through its cursor) and the size-tree updates.
+    /// removed through its cursor) and the size-tree updates: none for a
+    /// segment that parked its page-class entry and merges with nothing (the
+    /// common case of an exact fit freed, see `best_fit`), the insertion of its
+    /// page-class entry otherwise, plus the removals and insertions of the
+    /// merges ([`merge_free`], out of line: the hot path stays short).
     #[inline(always)]
     fn free_segment(&mut self, key: u64, alloc_end: Option<u64>) -> Option<u64> {
         let hint_only = self.hint_only;
@@ -181,50 +195,80 @@ impl VaAllocator {
         if k != key {
             return None;
         }
-        let mut nodes = take_segment(b, alloc_end)?;
-        let mut surplus = Surplus::NONE;
-
-        let mut end = segment_end;
-        if !is_edge(segment_end) {
-            if let Some(next) = take_free_block(cur.peek_next_mut()) {
-                end = next.1;
-                let [keep, rest] = self.trees.absorb(nodes, next);
-                nodes = keep;
-                surplus.sizes[0] = rest;
-                surplus.blocks[0] = cur.remove_next().map(RBTreeNode::into_reservation);
-                surplus.merged += 1;
-            }
-        }
-
-        let mut start = key;
-        if !is_edge(key) {
-            if let Some(prev) = take_free_block(cur.peek_prev_mut()) {
-                start = prev.0;
-                let [keep, rest] = self.trees.absorb(nodes, prev);
-                nodes = keep;
-                surplus.sizes[1] = rest;
-                surplus.merged += 1;
-            }
-        }
-
-        let state = self.trees.free_state(hint_only, start, end, nodes);
-        if start == key {
-            let (_, b) = cur.current_mut();
-            b.end = end;
-            b.state = state;
+        let nodes = take_segment(b, alloc_end)?;
+        let is_free = |e: Option<(&u64, &Block)>| e.is_some_and(|(_, b)| b.state.is_free());
+        let merges = (!is_edge(segment_end) && is_free(cur.peek_next()))
+            || (!is_edge(key) && is_free(cur.peek_prev()))
+            || hint_only.is_some_and(|h| h.start <= key && key < h.end);
+        if merges {
+            let merged = merge_free(cur, &mut self.trees, hint_only, nodes, (key, segment_end))
+                .stash(&mut self.spare);
+            self.free_blocks = (self.free_blocks + 1).saturating_sub(merged);
         } else {
-            if let Some((_, p)) = cur.peek_prev_mut() {
-                p.end = end;
-                p.state = state;
-            }
-            let (_, node) = cur.remove_current();
-            surplus.blocks[1] = Some(node.into_reservation());
+            // A parked entry is already the free block's entry.
+            let state = State::Free(self.trees.link(key, segment_end, nodes));
+            let (_, b) = cur.current_mut();
+            State::fill(&mut b.state, state);
+            self.free_blocks += 1;
         }
-
-        self.free_blocks = (self.free_blocks + 1).saturating_sub(surplus.merged);
-        surplus.stash(&mut self.spare);
         Some(segment_end)
     }
+}
+
+/// Free the segment `[key, segment_end)` under `cur`, whose size-tree nodes
+/// are `nodes`, merging it with its free neighbours that are not behind an
+/// edge of `hint_only` (or making it a hint-only free block): the slow path of
+/// [`VaAllocator::free_segment`]. Returns what the merges make surplus, for
+/// the spare cache. O(log n): the parked entry's removal, one removal per
+/// merged neighbour, the insertion of the merged block, all in the size
+/// trees; the block-tree nodes are removed through `cur`.
+#[inline(never)]
+fn merge_free(
+    mut cur: CursorMut<'_, u64, Block>,
+    trees: &mut SizeTrees,
+    hint_only: Option<VaSpan>,
+    mut nodes: SizeNodes,
+    (key, segment_end): (u64, u64),
+) -> Surplus {
+    let is_edge = |a: u64| hint_only.is_some_and(|h| a == h.start || a == h.end);
+    // Merged or hint-only, the block's entry changes: a parked one goes.
+    nodes = trees.unpark(nodes, key, segment_end);
+    let mut surplus = Surplus::NONE;
+    let mut end = segment_end;
+    if !is_edge(segment_end) {
+        if let Some(next) = take_free_block(cur.peek_next_mut()) {
+            end = next.1;
+            let [keep, rest] = trees.absorb(nodes, next);
+            nodes = keep;
+            surplus.sizes[0] = rest;
+            surplus.blocks[0] = cur.remove_next().map(RBTreeNode::into_reservation);
+            surplus.merged += 1;
+        }
+    }
+    let mut start = key;
+    if !is_edge(key) {
+        if let Some(prev) = take_free_block(cur.peek_prev_mut()) {
+            start = prev.0;
+            let [keep, rest] = trees.absorb(nodes, prev);
+            nodes = keep;
+            surplus.sizes[1] = rest;
+            surplus.merged += 1;
+        }
+    }
+    let state = trees.free_state(hint_only, start, end, nodes);
+    if start == key {
+        let (_, b) = cur.current_mut();
+        b.end = end;
+        State::fill(&mut b.state, state);
+    } else {
+        if let Some((_, p)) = cur.peek_prev_mut() {
+            p.end = end;
+            State::fill(&mut p.state, state);
+        }
+        let (_, node) = cur.remove_current();
+        surplus.blocks[1] = Some(node.into_reservation());
+    }
+    surplus
 }
 
 /// The size-tree nodes of the block `b` if it is the segment
@@ -270,9 +314,10 @@ impl Surplus {
         merged: 0,
     };
 
-    /// Give the nodes to `spare`, which keeps what it has room for. O(1).
+    /// Give the nodes to `spare`, which keeps what it has room for. Returns
+    /// the number of merges. O(1).
     #[inline(always)]
-    fn stash(self, spare: &mut SpareCache) {
+    fn stash(self, spare: &mut SpareCache) -> usize {
         if self.merged > 0 {
             for r in self.blocks.into_iter().flatten() {
                 spare.stash_block(r);
@@ -281,5 +326,6 @@ impl Surplus {
                 spare.stash_sizes(n);
             }
         }
+        self.merged
     }
 }

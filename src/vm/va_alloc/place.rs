@@ -1,15 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The decision step of the VA block allocator: where a request goes, found
-//! without changing anything (read-only), so that a failed request changes
-//! nothing and the commit step ([`super::commit`]) has no failure path.
+//! without changing any block, so that a failed request changes nothing and
+//! the commit step ([`super::commit`]) has no failure path; and the allocate
+//! entry that dispatches to it or to page-class best fit
+//! ([`super::best_fit`]). Best fit in the 2 MiB class takes the block it found
+//! out of its size tree, through its search cursor, but only once the tree
+//! nodes the commit needs are in hand.
 //!
 //! n is the number of blocks in the range.
 
 use super::{
-    tree::{align_up, key_parts, size_key, Placement, Run},
-    VaAllocError, VaAllocator, VaRequest,
+    spare::{Piece, VaReservations},
+    tree::{align_up, key_parts, size_key, Placement, Run, SizeKey, SizeNodes, SizeTree},
+    AllocOutcome, VaAllocError, VaAllocator, VaRequest,
 };
+use kernel::rbtree::CursorMut;
 
 /// The alignment class of a request.
 #[derive(Clone, Copy)]
@@ -18,6 +24,20 @@ struct Class {
     align: u64,
     /// Whether it is the extra class.
     extra: bool,
+}
+
+/// Where a request goes, as [`VaAllocator::target`] decides it.
+enum Target {
+    /// At its hint: the placement, found without changing anything.
+    At(Placement),
+    /// By best fit ([`VaAllocator::take_best_fit`]): `size` bytes (whole
+    /// pages) of `class`.
+    BestFit {
+        /// The size, rounded up to whole pages.
+        size: u64,
+        /// The alignment class.
+        class: Class,
+    },
 }
 
 impl VaAllocator {
@@ -76,9 +96,66 @@ impl VaAllocator {
         }
     }
 
-    /// Where `req` goes, without changing anything. O(log n).
+    /// Allocate `req`: decide where it goes, then commit it with the pieces
+    /// it needs, from `fresh` first, then from the spare cache
+    /// ([`super::spare::SpareCache::take_pieces`]). Page-class best fit
+    /// commits where it finds its block ([`Self::alloc_page_best_fit`]); a
+    /// hint or the extra class go through [`Self::commit`]. O(log n)
+    /// (amortised for best fit).
+    ///
+    /// On failure no block changed and `fresh` went to the spare cache: the
+    /// request's error, or `NeedNodes` when the cache does not cover the
+    /// pieces (never with `fresh`).
     #[inline(always)]
-    pub(super) fn place(&self, req: &VaRequest) -> Result<Placement, VaAllocError> {
+    pub(super) fn allocate(
+        &mut self,
+        req: &VaRequest,
+        fresh: Option<VaReservations>,
+    ) -> Result<u64, AllocOutcome> {
+        let target = match self.target(req) {
+            Ok(t) => t,
+            Err(e) => {
+                self.spare.stash_fresh(fresh);
+                return Err(e.into());
+            }
+        };
+        match target {
+            Target::BestFit { size, class } if !class.extra => {
+                self.alloc_page_best_fit(size, fresh)
+            }
+            other => self.alloc_placed(other, fresh),
+        }
+    }
+
+    /// [`Self::allocate`] at a hint or by best fit in the extra class: the
+    /// placement, its pieces, then [`Self::commit`]. Out of line, so that the
+    /// page-class best fit, the common case, stays short. O(log n).
+    #[inline(never)]
+    fn alloc_placed(
+        &mut self,
+        target: Target,
+        fresh: Option<VaReservations>,
+    ) -> Result<u64, AllocOutcome> {
+        let (p, head, tail) = match target {
+            Target::At(p) => {
+                let classes = self.classes();
+                let (head, tail) = self
+                    .spare
+                    .take_pieces(&p, fresh, classes)
+                    .ok_or(AllocOutcome::NeedNodes)?;
+                (p, head, tail)
+            }
+            Target::BestFit { size, class } => self.take_best_fit(size, class, fresh)?,
+        };
+        let start = p.start;
+        self.commit(p, head, tail);
+        Ok(start)
+    }
+
+    /// Where `req` goes, without changing anything: at its hint, or by best fit
+    /// ([`Self::take_best_fit`]). O(log n) for a hint, O(1) otherwise.
+    #[inline(always)]
+    fn target(&self, req: &VaRequest) -> Result<Target, VaAllocError> {
         let size = self.round_size(req.size).ok_or(VaAllocError::InvalidSize)?;
         let class = self.class(req.align)?;
         let mut hint = req.hint;
@@ -94,12 +171,12 @@ impl VaAllocator {
             }
         } else {
             match self.place_at(hint, size) {
-                Ok(p) => return Ok(p),
+                Ok(p) => return Ok(Target::At(p)),
                 Err(e) if req.force_hint => return Err(e),
                 Err(_) => {}
             }
         }
-        self.best_fit(size, class).ok_or(VaAllocError::NoSpace)
+        Ok(Target::BestFit { size, class })
     }
 
     /// `[hint, hint + size)` if it is all free. O(log n): the free blocks it may
@@ -122,6 +199,7 @@ impl VaAllocator {
                     start: hint,
                     end,
                     run,
+                    taken: SizeNodes::NONE,
                 });
             }
             let next = block_end;
@@ -134,31 +212,51 @@ impl VaAllocator {
         }
     }
 
-    /// Best fit for `size` bytes of `class`: one lower-bound search in the class's
-    /// size tree. O(log n).
+    /// Best fit for `size` bytes of `class`, with the pieces
+    /// [`Self::commit`] needs for it: from `fresh` first, then from the spare
+    /// cache ([`super::spare::SpareCache::take_pieces`]). O(log n): one lower-bound search in
+    /// the class's size tree; once the pieces are in hand, the node found is
+    /// removed through the search's cursor (O(1) amortised: `rb_erase` and the
+    /// cursor's two neighbours) and handed to the commit in
+    /// [`Placement::taken`], so that the commit does not search that tree
+    /// again.
     ///
     /// The size trees hold only `Free` blocks, and a key gives the block's end
     /// (start plus length, or aligned start plus usable size), so the block
     /// tree is not searched.
+    ///
+    /// `NoSpace` if no free block fits, `NeedNodes` if the spare cache does not
+    /// cover the pieces (never with `fresh`); either way nothing changed but
+    /// `fresh` going to the spare cache.
     #[inline(always)]
-    fn best_fit(&self, size: u64, class: Class) -> Option<Placement> {
-        let (start, key, block_end) = if class.extra {
-            let x = self.trees.extra.as_ref()?;
-            let c = x.tree.cursor_lower_bound(&size_key(size, 0))?;
-            let (usable, key) = key_parts(*c.current().0);
-            let start = align_up(key, x.align)?;
-            (start, key, start.checked_add(usable)?)
-        } else {
-            let c = self.trees.base.cursor_lower_bound(&size_key(size, 0))?;
-            let (len, key) = key_parts(*c.current().0);
-            (key, key, key.checked_add(len)?)
+    fn take_best_fit(
+        &mut self,
+        size: u64,
+        class: Class,
+        fresh: Option<VaReservations>,
+    ) -> Result<(Placement, Option<Piece>, Option<Piece>), AllocOutcome> {
+        let classes = self.classes();
+        let Self { trees, spare, .. } = self;
+        let tree = match (class.extra, trees.extra.as_mut()) {
+            (false, _) => Some((&mut trees.base, None)),
+            (true, Some(x)) => Some((&mut x.tree, Some(x.align))),
+            (true, None) => None,
         };
-        let end = start.checked_add(size)?;
-        (end <= block_end).then(|| Placement {
-            start,
-            end,
-            run: Run::new(key, block_end),
-        })
+        let Some((cur, mut p)) = tree.and_then(|(t, align)| lower_bound_fit(t, size, align)) else {
+            spare.stash_fresh(fresh);
+            return Err(VaAllocError::NoSpace.into());
+        };
+        let (head, tail) = spare
+            .take_pieces(&p, fresh, classes)
+            .ok_or(AllocOutcome::NeedNodes)?;
+        let (_, node) = cur.remove_current();
+        let node = Some(node.into_reservation());
+        if class.extra {
+            p.taken.extra = node;
+        } else {
+            p.taken.base = node;
+        }
+        Ok((p, head, tail))
     }
 
     /// `(start, end, is_free)` of the block holding `addr`. O(log n).
@@ -189,4 +287,36 @@ impl VaAllocator {
         let (&k, b) = c.peek_prev()?;
         Some((k, b.end, b.state.is_free()))
     }
+}
+
+/// Best fit for `size` bytes in the size tree `tree` of blocks aligned to
+/// `align` (`None`: the page class, whose keys are block starts): the cursor
+/// on the smallest usable size `>= size`, ties to the lowest address, and the
+/// placement at the block's aligned start (nothing taken yet). `None` if no
+/// block fits. O(log n): one lower-bound search.
+#[inline(always)]
+fn lower_bound_fit(
+    tree: &mut SizeTree,
+    size: u64,
+    align: Option<u64>,
+) -> Option<(CursorMut<'_, SizeKey, ()>, Placement)> {
+    let cur = tree.cursor_lower_bound_mut(&size_key(size, 0))?;
+    let (usable, key) = key_parts(*cur.current().0);
+    let start = match align {
+        Some(a) => align_up(key, a)?,
+        None => key,
+    };
+    let block_end = start.checked_add(usable)?;
+    let end = start.checked_add(size)?;
+    (end <= block_end).then(|| {
+        (
+            cur,
+            Placement {
+                start,
+                end,
+                run: Run::new(key, block_end),
+                taken: SizeNodes::NONE,
+            },
+        )
+    })
 }

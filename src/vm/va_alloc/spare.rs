@@ -155,6 +155,16 @@ impl SpareCache {
         Some((head, tail))
     }
 
+    /// Keep the nodes of `fresh`, if any, as far as the cache has room: a
+    /// request refused before it took anything gives them back. O(1).
+    #[inline(always)]
+    pub(super) fn stash_fresh(&mut self, fresh: Option<VaReservations>) {
+        if let Some(r) = fresh {
+            self.stash_piece(r.head);
+            self.stash_piece(r.tail);
+        }
+    }
+
     /// One piece from the spare cache: a block-tree node and a size-tree node
     /// per class (`classes` of them: 1, or 2 with the extra class). O(1).
     fn pop_piece(&mut self, classes: usize) -> Option<Piece> {

@@ -143,7 +143,9 @@ impl VaAllocator {
                 }
                 State::Allocated { nodes, alloc_end } => {
                     allocs += 1;
-                    let ok = open.is_none() && *alloc_end >= b.end && self.nodes_complete(nodes);
+                    // Parked: its page-class entry is still in the tree.
+                    linked += usize::from(nodes.base.is_none());
+                    let ok = open.is_none() && self.allocation_ok(start, b.end, nodes, *alloc_end);
                     open = Some(*alloc_end);
                     ok
                 }
@@ -207,6 +209,23 @@ impl VaAllocator {
                     0 => held,
                     usable => !held && x.tree.get(&size_key(usable, start)).is_some(),
                 },
+            }
+    }
+
+    /// Whether the first segment `[start, end)` of the allocation ending at
+    /// `alloc_end` holds `nodes` as it should: one node per class, or with its
+    /// page-class entry parked in the page-class tree (see `best_fit`), which
+    /// only a single-segment allocation outside the hint-only span does.
+    /// O(log n).
+    fn allocation_ok(&self, start: u64, end: u64, nodes: &SizeNodes, alloc_end: u64) -> bool {
+        alloc_end >= end
+            && if nodes.base.is_none() {
+                alloc_end == end
+                    && !self.in_hint_only(start)
+                    && self.trees.base.get(&size_key(end - start, start)).is_some()
+                    && nodes.extra.is_some() == self.trees.extra.is_some()
+            } else {
+                self.nodes_complete(nodes)
             }
     }
 

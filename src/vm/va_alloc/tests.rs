@@ -14,7 +14,7 @@ mod suite {
     use crate::vm::va_alloc::{
         spare::{SPARE_BLOCK_NODES, SPARE_SIZE_NODES},
         test_api::NodeStats,
-        tree::{Block, SizeKey},
+        tree::{size_key, Block, SizeKey, State},
         *,
     };
 
@@ -979,6 +979,104 @@ mod suite {
         let res = VaAllocator::prepare(GFP_KERNEL)?;
         assert_eq!(b.alloc_with(m2, res), Ok(HOST));
         assert!(b.check_invariants() && nodes_accounted(&b));
+        Ok(())
+    }
+
+    /// Whether the allocation at `start` has parked its page-class entry
+    /// (see `best_fit`): it holds no page-class node, and the page-class tree
+    /// holds its `(length, start)`.
+    fn parked(a: &VaAllocator, start: u64) -> bool {
+        a.blocks.get(&start).is_some_and(|b| match &b.state {
+            State::Allocated { nodes, .. } => {
+                nodes.base.is_none() && a.trees.base.get(&size_key(b.end - start, start)).is_some()
+            }
+            _ => false,
+        })
+    }
+
+    #[test]
+    fn exact_fits_park_their_entry_and_best_fit_reclaims_it() -> Result {
+        for extra in [false, true] {
+            let mut a = if extra { host_2m(64)? } else { host(64)? };
+            // Five one-page blocks, the second and the fourth freed: two holes.
+            for i in 0..5 {
+                assert_eq!(pages(&mut a, 1)?, HOST + i * K4);
+            }
+            a.free(HOST + K4, K4)?;
+            a.free(HOST + 3 * K4, K4)?;
+            let linked = a.trees.base.iter().count();
+            // An exact fit parks: no size-tree change, and its free finds the
+            // entry in place (no size-tree change either).
+            assert_eq!(pages(&mut a, 1)?, HOST + K4);
+            assert!(parked(&a, HOST + K4) && a.check_invariants());
+            assert_eq!(a.trees.base.iter().count(), linked);
+            a.free(HOST + K4, K4)?;
+            assert!(a.check_invariants() && nodes_accounted(&a));
+            assert_eq!(a.trees.base.iter().count(), linked);
+            // Park the first hole; the next best fit meets its stale entry
+            // first, gives the node back to the allocation, and takes the
+            // second hole (the same choice as without the stale entry).
+            assert_eq!(pages(&mut a, 1)?, HOST + K4);
+            assert_eq!(pages(&mut a, 1)?, HOST + 3 * K4);
+            assert!(!parked(&a, HOST + K4) && parked(&a, HOST + 3 * K4));
+            assert!(a.check_invariants() && nodes_accounted(&a));
+            // Only stale entries of the size: the search goes past them all
+            // to the free tail, which it cuts.
+            assert_eq!(pages(&mut a, 1)?, HOST + 5 * K4);
+            assert!(!parked(&a, HOST + 3 * K4) && a.check_invariants());
+            // A parked allocation that merges on both sides takes its entry
+            // out first.
+            assert_eq!(pages(&mut a, 1)?, HOST + 6 * K4);
+            assert_eq!(pages(&mut a, 1)?, HOST + 7 * K4);
+            a.free(HOST + 6 * K4, K4)?;
+            assert_eq!(pages(&mut a, 1)?, HOST + 6 * K4);
+            assert!(parked(&a, HOST + 6 * K4));
+            a.free(HOST + 5 * K4, K4)?;
+            a.free(HOST + 7 * K4, K4)?;
+            assert!(a.check_invariants() && parked(&a, HOST + 6 * K4));
+            a.free(HOST + 6 * K4, K4)?;
+            assert!(a.check_invariants() && nodes_accounted(&a));
+            assert_eq!(
+                dump(&a)?.last().copied(),
+                Some((HOST + 5 * K4, HOST + 64 * K4, true))
+            );
+            // Everything back merges into one free block.
+            assert_eq!(a.clear(), 5);
+            assert!(a.is_pristine() && a.check_invariants() && nodes_accounted(&a));
+            assert_eq!(a.trees.base.iter().count(), 1);
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn a_cache_miss_after_stale_entries_changes_no_block() -> Result {
+        let mut a = host_2m(64)?;
+        // A two-page hole at page 1 and a one-page hole at page 4, parked by
+        // an exact fit.
+        for (i, n) in [(0, 1), (1, 2), (3, 1), (4, 1), (5, 1)] {
+            assert_eq!(pages(&mut a, n)?, HOST + i * K4);
+        }
+        a.free(HOST + K4, 2 * K4)?;
+        a.free(HOST + 4 * K4, K4)?;
+        assert_eq!(pages(&mut a, 1)?, HOST + 4 * K4);
+        assert!(parked(&a, HOST + 4 * K4));
+        // Empty the cache: a one-page request now meets the stale entry, then
+        // must cut the two-page hole, and has no piece for it.
+        while a.spare.blocks.pop().is_some() {}
+        while a.spare.sizes.pop().is_some() {}
+        let before = dump(&a)?;
+        assert_eq!(
+            a.alloc_cached(VaRequest::new(K4)),
+            Err(AllocOutcome::NeedNodes)
+        );
+        assert_eq!(dump(&a)?.as_slice(), before.as_slice());
+        // The stale entry is gone all the same, its node back with its owner.
+        assert!(!parked(&a, HOST + 4 * K4) && a.check_invariants());
+        let res = VaAllocator::prepare(GFP_KERNEL)?;
+        assert_eq!(a.alloc_with(VaRequest::new(K4), res), Ok(HOST + K4));
+        assert!(a.check_invariants());
+        assert_eq!(a.clear(), 5);
+        assert!(a.is_pristine() && a.check_invariants());
         Ok(())
     }
 

@@ -67,7 +67,9 @@ pub(super) enum State {
     /// Free and inside the hint-only span: reachable by hint only, so not in the
     /// size trees; holds its size-tree nodes.
     FreeHintOnly(SizeNodes),
-    /// The first (usually only) segment of the allocation `[start, alloc_end)`.
+    /// The first (usually only) segment of the allocation `[start, alloc_end)`,
+    /// with its size-tree nodes; `nodes.base` is `None` while its page-class
+    /// entry is parked in the page-class tree (see `super::best_fit`).
     Allocated { nodes: SizeNodes, alloc_end: u64 },
     /// A further segment of the allocation that starts in the block before: an
     /// allocation made by hint across an edge of the hint-only span.
@@ -83,6 +85,22 @@ impl State {
     /// A free state holding no node, to put in a block while its state is
     /// moved out.
     pub(super) const VACANT: Self = Self::Free(None);
+
+    /// Put `new` in `slot`, which normally holds [`Self::VACANT`] (its state was
+    /// moved out to be changed). Dropping a vacant state frees nothing, so it
+    /// is skipped: a plain assignment calls the enum's out-of-line drop glue,
+    /// one call per block update on the hot paths. Anything else that was in
+    /// `slot` is dropped as usual. O(1).
+    #[inline(always)]
+    pub(super) fn fill(slot: &mut Self, new: Self) {
+        let old = mem::replace(slot, new);
+        if let Self::Free(None) = old {
+            // Holds no node: nothing to free.
+            mem::forget(old);
+        } else {
+            drop(old);
+        }
+    }
 }
 
 /// One block `[start, end)`; the start is its key in the block tree.
@@ -136,21 +154,27 @@ impl SizeTrees {
     }
 
     /// Unlink the free block `[start, end)`, which holds `held` (its
-    /// [`State::Free`] node), keeping the nodes. O(log n).
+    /// [`State::Free`] node), keeping the nodes. `taken` are the nodes already
+    /// taken out of their trees (best fit removes the one it found through its
+    /// search cursor): a tree whose node is there is not searched. O(log n):
+    /// one search per size tree still holding the block, none for an exact
+    /// fit found by best fit.
     #[inline(always)]
-    pub(super) fn unlink(&mut self, start: u64, end: u64, held: Option<SizeNodeRes>) -> SizeNodes {
-        let base = self
-            .base
-            .remove_node(&size_key(end.saturating_sub(start), start))
-            .map(RBTreeNode::into_reservation);
-        let extra = match (held, self.extra.as_mut()) {
-            (Some(r), _) => Some(r),
-            (None, Some(x)) => x
-                .tree
-                .remove_node(&size_key(aligned_size(start, end, x.align), start))
+    pub(super) fn unlink(
+        &mut self,
+        start: u64,
+        end: u64,
+        held: Option<SizeNodeRes>,
+        taken: SizeNodes,
+    ) -> SizeNodes {
+        let base = match taken.base {
+            Some(r) => Some(r),
+            None => self
+                .base
+                .remove_node(&size_key(end.saturating_sub(start), start))
                 .map(RBTreeNode::into_reservation),
-            (None, None) => None,
         };
+        let extra = extra_node(held.or(taken.extra), self.extra.as_mut(), start, end);
         SizeNodes { base, extra }
     }
 
@@ -181,24 +205,49 @@ impl SizeTrees {
         (start, end, state): (u64, u64, State),
     ) -> [SizeNodes; 2] {
         // A free block's state always yields its nodes.
-        let other = self.take_free(start, end, state).unwrap_or(SizeNodes::NONE);
+        let other = self
+            .take_free(start, end, state, SizeNodes::NONE)
+            .unwrap_or(SizeNodes::NONE);
         merge_sizes(nodes, other)
     }
 
     /// The size-tree nodes of the free block `[start, end)` whose state was
-    /// `state`, unlinking it; `Err(state)` if it was not free. O(log n).
+    /// `state`, unlinking it (`taken`: its nodes already out of their trees,
+    /// see [`Self::unlink`]); `Err(state)` if it was not free. O(log n).
     #[inline(always)]
     pub(super) fn take_free(
         &mut self,
         start: u64,
         end: u64,
         state: State,
+        taken: SizeNodes,
     ) -> Result<SizeNodes, State> {
         match state {
-            State::Free(held) => Ok(self.unlink(start, end, held)),
+            State::Free(held) => Ok(self.unlink(start, end, held, taken)),
             State::FreeHintOnly(nodes) => Ok(nodes),
             other => Err(other),
         }
+    }
+}
+
+/// The extra-class node of the free block `[start, end)`: `held` if it holds
+/// it (or it was already taken out), else taken out of the tree of `extra`.
+/// `None` without an extra class. O(log n) when the tree is searched, O(1)
+/// otherwise.
+#[inline(always)]
+pub(super) fn extra_node(
+    held: Option<SizeNodeRes>,
+    extra: Option<&mut ExtraClass>,
+    start: u64,
+    end: u64,
+) -> Option<SizeNodeRes> {
+    match (held, extra) {
+        (Some(r), _) => Some(r),
+        (None, Some(x)) => x
+            .tree
+            .remove_node(&size_key(aligned_size(start, end, x.align), start))
+            .map(RBTreeNode::into_reservation),
+        (None, None) => None,
     }
 }
 
@@ -315,4 +364,8 @@ pub(super) struct Placement {
     pub(super) end: u64,
     /// The free blocks it takes.
     pub(super) run: Run,
+    /// The size-tree nodes of the run's first block already taken out of
+    /// their trees: the one best fit found, removed through its search cursor;
+    /// none for a placement at a hint.
+    pub(super) taken: SizeNodes,
 }
