@@ -74,6 +74,7 @@ mod asic;
 #[cfg(CONFIG_KUNIT)]
 mod bench;
 mod context;
+mod cs;
 mod device;
 mod ffi;
 mod file;
@@ -111,6 +112,14 @@ module! {
         bench_va_blocks: u64 {
             default: 1000,
             description: "Live VA blocks of the KUnit VA benchmark (make bench uses 100000)",
+        },
+        timeout_locked: u32 {
+            default: 30,
+            description: "Seconds a command submission may run before it is aborted (0: never); upstream's timeout_locked",
+        },
+        reset_on_page_fault: bool {
+            default: false,
+            description: "Answer an engine page fault as upstream Gaudi2 does: the device needs a reset until its user closes it (default: abort the CS only)",
         },
     },
 }
@@ -245,6 +254,10 @@ fn prepare_devices(config: &params::Config) -> Result<KVec<PreparedDevice>> {
     let mut prepared = KVec::with_capacity(config.devices as usize, GFP_KERNEL)?;
     for index in 0..config.devices {
         let hdev = device::HlDevice::new(index, config.asic.clone())?;
+        hdev.cs.configure(
+            module_parameters::timeout_locked.value(),
+            module_parameters::reset_on_page_fault.value(),
+        );
         let files = shell::debugfs::prepare(&hdev)?;
         let abi = shell::debugfs_abi::prepare(&hdev)?;
         let dev = shell::accel::PreparedDevice::new(hdev)?;

@@ -1,0 +1,206 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The command processor of a simulated engine's QMAN: how one job runs.
+//!
+//! A job is `cb_size` bytes of packets at the device address `cb` (host
+//! VA, DRAM VA or SRAM, any alignment), read through the engine's side of
+//! the MMUs ([`SimGaudi2::engine_read`]) with the queue's ASID. The CB is
+//! fetched in windows that never cross a 4 KiB page of the CB unless a
+//! packet does (so a packet runs before a fault on a later page of its CB,
+//! as the CP fetches ahead no further than the page), and each packet is
+//! decoded ([`super::packets`]) and executed before the next is read.
+//!
+//! A `LIN_DMA` moves its bytes through the engine's bounce buffer
+//! ([`DMA_CHUNK`] bytes, allocated once per engine), one chunk at a time:
+//! read, swapped, written. So a transfer of up to 4 GiB - 1 costs no more
+//! memory than one chunk. Between chunks, and before every packet, the job
+//! asks its owner whether to stop ([`JobOwner::stop`]): a CS aborted by a
+//! fault on another engine, timed out or closed stops within a chunk.
+//!
+//! A job ends at the first fault (the pieces before it were done), at the
+//! first packet it cannot execute, when told to stop, or after its last
+//! packet; [`JobEnd`] says which. It never waits for anything but memory.
+
+use super::{
+    engine_mem::{EngineAccess, EngineFault},
+    packets::{self, LinDma, Packet, PacketError},
+    qman::{HwJob, JobOwner, Stop},
+    SimGaudi2,
+};
+use crate::ffi::sched::cond_resched;
+use kernel::{alloc::KVVec, prelude::*};
+
+/// Bytes a `LIN_DMA` moves per step (the bounce buffer).
+pub(crate) const DMA_CHUNK: usize = 64 * 1024;
+/// Bytes of the CB fetch window: one page.
+const CB_WINDOW: usize = 4096;
+const CB_WINDOW_U64: u64 = CB_WINDOW as u64;
+
+/// How a job ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum JobEnd {
+    /// Every packet executed.
+    Done,
+    /// An access faulted (fetching the CB or executing a packet).
+    Fault(EngineFault),
+    /// The packet at `addr` cannot be executed.
+    BadPacket {
+        /// Its device address.
+        addr: u64,
+        /// Why.
+        error: PacketError,
+    },
+    /// The owner said to stop.
+    Stopped(Stop),
+}
+
+/// The buffers an engine executes with, allocated once.
+pub(crate) struct Scratch {
+    /// The CB fetch window.
+    cb: KVVec<u8>,
+    /// The `LIN_DMA` bounce buffer.
+    data: KVVec<u8>,
+}
+
+impl Scratch {
+    /// Both buffers, zeroed.
+    pub(crate) fn new() -> Result<Self> {
+        Ok(Self {
+            cb: KVVec::from_elem(0u8, CB_WINDOW, GFP_KERNEL)?,
+            data: KVVec::from_elem(0u8, DMA_CHUNK, GFP_KERNEL)?,
+        })
+    }
+}
+
+/// The CB of a job as the CP fetches it: a window of up to one page.
+struct CbReader<'a> {
+    sim: &'a SimGaudi2,
+    who: EngineAccess,
+    /// Device address of the CB.
+    base: u64,
+    /// Bytes of the CB.
+    size: u32,
+    /// Offset in the CB of the window's first byte, and its length.
+    win: (u32, usize),
+    buf: &'a mut [u8],
+}
+
+impl CbReader<'_> {
+    /// `n` bytes at offset `at` of the CB (`at + n <= size`), from the
+    /// window or after a fetch of the rest of their page. O(n) amortized.
+    fn bytes(&mut self, at: u32, n: usize) -> Result<&[u8], EngineFault> {
+        let decode = EngineFault::Decode {
+            addr: self.base,
+            engine: self.who.engine,
+        };
+        let (start, len) = self.win;
+        let inside = at >= start && ((at - start) as usize).saturating_add(n) <= len;
+        if !inside {
+            let addr = self.base.checked_add(u64::from(at)).ok_or(decode)?;
+            let page_left = (CB_WINDOW_U64 - addr % CB_WINDOW_U64) as usize;
+            let left = self.size.saturating_sub(at) as usize;
+            let len = page_left.max(n).min(left).min(self.buf.len());
+            let dst = self.buf.get_mut(..len).ok_or(decode)?;
+            self.win = (at, 0);
+            self.sim.engine_read(self.who, addr, dst)?;
+            self.win = (at, len);
+        }
+        let off = at.saturating_sub(self.win.0) as usize;
+        self.buf.get(off..off.saturating_add(n)).ok_or(decode)
+    }
+}
+
+/// Run `job` as engine `who` with `scratch`: fetch, decode and execute its
+/// packets in order. O(cb_size + bytes moved).
+pub(crate) fn execute(
+    sim: &SimGaudi2,
+    scratch: &mut Scratch,
+    who: EngineAccess,
+    job: &HwJob,
+) -> JobEnd {
+    let Scratch { cb, data } = scratch;
+    let (base, size, owner) = (job.cb, job.cb_size, &*job.owner);
+    let mut reader = CbReader {
+        sim,
+        who,
+        base,
+        size,
+        win: (0, 0),
+        buf: cb,
+    };
+    let mut pc = 0u32;
+    while pc < size {
+        if let Some(stop) = owner.stop() {
+            return JobEnd::Stopped(stop);
+        }
+        let want = (size - pc).min(packets::MAX_PACKET as u32) as usize;
+        let bytes = match reader.bytes(pc, want) {
+            Ok(b) => b,
+            Err(f) => return JobEnd::Fault(f),
+        };
+        let addr = base.wrapping_add(u64::from(pc));
+        let (packet, len) = match packets::decode(bytes) {
+            Ok(p) => p,
+            Err(error) => return JobEnd::BadPacket { addr, error },
+        };
+        let r = match packet {
+            Packet::Nop => Ok(()),
+            Packet::MsgLong { value, addr } => sim
+                .engine_write(who, addr, &value.to_le_bytes())
+                .map_err(JobEnd::Fault),
+            Packet::LinDma(d) => lin_dma(sim, data, who, &d, owner),
+        };
+        if let Err(end) = r {
+            return end;
+        }
+        // `len` <= `want` <= `size - pc`.
+        pc += len as u32;
+    }
+    JobEnd::Done
+}
+
+/// One `LIN_DMA`, in chunks of the bounce buffer `buf`. O(tsize).
+fn lin_dma(
+    sim: &SimGaudi2,
+    buf: &mut [u8],
+    who: EngineAccess,
+    d: &LinDma,
+    owner: &dyn JobOwner,
+) -> Result<(), JobEnd> {
+    let total = u64::from(d.tsize);
+    let chunk = buf.len() as u64;
+    let wraps = |addr| {
+        JobEnd::Fault(EngineFault::Decode {
+            addr,
+            engine: who.engine,
+        })
+    };
+    if d.memset {
+        // The chunk is a whole number of u64s: every chunk starts the
+        // pattern over.
+        let value = d.src.to_le_bytes();
+        for (b, v) in buf.iter_mut().zip(value.iter().cycle()) {
+            *b = *v;
+        }
+    }
+    let mut done = 0u64;
+    while done < total {
+        if done > 0 {
+            if let Some(stop) = owner.stop() {
+                return Err(JobEnd::Stopped(stop));
+            }
+            cond_resched();
+        }
+        let n = (total - done).min(chunk) as usize;
+        let piece = buf.get_mut(..n).ok_or(wraps(d.dst))?;
+        let dst = d.dst.checked_add(done).ok_or(wraps(d.dst))?;
+        if !d.memset {
+            let src = d.src.checked_add(done).ok_or(wraps(d.src))?;
+            sim.engine_read(who, src, piece).map_err(JobEnd::Fault)?;
+            d.swap.apply(piece);
+        }
+        sim.engine_write(who, dst, piece).map_err(JobEnd::Fault)?;
+        done += n as u64;
+    }
+    Ok(())
+}
