@@ -39,7 +39,7 @@ use crate::{
         validate::check_chunk,
         wait::{wait_cs, WaitCs},
     },
-    hw::sim::qman::{HwJob, JobOwner},
+    hw::sim::{job::JobOwner, qman::HwJob},
     uapi::*,
 };
 use kernel::{alloc::KVVec, list::List, prelude::*, sync::Arc};

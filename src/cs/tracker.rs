@@ -44,9 +44,8 @@ use crate::{
     },
     ffi::clock::ktime_ns,
     hw::sim::{
-        cp::JobEnd,
         engine_mem::EngineFault,
-        qman::{JobOwner, Stop},
+        job::{JobEnd, JobOwner, Stop},
     },
     vm::context_vm::ContextVm,
 };

@@ -34,7 +34,7 @@
 //! The engines that use it to run user command buffers: [`qman`] (queues,
 //! engines and the threads they run on), [`cp`] (the command processor: a
 //! job's packets fetched, decoded and executed), [`packets`] (the packet
-//! formats).
+//! formats), [`job`] (what a job tells its owner).
 //!
 //! MMU cache invalidations are logged so tests can check that exactly the
 //! touched range was invalidated. Fault injection: failing PTE writes,
@@ -48,6 +48,7 @@ pub(crate) mod cfg_space;
 pub(crate) mod cp;
 pub(crate) mod engine_mem;
 pub(crate) mod iommu;
+pub(crate) mod job;
 pub(crate) mod packets;
 pub(crate) mod qman;
 pub(crate) mod stlb;

@@ -23,8 +23,8 @@
 
 use super::{
     engine_mem::{EngineAccess, EngineFault},
-    packets::{self, LinDma, Packet, PacketError},
-    qman::{HwJob, JobOwner, Stop},
+    job::{JobEnd, JobOwner},
+    packets::{self, LinDma, Packet},
     SimGaudi2,
 };
 use crate::ffi::sched::cond_resched;
@@ -35,24 +35,6 @@ pub(crate) const DMA_CHUNK: usize = 64 * 1024;
 /// Bytes of the CB fetch window: one page.
 const CB_WINDOW: usize = 4096;
 const CB_WINDOW_U64: u64 = CB_WINDOW as u64;
-
-/// How a job ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum JobEnd {
-    /// Every packet executed.
-    Done,
-    /// An access faulted (fetching the CB or executing a packet).
-    Fault(EngineFault),
-    /// The packet at `addr` cannot be executed.
-    BadPacket {
-        /// Its device address.
-        addr: u64,
-        /// Why.
-        error: PacketError,
-    },
-    /// The owner said to stop.
-    Stopped(Stop),
-}
 
 /// The buffers an engine executes with, allocated once.
 pub(crate) struct Scratch {
@@ -110,16 +92,17 @@ impl CbReader<'_> {
     }
 }
 
-/// Run `job` as engine `who` with `scratch`: fetch, decode and execute its
-/// packets in order. O(cb_size + bytes moved).
+/// Run the job of `size` bytes of CB at `base` for `owner`, as engine
+/// `who` with `scratch`: fetch, decode and execute its packets in order.
+/// O(size + bytes moved).
 pub(crate) fn execute(
     sim: &SimGaudi2,
     scratch: &mut Scratch,
     who: EngineAccess,
-    job: &HwJob,
+    (base, size): (u64, u32),
+    owner: &dyn JobOwner,
 ) -> JobEnd {
     let Scratch { cb, data } = scratch;
-    let (base, size, owner) = (job.cb, job.cb_size, &*job.owner);
     let mut reader = CbReader {
         sim,
         who,

@@ -38,8 +38,9 @@
 //! other two, and released before [`JobOwner::done`].
 
 use super::{
-    cp::{self, JobEnd, Scratch},
+    cp::{self, Scratch},
     engine_mem::EngineAccess,
+    job::JobOwner,
     SimGaudi2,
 };
 use crate::{
@@ -105,26 +106,6 @@ pub(crate) fn queue_engine(queue: u32) -> Option<(usize, usize)> {
 /// The upstream engine id of engine `index`.
 pub(crate) fn engine_id(index: usize) -> Option<u16> {
     ENGINE_IDS.get(index).copied()
-}
-
-/// Why a job must stop before its end.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Stop {
-    /// Its CS was aborted (another job failed, or its context is closing).
-    Aborted,
-    /// Its CS ran past its timeout.
-    TimedOut,
-}
-
-/// Who submitted a job: asked whether to go on, told how it ended.
-pub(crate) trait JobOwner: Send + Sync {
-    /// Whether the job must stop now; polled before every packet and
-    /// between the chunks of a DMA. Must not sleep for long.
-    fn stop(&self) -> Option<Stop>;
-
-    /// The job ended on engine `engine` (an upstream engine id). Called
-    /// once per submitted job, by the engine, with none of its locks held.
-    fn done(&self, engine: u16, end: JobEnd);
 }
 
 /// One job on its way to an engine: a CB and the ASID it runs with.
@@ -221,7 +202,8 @@ impl WorkItem for Engine {
                 }
             };
             let who = EngineAccess::new(this.id, job.asid);
-            let end = cp::execute(&this.sim, &mut this.scratch.lock(), who, &job);
+            let cb = (job.cb, job.cb_size);
+            let end = cp::execute(&this.sim, &mut this.scratch.lock(), who, cb, &*job.owner);
             if let Some(n) = this.streams.get(job.slot.1) {
                 n.fetch_sub(1, Relaxed);
             }
