@@ -206,11 +206,6 @@ impl DeviceCs {
         c.events |= HL_NOTIFIER_EVENT_UNDEFINED_OPCODE;
     }
 
-    /// Whether a page fault in reset mode left the device needing a reset.
-    pub(crate) fn reset_pending(&self) -> bool {
-        self.reset_pending.load(Relaxed)
-    }
-
     /// The user of the device is gone: complete a pending reset (the device
     /// is operational again). O(1).
     pub(crate) fn finish_reset(&self) {

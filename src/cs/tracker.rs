@@ -267,7 +267,8 @@ impl ContextCs {
         self.track.lock().outcomes.pop(seq)
     }
 
-    /// CSs in flight. O(1).
+    /// CSs in flight (tests). O(1).
+    #[cfg(CONFIG_KUNIT)]
     pub(crate) fn in_flight(&self) -> u32 {
         self.track.lock().in_flight
     }

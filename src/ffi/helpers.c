@@ -76,5 +76,5 @@ void hlrs_cond_resched(void)
 
 struct workqueue_struct *hlrs_alloc_workqueue(const char *name)
 {
-	return alloc_workqueue("%s", WQ_UNBOUND | WQ_MEM_RECLAIM, 0, name);
+	return alloc_workqueue("%s", WQ_UNBOUND, 0, name);
 }

@@ -13,8 +13,8 @@ extern "C" {
     fn hlrs_alloc_workqueue(name: *const c_char) -> *mut bindings::workqueue_struct;
 }
 
-/// An unbound, memory-reclaim-safe workqueue, destroyed (after its work
-/// items finished) when dropped.
+/// An unbound workqueue (no rescuer thread: nothing in memory reclaim waits
+/// for its work), destroyed (after its work items finished) when dropped.
 ///
 /// # Invariants
 ///
@@ -27,7 +27,7 @@ unsafe impl Send for OwnedQueue {}
 unsafe impl Sync for OwnedQueue {}
 
 impl OwnedQueue {
-    /// A new workqueue named `name` (`WQ_UNBOUND | WQ_MEM_RECLAIM`); `ENOMEM`
+    /// A new workqueue named `name` (`WQ_UNBOUND`); `ENOMEM`
     /// if the kernel cannot make one.
     pub(crate) fn new(name: &'static CStr) -> Result<Self> {
         // SAFETY: `name` is a NUL-terminated string that outlives the queue

@@ -187,3 +187,156 @@ fn lin_dma(
     }
     Ok(())
 }
+
+#[kunit_tests(hlrs_cp)]
+mod tests {
+    use super::*;
+    use crate::{
+        asic::{AsicProperties, SRAM_BASE_ADDR, SRAM_SIZE},
+        hw::{
+            backend::{Backend, MmuKind},
+            sim::{
+                job::Stop,
+                packets::{
+                    build::{lin_dma as dma, msg_long, nop},
+                    PacketError,
+                },
+            },
+        },
+        uapi::PACKET_MSG_LONG,
+    };
+    use kernel::sync::{
+        atomic::{Atomic, Relaxed},
+        Arc,
+    };
+
+    const SRAM: u64 = SRAM_BASE_ADDR;
+
+    #[test]
+    fn a_cb_runs_its_packets_in_order() -> Result {
+        let (sim, mut s) = setup()?;
+        let who = EngineAccess::new(45, 1);
+        sim.sram_write(SRAM + 0x1000, &[7u8; 300])?;
+        let cb = cb_at(
+            &sim,
+            SRAM + 4096 - 12,
+            &[
+                &nop(true, false),
+                &msg_long(SRAM + 0x2000, 0x0403_0201),
+                &dma(SRAM + 0x1000, SRAM + 0x2004, 300, 0, false),
+                &dma(SRAM + 0x2000, SRAM + 0x3000, 304, 1, false),
+            ],
+        )?;
+        let owner = Owner::new(u32::MAX);
+        assert_eq!(execute(&sim, &mut s, who, cb, &owner), JobEnd::Done);
+        let mut b = [0u8; 8];
+        sim.sram_read(SRAM + 0x3000, &mut b)?;
+        assert_eq!(b, [2, 1, 4, 3, 7, 7, 7, 7]);
+        // One check per packet.
+        assert_eq!(owner.checks.load(Relaxed), 4);
+        Ok(())
+    }
+
+    #[test]
+    fn a_cb_stops_at_its_first_bad_packet_or_fault() -> Result {
+        let (sim, mut s) = setup()?;
+        let who = EngineAccess::new(0, 1);
+        let owner = Owner::new(u32::MAX);
+        // Cut short: a MSG_LONG of which 12 bytes are in the CB.
+        let (at, _) = cb_at(&sim, SRAM, &[&nop(false, false), &msg_long(SRAM, 1)])?;
+        let end = execute(&sim, &mut s, who, (at, 20), &owner);
+        let error = PacketError::Truncated {
+            opcode: PACKET_MSG_LONG,
+            need: 16,
+        };
+        assert_eq!(
+            end,
+            JobEnd::BadPacket {
+                addr: at + 8,
+                error
+            }
+        );
+        // The last packet of SRAM runs; the fetch past its end (DRAM space,
+        // through the DMMU, where ASID 1 has no tables) faults.
+        let top = SRAM + SRAM_SIZE;
+        let cb = cb_at(&sim, top - 16, &[&msg_long(SRAM + 0x100, 0xAB)])?;
+        let end = execute(&sim, &mut s, who, (cb.0, 24), &owner);
+        assert!(matches!(end, JobEnd::Fault(EngineFault::Page { va, .. }) if va == top));
+        let mut v = [0u8; 4];
+        sim.sram_read(SRAM + 0x100, &mut v)?;
+        assert_eq!(v, [0xAB, 0, 0, 0]);
+        // An ASID without tables: the CB fetch through the DMMU faults.
+        let through = who.through(MmuKind::Dram);
+        let end = execute(&sim, &mut s, through, cb, &owner);
+        assert!(matches!(
+            end,
+            JobEnd::Fault(EngineFault::Page { asid: 1, .. })
+        ));
+        Ok(())
+    }
+
+    #[test]
+    fn a_dma_stops_between_chunks_when_told() -> Result {
+        let (sim, mut s) = setup()?;
+        let who = EngineAccess::new(1, 1);
+        let size = 4 * DMA_CHUNK as u32;
+        let cb = cb_at(
+            &sim,
+            SRAM,
+            &[&dma(0x5a5a_5a5a_5a5a_5a5a, SRAM + 0x10_0000, size, 0, true)],
+        )?;
+        // The packet's check, then one before each chunk but the first: the
+        // third check stops it after two chunks.
+        let owner = Owner::new(3);
+        assert_eq!(
+            execute(&sim, &mut s, who, cb, &owner),
+            JobEnd::Stopped(Stop::Aborted)
+        );
+        let mut b = [0u8; 2];
+        sim.sram_read(SRAM + 0x10_0000 + 2 * DMA_CHUNK as u64 - 1, &mut b)?;
+        assert_eq!(b, [0x5a, 0]);
+        Ok(())
+    }
+
+    /// An owner that says stop at its `n`-th check.
+    struct Owner {
+        checks: Atomic<u32>,
+        stop_at: u32,
+    }
+
+    impl Owner {
+        fn new(stop_at: u32) -> Self {
+            Self {
+                checks: Atomic::new(0),
+                stop_at,
+            }
+        }
+    }
+
+    impl JobOwner for Owner {
+        fn stop(&self) -> Option<Stop> {
+            let n = self.checks.fetch_add(1, Relaxed) + 1;
+            (n >= self.stop_at).then_some(Stop::Aborted)
+        }
+
+        fn done(&self, _engine: u16, _end: JobEnd) {}
+    }
+
+    fn setup() -> Result<(Arc<SimGaudi2>, Scratch)> {
+        let asic = AsicProperties::gaudi2(6, 0)?;
+        Ok((
+            Arc::pin_init(SimGaudi2::new(&asic), GFP_KERNEL)?,
+            Scratch::new()?,
+        ))
+    }
+
+    /// Write the packets at `at` in SRAM: the CB's address and size.
+    fn cb_at(sim: &SimGaudi2, at: u64, packets: &[&[u8]]) -> Result<(u64, u32)> {
+        let mut off = 0;
+        for p in packets {
+            sim.sram_write(at + off, p)?;
+            off += p.len() as u64;
+        }
+        Ok((at, off as u32))
+    }
+}

@@ -176,8 +176,6 @@ pub(crate) struct Engine {
     scratch: Mutex<Scratch>,
     /// Jobs of each stream not ended.
     streams: [Atomic<u32>; STREAMS],
-    /// Jobs ended since the device was created.
-    ended: Atomic<u64>,
     #[pin]
     work: Work<Engine>,
 }
@@ -207,7 +205,6 @@ impl WorkItem for Engine {
             if let Some(n) = this.streams.get(job.slot.1) {
                 n.fetch_sub(1, Relaxed);
             }
-            this.ended.add(1, Relaxed);
             job.owner.done(this.id, end);
             drop(job);
             cond_resched();
@@ -228,7 +225,6 @@ impl Engine {
                 }),
                 scratch <- new_mutex!(scratch),
                 streams: core::array::from_fn(|_| Atomic::new(0)),
-                ended: Atomic::new(0),
                 work <- new_work!("Engine::work"),
             }),
             GFP_KERNEL,
@@ -325,15 +321,6 @@ impl Qman {
             }
         }
         mask
-    }
-
-    /// Jobs ended on each engine since the device was created (debugfs).
-    pub(crate) fn ended(&self) -> [(u16, u64); ENGINES] {
-        let mut out = [(0, 0); ENGINES];
-        for (o, e) in out.iter_mut().zip(self.engines.iter()) {
-            *o = (e.id, e.ended.load(Relaxed));
-        }
-        out
     }
 }
 
