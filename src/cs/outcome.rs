@@ -8,7 +8,7 @@
 //! into a full store drops the oldest entry.
 
 use crate::cs::fence::Finished;
-use kernel::prelude::*;
+use kernel::{alloc::KVVec, prelude::*};
 
 /// Entries kept (`HL_CS_OUTCOME_HISTORY_LEN`).
 pub(crate) const OUTCOME_HISTORY_LEN: usize = 256;
@@ -22,19 +22,20 @@ struct Entry {
     finished: Finished,
 }
 
-/// The store: a fixed array, no allocation.
+/// The store: a fixed number of entries, allocated once (10 KiB: not on
+/// the stack), so that a push never allocates.
 pub(crate) struct OutcomeStore {
-    entries: [Option<Entry>; OUTCOME_HISTORY_LEN],
+    entries: KVVec<Option<Entry>>,
     pushes: u64,
 }
 
 impl OutcomeStore {
     /// An empty store.
-    pub(crate) const fn new() -> Self {
-        Self {
-            entries: [None; OUTCOME_HISTORY_LEN],
+    pub(crate) fn new() -> Result<Self> {
+        Ok(Self {
+            entries: KVVec::from_elem(None, OUTCOME_HISTORY_LEN, GFP_KERNEL)?,
             pushes: 0,
-        }
+        })
     }
 
     /// Keep the outcome of `seq`, dropping the oldest if full. O(256).
@@ -82,8 +83,8 @@ mod tests {
     }
 
     #[test]
-    fn pops_once_and_drops_the_oldest_when_full() {
-        let mut s = OutcomeStore::new();
+    fn pops_once_and_drops_the_oldest_when_full() -> Result {
+        let mut s = OutcomeStore::new()?;
         assert_eq!(s.pop(1), None);
         for seq in 1..=OUTCOME_HISTORY_LEN as u64 {
             s.push(seq, f(seq as i64));
@@ -98,5 +99,6 @@ mod tests {
         assert_eq!(s.pop(2), Some(f(2)));
         assert_eq!(s.pop(1001), Some(f(1001)));
         assert_eq!(s.pop(1000), Some(f(1000)));
+        Ok(())
     }
 }

@@ -107,6 +107,7 @@ pub(crate) struct ContextCs {
 impl ContextCs {
     /// The CS state of a new context on `vm`.
     pub(crate) fn new(dev: Arc<DeviceCs>, vm: Arc<ContextVm>) -> Result<Arc<Self>> {
+        let outcomes = OutcomeStore::new()?;
         Arc::pin_init(
             pin_init!(Self {
                 dev,
@@ -119,7 +120,7 @@ impl ContextCs {
                     flights: [const { None }; SLOTS],
                     in_flight: 0,
                     armed: None,
-                    outcomes: OutcomeStore::new(),
+                    outcomes,
                 }),
                 idle <- new_condvar!("ContextCs::idle"),
                 restore <- new_mutex!(()),

@@ -283,7 +283,7 @@ mod tests {
         assert_eq!(cs.counters.values()[4], 2);
         assert_eq!(d.cs.counters.values()[4], 2);
         // The oldest finishing makes room for one.
-        held.get(0).ok_or(EINVAL)?.reject();
+        held.first().ok_or(EINVAL)?.reject();
         assert_eq!(submit(&f, &[chunk(ok, PDMA)])?, 65);
         for h in held.iter() {
             h.reject();
@@ -354,7 +354,7 @@ mod tests {
         }
         assert_eq!(d.cs.counters.values(), [0, 3, 0, 0, 0, 3]);
         // Before a sequence number: the count, the copy, the sanity checks.
-        let many = [c; 513];
+        let many = KVVec::from_elem(c, 513, GFP_KERNEL)?;
         assert_eq!(submit(&f, &many).err(), Some(EINVAL));
         let bad_copy = CsIn {
             execute: (0xBAD, 1),
