@@ -19,7 +19,7 @@
 //!   device registers, for `remap_pfn_range`.
 //! - [`sched`]: `cond_resched` and `fatal_signal_pending` for long loops.
 //! - [`vmalloc`]: the physical pages behind vmalloc memory.
-//! - [`workqueue`]: a workqueue of the module's own, drained when dropped.
+//! - [`workqueue`]: the module's workqueue, from load to unload, drained at unload.
 //!
 //! `ffi/helpers.c` (prototypes in `ffi/helpers.h`) wraps the static inlines
 //! these and the shell need (`page_to_phys`, `totalram_pages`,

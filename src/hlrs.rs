@@ -136,6 +136,9 @@ struct HabanaLabsRs {
     /// `/sys/kernel/debug/habanalabs/`, upstream's old root, holding a link
     /// `hl<N>` per device; removed after the devices' links.
     _hl_debugfs: ffi::debugfs::Dir<()>,
+    /// The engines' workqueue: destroyed last, after every device, waiting
+    /// for the work items still running.
+    _engines_wq: ffi::workqueue::ModuleQueue,
 }
 
 /// The files at the debugfs root.
@@ -196,7 +199,9 @@ impl kernel::Module for HabanaLabsRs {
                 HABANA_PCI_LEFT_ALONE
             ),
         }
-        // Phase 1: everything that can fail; nothing can be opened yet.
+        // Phase 1: everything that can fail; nothing can be opened yet. The
+        // engines' workqueue first: a failure drops it after the devices.
+        let engines_wq = ffi::workqueue::ModuleQueue::create(c"hlrs_engines")?;
         let region = shell::accel::ChrdevRegion::new()?;
         let root = ffi::debugfs::Prepared::new(
             CString::try_from_fmt(fmt!("habanalabs_rs"))?,
@@ -227,6 +232,7 @@ impl kernel::Module for HabanaLabsRs {
             _region: region,
             _debugfs: root,
             _hl_debugfs: hl_root,
+            _engines_wq: engines_wq,
         })
     }
 }

@@ -116,8 +116,15 @@ pub(crate) fn execute(
         if let Some(stop) = owner.stop() {
             return JobEnd::Stopped(stop);
         }
-        let want = (size - pc).min(packets::MAX_PACKET as u32) as usize;
-        let bytes = match reader.bytes(pc, want) {
+        // The header, then exactly the packet it announces: nothing past
+        // the packet is fetched.
+        let left = (size - pc) as usize;
+        let head = match reader.bytes(pc, left.min(8)) {
+            Ok(h) => <[u8; 8]>::try_from(h).ok(),
+            Err(f) => return JobEnd::Fault(f),
+        };
+        let want = head.and_then(|h| packets::packet_size(h).ok()).unwrap_or(8);
+        let bytes = match reader.bytes(pc, want.min(left)) {
             Ok(b) => b,
             Err(f) => return JobEnd::Fault(f),
         };
@@ -219,7 +226,7 @@ mod tests {
         sim.sram_write(SRAM + 0x1000, &[7u8; 300])?;
         let cb = cb_at(
             &sim,
-            SRAM + 4096 - 12,
+            SRAM + 0x8000 - 12,
             &[
                 &nop(true, false),
                 &msg_long(SRAM + 0x2000, 0x0403_0201),

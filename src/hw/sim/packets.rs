@@ -139,9 +139,6 @@ impl PacketError {
     }
 }
 
-/// Bytes of the largest packet the engines execute.
-pub(crate) const MAX_PACKET: usize = PACKET_LIN_DMA_SIZE;
-
 /// The opcode in a `ctl` word.
 pub(crate) const fn opcode(ctl: u32) -> u32 {
     (ctl & GAUDI2_PKT_CTL_OPCODE_MASK) >> GAUDI2_PKT_CTL_OPCODE_SHIFT

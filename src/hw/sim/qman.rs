@@ -29,8 +29,11 @@
 //! would overflow one is refused whole with `EAGAIN` ([`Qman::submit`]).
 //!
 //! **Lifetime.** A queued engine's work item holds a reference to the
-//! engine; dropping the [`Qman`] destroys its workqueue, which waits for
-//! every work item still running, so no engine code runs after it.
+//! engine. The workqueue is the module's ([`engines_queue`]), destroyed at
+//! unload after every device, which waits for every work item still
+//! running: a device's engines may be freed from their own work item (a
+//! job can hold the last reference to them), and no engine code runs
+//! after the unload.
 //!
 //! Lock order (the crate root's table): `Qman::submit` then
 //! `Engine::jobs`; `Engine::scratch` is held across a job's execution
@@ -44,7 +47,7 @@ use super::{
     SimGaudi2,
 };
 use crate::{
-    ffi::{sched::cond_resched, workqueue::OwnedQueue},
+    ffi::{sched::cond_resched, workqueue::engines_queue},
     uapi::*,
 };
 use kernel::{
@@ -238,7 +241,7 @@ impl Engine {
     }
 }
 
-/// The device's executing engines and the workqueue they run on.
+/// The device's executing engines.
 #[pin_data]
 pub(crate) struct Qman {
     engines: KVec<Arc<Engine>>,
@@ -246,8 +249,6 @@ pub(crate) struct Qman {
     /// its jobs are queued.
     #[pin]
     submit: Mutex<()>,
-    /// Dropped last: waits for the work items still running.
-    wq: OwnedQueue,
 }
 
 impl Qman {
@@ -257,12 +258,10 @@ impl Qman {
         for id in ENGINE_IDS {
             engines.push(Engine::new(id, sim.clone())?, GFP_KERNEL)?;
         }
-        let wq = OwnedQueue::new(c"hlrs_engines")?;
         Arc::pin_init(
             pin_init!(Self {
                 engines,
                 submit <- new_mutex!(()),
-                wq,
             }),
             GFP_KERNEL,
         )
@@ -270,9 +269,11 @@ impl Qman {
 
     /// Queue every job of `batch` on its engine, in order, and start the
     /// engines: all of them, or none with `EAGAIN` if a stream would hold
-    /// more than [`QUEUE_LENGTH`] jobs (`batch` is then left as it was).
+    /// more than [`QUEUE_LENGTH`] jobs (`batch` is then left as it was);
+    /// `ENODEV` outside the module's life (never while a device exists).
     /// O(jobs).
     pub(crate) fn submit(&self, batch: &mut List<HwJob>) -> Result {
+        let wq = engines_queue().ok_or(ENODEV)?;
         let _serial = self.submit.lock();
         let mut need = [0u32; ENGINES * STREAMS];
         for job in batch.iter() {
@@ -305,7 +306,7 @@ impl Qman {
         for (engine, _) in self.engines.iter().zip(started).filter(|(_, s)| *s) {
             // Already queued: the running or pending work item will see
             // the new jobs.
-            let _ = self.wq.queue().enqueue(engine.clone());
+            let _ = wq.enqueue(engine.clone());
         }
         Ok(())
     }
