@@ -221,11 +221,12 @@ fn queue(
     }
     // At most HL_MAX_JOBS_PER_CS, checked by the caller.
     flight.expect_jobs(chunks.len() as u32);
+    // In flight (and timed) before an engine can take a job.
+    ctx.launch(track, flight);
     ctx.dev.qman.submit(&mut jobs).inspect_err(|e| {
+        ctx.unlaunch(track, flight);
         if *e == EAGAIN {
             ctx.count_drop(DropKind::QueueFull);
         }
-    })?;
-    ctx.launch(track, flight);
-    Ok(())
+    })
 }

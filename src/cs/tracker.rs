@@ -193,8 +193,8 @@ impl ContextCs {
         Ok(flight)
     }
 
-    /// Put `flight`, whose `jobs` jobs were just queued, in flight, and
-    /// start its timer if it is the oldest. O(1).
+    /// Put `flight` in flight, and start its timer if it is the oldest;
+    /// before its jobs are queued, so that they see the timer. O(1).
     pub(crate) fn launch(&self, track: &mut Track, flight: &Arc<Flight>) {
         if let Some(f) = track.flights.get_mut(slot(flight.seq)) {
             *f = Some(flight.clone());
@@ -202,6 +202,18 @@ impl ContextCs {
         track.in_flight = track.in_flight.saturating_add(1);
         if track.armed.is_none() {
             self.arm(track, flight);
+        }
+    }
+
+    /// Undo [`Self::launch`] for a CS whose jobs could not be queued (none
+    /// ran, and the tracker stayed locked). O(1).
+    pub(crate) fn unlaunch(&self, track: &mut Track, flight: &Flight) {
+        if let Some(f) = track.flights.get_mut(slot(flight.seq)) {
+            *f = None;
+        }
+        track.in_flight = track.in_flight.saturating_sub(1);
+        if track.armed == Some(flight.seq) {
+            track.armed = None;
         }
     }
 
