@@ -299,10 +299,7 @@ fn user_mappings(caller: &InfoCaller<'_>, args: &mut HlInfoArgs, out: &mut dyn I
         if (args.return_size as usize) < bytes {
             return Err(ENOMEM);
         }
-        for m in c.user_mappings.iter() {
-            out.write(m.as_bytes())?;
-        }
-        Ok(())
+        out.write(c.user_mappings.as_slice().as_bytes())
     })
 }
 
