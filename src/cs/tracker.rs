@@ -38,14 +38,18 @@
 
 use crate::{
     cs::{
+        capture::HW_UNSCRAMBLED_BITS_MASK,
         device_cs::{CsCounters, DeviceCs, DropKind},
         fence::{completion_time, CsStatus, Fence, Finished},
         outcome::OutcomeStore,
     },
     ffi::clock::ktime_ns,
-    hw::sim::{
-        engine_mem::EngineFault,
-        job::{JobEnd, JobOwner, Stop},
+    hw::{
+        backend::MmuKind,
+        sim::{
+            engine_mem::EngineFault,
+            job::{JobEnd, JobOwner, Stop},
+        },
     },
     vm::context_vm::ContextVm,
 };
@@ -364,14 +368,29 @@ impl Flight {
     fn fault(&self, engine: u16, f: &EngineFault) {
         let asid = self.ctx.asid();
         match *f {
-            EngineFault::Page { mmu, va, .. } => hl_err!(
-                "{:?} MMU page fault on va {:#x} (engine {}, ASID {}, CS {})\n",
-                mmu,
+            // As upstream's `gaudi2_handle_page_error` logs them.
+            EngineFault::Page {
+                mmu: MmuKind::Host,
+                va,
+                ..
+            } => hl_err!(
+                "PMMU page fault on va {:#x} (engine {}, ASID {}, CS {})\n",
                 va,
                 engine,
                 asid,
                 self.seq
             ),
+            EngineFault::Page { va, .. } => {
+                let base = va & HW_UNSCRAMBLED_BITS_MASK;
+                hl_err!(
+                    "HMMU page fault on va range {:#x} - {:#x} (engine {}, ASID {}, CS {})\n",
+                    base,
+                    base | !HW_UNSCRAMBLED_BITS_MASK,
+                    engine,
+                    asid,
+                    self.seq
+                )
+            }
             _ => hl_err!(
                 "engine {} access error {:?} (ASID {}, CS {})\n",
                 engine,
