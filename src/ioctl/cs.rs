@@ -114,6 +114,7 @@ mod tests {
     use crate::{
         asic::{AsicProperties, SRAM_BASE_ADDR},
         context::Context,
+        cs::fence::CsStatus,
         device::HlDevice,
         hw::{
             backend::{Backend, DeviceStatus},
@@ -475,6 +476,33 @@ mod tests {
         // An engine reports a job's end just before it leaves it.
         assert!(idle_soon(&d));
         assert_eq!(wait(&f, seq, 0).1 .0, HL_WAIT_CS_STATUS_ABORTED);
+        Ok(())
+    }
+
+    #[test]
+    fn reset_on_page_fault_makes_the_device_need_a_reset_until_close() -> Result {
+        let (d, f) = setup()?;
+        d.cs.configure(30, true);
+        let slow = slow_cb(&f)?;
+        let bad = put_cb(&f, SRAM + 0x900, &[&msg_long(d.asic.dram_va.start, 1)])?;
+        let s1 = submit(&f, &[chunk(slow, PDMA)])?;
+        let s2 = submit(&f, &[chunk(bad, GAUDI2_QUEUE_ID_PDMA_1_0)])?;
+        let cs = f.ctx.cs();
+        let fence = |seq| cs.fence(seq).ok().flatten().ok_or(EINVAL);
+        assert_eq!(fence(s2)?.wait_done().status, CsStatus::Aborted);
+        // Every CS of the context is aborted, and the device refuses work.
+        assert_eq!(fence(s1)?.wait_done().status, CsStatus::Aborted);
+        assert_eq!(d.status(), DeviceStatus::NeedsReset);
+        assert_eq!(submit(&f, &[chunk(bad, PDMA)]).err(), Some(EBUSY));
+        assert_eq!(wait(&f, s1, 0).0, Err(EBUSY));
+        let events = d.cs.with_captured(|c| c.events);
+        let both = HL_NOTIFIER_EVENT_DEVICE_RESET | HL_NOTIFIER_EVENT_PAGE_FAULT;
+        assert_eq!(events & both, both);
+        assert_eq!(d.cs.hard_resets(), 0);
+        // The close completes the reset.
+        drop(f);
+        assert_eq!(d.status(), DeviceStatus::Operational);
+        assert_eq!(d.cs.hard_resets(), 1);
         Ok(())
     }
 
