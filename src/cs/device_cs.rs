@@ -101,7 +101,13 @@ pub(crate) struct DeviceCs {
     reset_pending: Atomic<bool>,
     /// Hard resets since load.
     hard_resets: Atomic<u32>,
+    /// Engine errors still to be logged in this open (upstream logs them
+    /// rate-limited; a fuzzer provokes thousands).
+    log_budget: Atomic<u32>,
 }
+
+/// Engine errors logged per open of the compute node.
+const LOG_BUDGET: u32 = 16;
 
 impl DeviceCs {
     /// The CS state of a device on `sim`, with upstream's default timeout.
@@ -117,6 +123,7 @@ impl DeviceCs {
                 reset_on_fault: Atomic::new(false),
                 reset_pending: Atomic::new(false),
                 hard_resets: Atomic::new(0),
+                log_budget: Atomic::new(LOG_BUDGET),
             }),
             GFP_KERNEL,
         )
@@ -149,6 +156,19 @@ impl DeviceCs {
     pub(crate) fn enable_capture(&self) {
         let old = core::mem::take(&mut *self.captured.lock());
         drop(old);
+        self.log_budget.store(LOG_BUDGET, Relaxed);
+    }
+
+    /// Whether one more engine error may be logged in this open. O(1).
+    pub(crate) fn may_log(&self) -> bool {
+        let mut left = self.log_budget.load(Relaxed);
+        while left > 0 {
+            match self.log_budget.cmpxchg(left, left - 1, Relaxed) {
+                Ok(_) => return true,
+                Err(now) => left = now,
+            }
+        }
+        false
     }
 
     /// Run `f` on what was captured (INFO). The lock is held for `f`.

@@ -367,7 +367,9 @@ impl Flight {
     /// Report a fault of one of its jobs, as upstream's event handler logs it.
     fn fault(&self, engine: u16, f: &EngineFault) {
         let asid = self.ctx.asid();
+        let log = self.ctx.dev.may_log();
         match *f {
+            _ if !log => {}
             // As upstream's `gaudi2_handle_page_error` logs them.
             EngineFault::Page {
                 mmu: MmuKind::Host,
@@ -420,11 +422,13 @@ impl JobOwner for Flight {
             return None;
         }
         if self.set_state(TIMED_OUT) {
-            hl_err!(
-                "Command submission {} has not finished in {} ms!\n",
-                self.seq,
-                self.timeout_ms.unwrap_or(0)
-            );
+            if self.ctx.dev.may_log() {
+                hl_err!(
+                    "Command submission {} has not finished in {} ms!\n",
+                    self.seq,
+                    self.timeout_ms.unwrap_or(0)
+                );
+            }
             self.ctx.dev.record_timeout(self.seq);
             return Some(Stop::TimedOut);
         }
@@ -443,13 +447,15 @@ impl JobOwner for Flight {
             }
             JobEnd::BadPacket { addr, error } => {
                 self.set_state(ABORTED);
-                hl_err!(
-                    "engine {}: packet at {:#x} refused ({:?}), CS {} aborted\n",
-                    engine,
-                    addr,
-                    error,
-                    self.seq
-                );
+                if self.ctx.dev.may_log() {
+                    hl_err!(
+                        "engine {}: packet at {:#x} refused ({:?}), CS {} aborted\n",
+                        engine,
+                        addr,
+                        error,
+                        self.seq
+                    );
+                }
                 self.ctx.dev.record_bad_packet(addr, engine);
             }
         }

@@ -802,3 +802,55 @@ fn big_round_trips_64_mib_through_dram_and_48_mib_through_sram() {
         assert_eq!(checksum(dst.as_slice()), checksum(src.as_slice()));
     }
 }
+
+#[test]
+fn unmap_and_free_while_dmas_run_on_two_engines() {
+    guest_only!();
+    let base = vm_locked_kb();
+    let d = Device::open_compute(0).unwrap();
+    let src = HostBuffer::new(64 << 20).unwrap();
+    let sva = d.map_host(src.addr(), 64 << 20, 0, 0).unwrap();
+    let h = d.alloc(1 << 30, 0).unwrap();
+    let dva = d.map(h, 0, 0).unwrap();
+    let there = (0..16).fold(Cb::new(), |cb, _| cb.lin_dma(sva, dva, 64 << 20));
+    let back = (0..16).fold(Cb::new(), |cb, _| {
+        cb.lin_dma(dva + (64 << 20), sva, 64 << 20)
+    });
+    let (c1, c2) = (host_cb(&d, &there), host_cb(&d, &back));
+    let f = Cs::new()
+        .chunk(PDMA, c1.va(), c1.len)
+        .chunk(EDMA, c2.va(), c2.len)
+        .submit(&d)
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    // Each UNMAP's invalidation waits for the engines' access in flight;
+    // their next access faults.
+    d.unmap(sva).unwrap();
+    d.unmap(dva).unwrap();
+    d.free(h).unwrap();
+    match f.wait(&d, 60 * SEC) {
+        Err(e) => assert_eq!(hlrs::errno(&e), EIO),
+        Ok(done) => assert!(matches!(done, CsDone::Completed { .. })),
+    }
+    assert_eq!(vm_locked_kb(), base + 2 * 4, "only the two CBs stay pinned");
+    let nop = host_cb(&d, &Cb::new().nop());
+    d.run_cb(PDMA, nop.va(), nop.len, 10 * SEC).unwrap();
+    drop((c1, c2, nop));
+    drop(d);
+    assert_eq!(vm_locked_kb(), base);
+}
+
+#[test]
+fn killing_a_process_with_a_dma_in_flight() {
+    guest_only!();
+    let size = (256u64 << 20).to_string();
+    let mut child = hlrs_guest_tests::spawn_hold(&["--count", "1", "--host", &size, "--busy"]);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let d = Device::open_compute(0).unwrap();
+    assert_eq!(d.hw_idle().unwrap().is_idle, 1);
+    let u = d.dram_usage().unwrap();
+    assert_eq!(u.dram_free_mem, d.hw_ip_info().unwrap().dram_size);
+    assert_eq!(run_seq(&d), 1);
+}
