@@ -49,7 +49,7 @@
 //! | 14 | `SimGaudi2::dram`, `SimGaudi2::sram`, `SimGaudi2::dma_pages`, `SimGaudi2::invalidations`, `SimGaudi2::faults`, `SimGaudi2::status`, `CfgSpace::blocks` | simulated DRAM and SRAM, the IOMMU's map, invalidation log, engine faults, state, register blocks | leaves, inside 11 (PTE writes, host-resident hops mapped and unmapped), 13 (engine accesses, walks) or alone |
 //! | 15 | `DeviceVm::handles` | handle -> page pack | held only to look up, count or remove handles; packs dropped under it take 16 |
 //! | 16 | `DeviceVm::pool` (shared by every page pack) | the DRAM page pool | leaf |
-//! | 17 | `Fence::state`, `DeviceCs::captured` | a CS's completion; the errors captured for INFO | leaves, taken alone |
+//! | 17 | `Fence::state`, `DeviceCs::captured` | a CS's completion; the errors captured for INFO | leaves, taken alone, or `captured` inside 12 (a timeout an engine's check finds) |
 //!
 //! The kernel's own locks around our entry points: `mmap` runs under the
 //! mm's `mmap_lock` (write), the dma-buf `map`/`unmap` callbacks under the

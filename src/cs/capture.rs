@@ -51,7 +51,7 @@ pub(crate) struct Captured {
 }
 
 /// The page-fault report of `fault`, if it is a page fault: (info, whether
-/// it is the PMMU's).
+/// it is the PMMU's). O(1).
 pub(crate) fn page_fault_info(fault: &EngineFault) -> Option<(HlPageFaultInfo, bool)> {
     let EngineFault::Page {
         mmu, va, engine, ..
@@ -100,7 +100,7 @@ pub(crate) fn user_mappings(vm: &ContextVm, pmmu: bool) -> Result<KVVec<HlUserMa
     Ok(out)
 }
 
-/// The undefined-opcode report of a bad packet at `cb_addr` on `engine`.
+/// The undefined-opcode report of a bad packet at `cb_addr` on `engine`. O(1).
 pub(crate) fn undefined_opcode_info(cb_addr: u64, engine: u16) -> HlInfoUndefinedOpcodeEvent {
     let mut e = HlInfoUndefinedOpcodeEvent {
         timestamp: ktime_ns(),

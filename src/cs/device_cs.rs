@@ -111,6 +111,7 @@ const LOG_BUDGET: u32 = 16;
 
 impl DeviceCs {
     /// The CS state of a device on `sim`, with upstream's default timeout.
+    /// O(engines).
     pub(crate) fn new(sim: Arc<SimGaudi2>) -> Result<Arc<Self>> {
         let qman = Qman::new(&sim)?;
         Arc::pin_init(
@@ -130,18 +131,18 @@ impl DeviceCs {
     }
 
     /// Apply the module parameters: `timeout_s` seconds (0: none) and the
-    /// page-fault behaviour.
+    /// page-fault behaviour. O(1).
     pub(crate) fn configure(&self, timeout_s: u32, reset_on_fault: bool) {
         self.set_timeout_ms(u64::from(timeout_s) * 1000);
         self.reset_on_fault.store(reset_on_fault, Relaxed);
     }
 
-    /// Set the CS timeout in ms (0: none; KUnit uses short ones).
+    /// Set the CS timeout in ms (0: none). O(1).
     pub(crate) fn set_timeout_ms(&self, ms: u64) {
         self.timeout_ms.store(ms, Relaxed);
     }
 
-    /// The device's CS timeout in ms, `None` if disabled.
+    /// The device's CS timeout in ms, `None` if disabled. O(1).
     pub(crate) fn timeout_ms(&self) -> Option<u64> {
         Some(self.timeout_ms.load(Relaxed)).filter(|&t| t != 0)
     }
@@ -171,7 +172,7 @@ impl DeviceCs {
         false
     }
 
-    /// Run `f` on what was captured (INFO). The lock is held for `f`.
+    /// Run `f` on what was captured (INFO). The lock is held for `f`. O(f).
     pub(crate) fn with_captured<R>(&self, f: impl FnOnce(&mut Captured) -> R) -> R {
         f(&mut self.captured.lock())
     }
@@ -180,7 +181,8 @@ impl DeviceCs {
     /// fault with the user mappings of the moment, and its event; in reset
     /// mode, the reset it starts. Returns whether the context's CSs must
     /// all be aborted (reset mode). Allocates the mapping list (a failure
-    /// leaves it empty, as upstream's `vzalloc` failure does).
+    /// leaves it empty, as upstream's `vzalloc` failure does). O(mappings)
+    /// for the first page fault, O(1) after.
     pub(crate) fn record_fault(&self, fault: &EngineFault, vm: &ContextVm) -> bool {
         let Some((info, pmmu)) = capture::page_fault_info(fault) else {
             return false;
@@ -205,7 +207,7 @@ impl DeviceCs {
         reset
     }
 
-    /// Record the first CS timeout (`seq`) and its event.
+    /// Record the first CS timeout (`seq`) and its event. O(1).
     pub(crate) fn record_timeout(&self, seq: u64) {
         let mut c = self.captured.lock();
         if c.cs_timeout.seq == 0 {
@@ -217,7 +219,7 @@ impl DeviceCs {
         c.events |= HL_NOTIFIER_EVENT_CS_TIMEOUT;
     }
 
-    /// Record the first undefined opcode: the packet at `addr` on `engine`.
+    /// Record the first undefined opcode: the packet at `addr` on `engine`. O(1).
     pub(crate) fn record_bad_packet(&self, addr: u64, engine: u16) {
         let mut c = self.captured.lock();
         if c.undefined_opcode.is_none() {
@@ -236,7 +238,7 @@ impl DeviceCs {
         }
     }
 
-    /// Hard resets since load (`HL_INFO_RESET_COUNT`).
+    /// Hard resets since load (`HL_INFO_RESET_COUNT`). O(1).
     pub(crate) fn hard_resets(&self) -> u32 {
         self.hard_resets.load(Relaxed)
     }

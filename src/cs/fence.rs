@@ -62,7 +62,7 @@ pub(crate) struct Fence {
 }
 
 impl Fence {
-    /// A fence not done yet.
+    /// A fence not done yet. O(1).
     pub(crate) fn new(seq: u64) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
@@ -89,7 +89,7 @@ impl Fence {
     /// Wait until the fence is done, `timeout_us` microseconds pass (0: do
     /// not wait), or a signal comes. Timeouts count in whole jiffies,
     /// rounded up, as upstream's `usecs_to_jiffies`; a timeout beyond
-    /// `u32::MAX` ms waits for ever.
+    /// `u32::MAX` ms waits for ever. O(1) besides the sleep.
     pub(crate) fn wait(&self, timeout_us: u64) -> Waited {
         let mut state = self.state.lock();
         if let Some(f) = *state {
@@ -124,7 +124,8 @@ impl Fence {
     }
 
     /// Wait, without a timeout and not interruptibly, until the fence is
-    /// done (context teardown: bounded, the engines stop within a chunk).
+    /// done (tests). O(1) besides the sleep.
+    #[cfg(CONFIG_KUNIT)]
     pub(crate) fn wait_done(&self) -> Finished {
         let mut state = self.state.lock();
         loop {

@@ -30,7 +30,7 @@ pub(crate) struct OutcomeStore {
 }
 
 impl OutcomeStore {
-    /// An empty store.
+    /// An empty store. O(256).
     pub(crate) fn new() -> Result<Self> {
         Ok(Self {
             entries: KVVec::from_elem(None, OUTCOME_HISTORY_LEN, GFP_KERNEL)?,

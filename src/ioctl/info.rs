@@ -295,7 +295,10 @@ fn user_mappings(caller: &InfoCaller<'_>, args: &mut HlInfoArgs, out: &mut dyn I
         }
         let n = u32::try_from(c.user_mappings.len()).unwrap_or(u32::MAX);
         args.set_array_size(n);
-        let bytes = c.user_mappings.len() * core::mem::size_of::<HlUserMapping>();
+        let bytes = c
+            .user_mappings
+            .len()
+            .saturating_mul(core::mem::size_of::<HlUserMapping>());
         if (args.return_size as usize) < bytes {
             return Err(ENOMEM);
         }

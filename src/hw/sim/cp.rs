@@ -45,7 +45,7 @@ pub(crate) struct Scratch {
 }
 
 impl Scratch {
-    /// Both buffers, zeroed.
+    /// Both buffers, zeroed. O(68 KiB).
     pub(crate) fn new() -> Result<Self> {
         Ok(Self {
             cb: KVVec::from_elem(0u8, CB_WINDOW, GFP_KERNEL)?,

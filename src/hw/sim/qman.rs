@@ -106,7 +106,7 @@ pub(crate) fn queue_engine(queue: u32) -> Option<(usize, usize)> {
     }
 }
 
-/// The upstream engine id of engine `index`.
+/// The upstream engine id of engine `index`. O(1).
 pub(crate) fn engine_id(index: usize) -> Option<u16> {
     ENGINE_IDS.get(index).copied()
 }
@@ -137,7 +137,7 @@ impl_list_item! {
 
 impl HwJob {
     /// A job of `cb_size` bytes at `cb` for queue `queue`, running with
-    /// `asid`; `EINVAL` for a queue the simulation does not enable.
+    /// `asid`; `EINVAL` for a queue the simulation does not enable. O(1).
     pub(crate) fn new(
         queue: u32,
         asid: u32,
@@ -252,7 +252,8 @@ pub(crate) struct Qman {
 }
 
 impl Qman {
-    /// The engines of `sim`, idle. Allocates their buffers (65 KiB each).
+    /// The engines of `sim`, idle. Allocates their buffers (68 KiB each).
+    /// O(engines).
     pub(crate) fn new(sim: &Arc<SimGaudi2>) -> Result<Arc<Self>> {
         let mut engines = KVec::with_capacity(ENGINES, GFP_KERNEL)?;
         for id in ENGINE_IDS {
