@@ -6,6 +6,7 @@
 //! - [`clock`]: the monotonic clock in nanoseconds.
 //! - [`debugfs`]: debugfs directories and files rendered once per open, with
 //!   writes parsed by a safe callback.
+//! - [`eventfd`]: an eventfd a process registered, signalled on device events.
 //! - [`dma`]: the importer side of a dma-buf attachment and the sg table
 //!   DMA-mapped for it.
 //! - [`dma_pages`]: the host pages a simulated device may reach by DMA (its
@@ -33,6 +34,7 @@ pub(crate) mod dma;
 pub(crate) mod dma_pages;
 #[cfg(CONFIG_KUNIT)]
 pub(crate) mod drm_mm;
+pub(crate) mod eventfd;
 pub(crate) mod host_page;
 pub(crate) mod pin;
 pub(crate) mod register_page;

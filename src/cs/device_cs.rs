@@ -19,10 +19,16 @@
 //! (`hard_reset_cnt` + 1) and the device is operational again. Unlike
 //! upstream the process is not killed: it must close the device itself.
 //!
-//! Lock order: `captured` is a leaf.
+//! **Notifier.** The events raised (page fault, CS timeout, undefined
+//! opcode, device reset) are kept for `HL_INFO_GET_EVENTS` and signalled on
+//! the eventfd the compute file registered (`HL_INFO_REGISTER_EVENTFD`),
+//! which goes with the file's close.
+//!
+//! Lock order: `captured` and `notifier` are leaves, never nested.
 
 use crate::{
     cs::capture::{self, Captured},
+    ffi::eventfd::EventFd,
     hw::{
         backend::{Backend, DeviceStatus},
         sim::{engine_mem::EngineFault, qman::Qman, SimGaudi2},
@@ -92,6 +98,9 @@ pub(crate) struct DeviceCs {
     pub(crate) counters: CsCounters,
     #[pin]
     captured: Mutex<Captured>,
+    /// The eventfd the compute file registered (`HL_INFO_REGISTER_EVENTFD`).
+    #[pin]
+    notifier: Mutex<Option<EventFd>>,
     /// CS timeout in ms (0: none), from `timeout_locked`.
     timeout_ms: Atomic<u64>,
     /// `reset_on_page_fault`.
@@ -120,6 +129,7 @@ impl DeviceCs {
                 qman,
                 counters: CsCounters::new(),
                 captured <- new_mutex!(Captured::default()),
+                notifier <- new_mutex!(None),
                 timeout_ms: Atomic::new(u64::from(DEFAULT_TIMEOUT_S) * 1000),
                 reset_on_fault: Atomic::new(false),
                 reset_pending: Atomic::new(false),
@@ -203,29 +213,66 @@ impl DeviceCs {
             self.sim.set_status(DeviceStatus::NeedsReset);
             pr_info!("page fault: the device needs a reset (reset_on_page_fault=1)\n");
         }
-        self.captured.lock().events |= events;
+        self.raise(events);
         reset
+    }
+
+    /// Raise notifier `events`: kept for `HL_INFO_GET_EVENTS` and signalled
+    /// on the registered eventfd (`hl_notifier_event_send`). O(1).
+    fn raise(&self, events: u64) {
+        self.captured.lock().events |= events;
+        if let Some(fd) = self.notifier.lock().as_ref() {
+            fd.signal();
+        }
+    }
+
+    /// `HL_INFO_REGISTER_EVENTFD` with the caller's `fd`: `EINVAL` if one is
+    /// registered already, `EBADF`/`EINVAL` for a bad fd. O(1).
+    pub(crate) fn register_eventfd(&self, fd: i32) -> Result {
+        let mut n = self.notifier.lock();
+        if n.is_some() {
+            return Err(EINVAL);
+        }
+        *n = Some(EventFd::from_fd(fd)?);
+        Ok(())
+    }
+
+    /// `HL_INFO_UNREGISTER_EVENTFD`: `EINVAL` if none is registered. O(1).
+    pub(crate) fn unregister_eventfd(&self) -> Result {
+        let fd = self.notifier.lock().take().ok_or(EINVAL)?;
+        drop(fd);
+        Ok(())
+    }
+
+    /// The compute file closes: its eventfd goes. O(1).
+    pub(crate) fn release_notifier(&self) {
+        let fd = self.notifier.lock().take();
+        drop(fd);
     }
 
     /// Record the first CS timeout (`seq`) and its event. O(1).
     pub(crate) fn record_timeout(&self, seq: u64) {
-        let mut c = self.captured.lock();
-        if c.cs_timeout.seq == 0 {
-            c.cs_timeout = HlInfoCsTimeoutEvent {
-                timestamp: crate::ffi::clock::ktime_ns(),
-                seq,
-            };
+        {
+            let mut c = self.captured.lock();
+            if c.cs_timeout.seq == 0 {
+                c.cs_timeout = HlInfoCsTimeoutEvent {
+                    timestamp: crate::ffi::clock::ktime_ns(),
+                    seq,
+                };
+            }
         }
-        c.events |= HL_NOTIFIER_EVENT_CS_TIMEOUT;
+        self.raise(HL_NOTIFIER_EVENT_CS_TIMEOUT);
     }
 
     /// Record the first undefined opcode: the packet at `addr` on `engine`. O(1).
     pub(crate) fn record_bad_packet(&self, addr: u64, engine: u16) {
-        let mut c = self.captured.lock();
-        if c.undefined_opcode.is_none() {
-            c.undefined_opcode = Some(capture::undefined_opcode_info(addr, engine));
+        {
+            let mut c = self.captured.lock();
+            if c.undefined_opcode.is_none() {
+                c.undefined_opcode = Some(capture::undefined_opcode_info(addr, engine));
+            }
         }
-        c.events |= HL_NOTIFIER_EVENT_UNDEFINED_OPCODE;
+        self.raise(HL_NOTIFIER_EVENT_UNDEFINED_OPCODE);
     }
 
     /// The user of the device is gone: complete a pending reset (the device

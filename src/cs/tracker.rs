@@ -304,6 +304,9 @@ impl ContextCs {
         while track.in_flight > 0 {
             self.idle.wait(&mut track);
         }
+        drop(track);
+        // The file's eventfd goes with it.
+        self.dev.release_notifier();
     }
 }
 

@@ -6,7 +6,9 @@
 //! any device state, the rest only while the device is operational (`EBUSY`
 //! otherwise, also for unknown ops); results are copied truncated to
 //! `return_size`; `return_size == 0` or a NULL `return_pointer` is `EINVAL`.
-//! The control node refuses the eventfd/notifier ops with `EOPNOTSUPP`.
+//! The control node refuses the eventfd/notifier ops with `EOPNOTSUPP`; on
+//! the compute node they register an eventfd that the device's notifier
+//! events signal (`cs::device_cs`).
 //!
 //! Ops that need firmware (CPU-CP) the simulated device does not have answer
 //! `EOPNOTSUPP` after the same argument checks (see the README's table).
@@ -262,8 +264,7 @@ fn event_info(
                 Ok(())
             }
         }
-        // No eventfd can be registered (see REGISTER_EVENTFD).
-        HL_INFO_UNREGISTER_EVENTFD => Err(EINVAL),
+        HL_INFO_UNREGISTER_EVENTFD => cs.unregister_eventfd(),
         _ => return None,
     })
 }
@@ -354,7 +355,8 @@ fn operational_info(
             check_buffer(args)?;
             Err(EOPNOTSUPP)
         }
-        HL_INFO_REGISTER_EVENTFD => Err(EOPNOTSUPP),
+        // The union's `eventfd` member: the caller's fd number.
+        HL_INFO_REGISTER_EVENTFD => caller.dev.cs.register_eventfd(args.arg as i32),
         _ => Err(EINVAL),
     }
 }
@@ -575,8 +577,9 @@ mod tests {
         assert_eq!(out.len(), 8);
         let (rc, _, _) = call(&d, None, Node::Compute, HL_INFO_UNREGISTER_EVENTFD, 0, 0)?;
         assert_eq!(rc, Err(EINVAL));
+        // fd 0 is not open in the test's kernel thread.
         let (rc, _, _) = call(&d, None, Node::Compute, HL_INFO_REGISTER_EVENTFD, 0, 0)?;
-        assert_eq!(rc, Err(EOPNOTSUPP));
+        assert_eq!(rc, Err(EBADF));
         Ok(())
     }
 

@@ -854,3 +854,54 @@ fn killing_a_process_with_a_dma_in_flight() {
     assert_eq!(u.dram_free_mem, d.hw_ip_info().unwrap().dram_size);
     assert_eq!(run_seq(&d), 1);
 }
+
+#[test]
+fn a_registered_eventfd_is_signalled_on_a_page_fault() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    // SAFETY: plain system call; the fd is closed below.
+    let efd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK) };
+    assert!(efd >= 0);
+    let register = |fd: i32| {
+        let mut buf = [0u8; 8];
+        let mut a = HlInfoArgs {
+            return_pointer: buf.as_mut_ptr() as u64,
+            return_size: 8,
+            op: HL_INFO_REGISTER_EVENTFD,
+            arg: fd as u32,
+            pad: 0,
+        };
+        d.info_args(&mut a)
+    };
+    let unregister = || {
+        d.info_into(HL_INFO_UNREGISTER_EVENTFD, 0, &mut [0u8; 8])
+            .map(drop)
+    };
+    expect_errno(unregister(), EINVAL);
+    expect_errno(register(9999), 9);
+    register(efd).unwrap();
+    expect_errno(register(efd), EINVAL);
+    let read = || {
+        let mut v = 0u64;
+        // SAFETY: reads 8 bytes into `v`.
+        let n = unsafe { libc::read(efd, (&mut v as *mut u64).cast(), 8) };
+        (n == 8).then_some(v)
+    };
+    assert_eq!(read(), None);
+    // A host VA nothing maps.
+    let cb = host_cb(&d, &Cb::new().msg_long(0xFFF0_0F00_0000_0000, 1));
+    expect_errno(d.run_cb(PDMA, cb.va(), cb.len, 10 * SEC), EIO);
+    assert!(read().is_some_and(|v| v >= 1));
+    assert_eq!(
+        d.events().unwrap() & HL_NOTIFIER_EVENT_PAGE_FAULT,
+        HL_NOTIFIER_EVENT_PAGE_FAULT
+    );
+    unregister().unwrap();
+    expect_errno(unregister(), EINVAL);
+    // Registered again, then left to the close.
+    register(efd).unwrap();
+    drop(cb);
+    drop(d);
+    // SAFETY: closes the eventfd made above.
+    unsafe { libc::close(efd) };
+}
