@@ -905,3 +905,60 @@ fn a_registered_eventfd_is_signalled_on_a_page_fault() {
     // SAFETY: closes the eventfd made above.
     unsafe { libc::close(efd) };
 }
+
+/// The `last stale use` of debugfs `stlb`: (VA, DRAM address).
+fn last_stale_use() -> Option<(u64, u64)> {
+    let s = hlrs_guest_tests::debugfs(0, "stlb");
+    let line = s.lines().find(|l| l.starts_with("last stale use:"))?;
+    let mut w = line.split_whitespace();
+    let va = w.clone().skip_while(|&x| x != "va").nth(1)?;
+    let pa = w.by_ref().skip_while(|&x| x != "dram").nth(1)?;
+    let hex = |t: &str| u64::from_str_radix(t.trim_start_matches("0x"), 16).ok();
+    Some((hex(va)?, hex(pa)?))
+}
+
+#[test]
+fn a_skipped_invalidation_lets_a_dma_reach_the_freed_page_and_is_caught() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let page = d.hw_ip_info().unwrap().dram_page_size;
+    let out = HostBuffer::new(4096).unwrap();
+    let om = d.map_buffer(out.as_slice(), 0, 0).unwrap();
+    for skip in [false, true] {
+        let h1 = d.alloc(page, 0).unwrap();
+        let va1 = d.map(h1, 0, 0).unwrap();
+        // A DMA through VA1: the STLB holds its translation.
+        run(&d, PDMA, &Cb::new().memset(va1, 0x11, 8)).unwrap();
+        if skip {
+            std::fs::write("/sys/kernel/debug/habanalabs_rs/0/skip_invalidations", "1").unwrap();
+        }
+        d.unmap(va1).unwrap();
+        d.free(h1).unwrap();
+        // Mapped elsewhere: the MAP's own invalidation covers VA2, not VA1.
+        let h2 = d.alloc(page, 0).unwrap();
+        let va2 = d.map(h2, va1 + 4 * page, HL_MEM_FORCE_HINT).unwrap();
+        run(&d, PDMA, &Cb::new().memset(va2, 0x22, 8)).unwrap();
+        // The DMA through the unmapped VA1.
+        let stale = run(&d, PDMA, &Cb::new().memset(va1, 0x33, 8));
+        run(&d, PDMA, &Cb::new().lin_dma(va2, om.va(), 8)).unwrap();
+        let seen = out.as_slice()[0];
+        if skip {
+            // It reached memory the driver had freed: the model lets it and
+            // reports it (the STLB's stale use).
+            assert!(stale.is_ok(), "{stale:?}");
+            let (va, pa) = last_stale_use().expect("a stale use");
+            assert_eq!(va, va1);
+            if hlrs_guest_tests::oracle_walk(0, va2).map(|(p, _)| p) == Some(pa) {
+                // The freed page is the new allocation's: overwritten.
+                assert_eq!(seen, 0x33);
+            }
+        } else {
+            // With the invalidation, the DMA faults and nothing changes.
+            expect_errno(stale, EIO);
+            assert_eq!(seen, 0x22);
+        }
+        d.unmap(va2).unwrap();
+        d.free(h2).unwrap();
+    }
+    std::fs::write("/sys/kernel/debug/habanalabs_rs/0/skip_invalidations", "0").unwrap();
+}
