@@ -766,6 +766,47 @@ pub struct HlInfoDevMemallocPageSizes {
     pub page_order_bitmask: u64,
 }
 
+/// `HL_RAZWI_READ`: the access that caused a RAZWI was a read.
+pub const HL_RAZWI_READ: u8 = 1 << 0;
+/// `HL_RAZWI_WRITE`.
+pub const HL_RAZWI_WRITE: u8 = 1 << 1;
+/// `HL_RAZWI_HBW`: on the high-bandwidth fabric.
+pub const HL_RAZWI_HBW: u8 = 1 << 3;
+/// `HL_NOTIFIER_EVENT_RAZWI`.
+pub const HL_NOTIFIER_EVENT_RAZWI: u64 = 1 << 7;
+
+/// `struct hl_info_razwi_event` (280 bytes): an access to an address no
+/// memory decodes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HlInfoRazwiEvent {
+    /// Time of the event, ktime in nanoseconds.
+    pub timestamp: i64,
+    /// The address.
+    pub addr: u64,
+    /// The possible initiators.
+    pub engine_id: [u16; HL_RAZWI_MAX_NUM_OF_ENGINES_PER_RTR],
+    /// How many of `engine_id` are valid.
+    pub num_of_possible_engines: u16,
+    /// `HL_RAZWI_*`.
+    pub flags: u8,
+    /// Padding.
+    pub pad: [u8; 5],
+}
+
+impl Default for HlInfoRazwiEvent {
+    fn default() -> Self {
+        Self {
+            timestamp: 0,
+            addr: 0,
+            engine_id: [0; HL_RAZWI_MAX_NUM_OF_ENGINES_PER_RTR],
+            num_of_possible_engines: 0,
+            flags: 0,
+            pad: [0; 5],
+        }
+    }
+}
+
 /// `struct hl_page_fault_info` (24 bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -1114,6 +1155,8 @@ assert_layout!(HlInfoCsTimeoutEvent, 16, timestamp @ 0, seq @ 8);
 assert_layout!(HlInfoUndefinedOpcodeEvent, 288, timestamp @ 0, cb_addr_streams @ 8,
     cq_addr @ 264, cq_size @ 272, cb_addr_streams_len @ 276, engine_id @ 280, stream_id @ 284);
 assert_layout!(HlInfoDevMemallocPageSizes, 8, page_order_bitmask @ 0);
+assert_layout!(HlInfoRazwiEvent, 280, timestamp @ 0, addr @ 8, engine_id @ 16,
+    num_of_possible_engines @ 272, flags @ 274, pad @ 275);
 assert_layout!(HlPageFaultInfo, 24, timestamp @ 0, addr @ 8, engine_id @ 16, pad @ 18);
 assert_layout!(HlUserMapping, 16, dev_va @ 0, size @ 8);
 assert_layout!(HlCbArgs, 24, cb_handle @ 0, op @ 8, cb_size @ 12, ctx_id @ 16, flags @ 20);

@@ -4,8 +4,9 @@
 //! `hdev->captured_err_info`, common/device.c:2717-2870): the first MMU page
 //! fault with the context's user mappings at that moment
 //! (`HL_INFO_PAGE_FAULT_EVENT`, `HL_INFO_USER_MAPPINGS`), the first CS
-//! timeout (`HL_INFO_CS_TIMEOUT_EVENT`) and the first undefined opcode
-//! (`HL_INFO_UNDEFINED_OPCODE_EVENT`), and the notifier events raised
+//! timeout (`HL_INFO_CS_TIMEOUT_EVENT`), the first undefined opcode
+//! (`HL_INFO_UNDEFINED_OPCODE_EVENT`), the first access no memory decodes
+//! (`HL_INFO_RAZWI_EVENT`), and the notifier events raised
 //! (`HL_INFO_GET_EVENTS`). Each is captured once per open of the compute
 //! node: a new open clears them all (`hl_enable_err_info_capture`).
 //!
@@ -46,6 +47,8 @@ pub(crate) struct Captured {
     pub(crate) cs_timeout: HlInfoCsTimeoutEvent,
     /// The first undefined opcode.
     pub(crate) undefined_opcode: Option<HlInfoUndefinedOpcodeEvent>,
+    /// The first RAZWI (an access no memory decodes).
+    pub(crate) razwi: Option<HlInfoRazwiEvent>,
     /// Notifier events (`HL_NOTIFIER_EVENT_*`) not read yet.
     pub(crate) events: u64,
 }
@@ -100,6 +103,26 @@ pub(crate) fn user_mappings(vm: &ContextVm, pmmu: bool) -> Result<KVVec<HlUserMa
     Ok(out)
 }
 
+/// The RAZWI report of `fault`, if it is an address-decode error
+/// (`hl_capture_razwi`: one initiator, a high-bandwidth access; the
+/// simulation does not tell reads from writes). O(1).
+pub(crate) fn razwi_info(fault: &EngineFault) -> Option<HlInfoRazwiEvent> {
+    let EngineFault::Decode { addr, engine } = *fault else {
+        return None;
+    };
+    let mut r = HlInfoRazwiEvent {
+        timestamp: ktime_ns(),
+        addr,
+        num_of_possible_engines: 1,
+        flags: HL_RAZWI_HBW,
+        ..Default::default()
+    };
+    if let Some(e) = r.engine_id.get_mut(0) {
+        *e = engine;
+    }
+    Some(r)
+}
+
 /// The undefined-opcode report of a bad packet at `cb_addr` on `engine`. O(1).
 pub(crate) fn undefined_opcode_info(cb_addr: u64, engine: u16) -> HlInfoUndefinedOpcodeEvent {
     let mut e = HlInfoUndefinedOpcodeEvent {
@@ -139,8 +162,17 @@ mod tests {
         let (info, host) = page_fault_info(&hmmu).unwrap_or_default();
         assert!(!host);
         assert_eq!(info.addr, 0x1001_0018_0400_0000);
-        let other = EngineFault::Decode { addr: 5, engine: 0 };
+        let other = EngineFault::Decode {
+            addr: 5,
+            engine: 46,
+        };
         assert!(page_fault_info(&other).is_none());
+        let r = razwi_info(&other).unwrap_or_default();
+        assert_eq!(
+            (r.addr, r.engine_id[0], r.num_of_possible_engines),
+            (5, 46, 1)
+        );
+        assert!(razwi_info(&pmmu).is_none());
         let u = undefined_opcode_info(0x1000, 46);
         assert_eq!((u.engine_id, u.cb_addr_streams_len), (46, 1));
         assert_eq!(u.cb_addr_streams[0][0], 0x1000);

@@ -194,6 +194,11 @@ impl DeviceCs {
     /// leaves it empty, as upstream's `vzalloc` failure does). O(mappings)
     /// for the first page fault, O(1) after.
     pub(crate) fn record_fault(&self, fault: &EngineFault, vm: &ContextVm) -> bool {
+        if let Some(r) = capture::razwi_info(fault) {
+            self.captured.lock().razwi.get_or_insert(r);
+            self.raise(HL_NOTIFIER_EVENT_RAZWI);
+            return false;
+        }
         let Some((info, pmmu)) = capture::page_fault_info(fault) else {
             return false;
         };

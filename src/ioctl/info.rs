@@ -251,10 +251,13 @@ fn event_info(
             }
         }),
         HL_INFO_USER_MAPPINGS => user_mappings(caller, args, out),
-        HL_INFO_RAZWI_EVENT => {
+        HL_INFO_RAZWI_EVENT => check_buffer(args).and_then(|()| {
             // Nothing captured: success without copying (ioc:613-629).
-            check_buffer(args)
-        }
+            match cs.with_captured(|c| c.razwi) {
+                Some(r) => reply(args, out, &r),
+                None => Ok(()),
+            }
+        }),
         HL_INFO_HW_ERR_EVENT | HL_INFO_FW_ERR_EVENT | HL_INFO_USER_ENGINE_ERR_EVENT => {
             // Only the pointer is checked; nothing captured, nothing copied
             // and `array_size` untouched (ioc:861-949).

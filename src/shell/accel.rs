@@ -118,6 +118,7 @@ uapi_as_bytes!(
     uapi::HlInfoDevMemallocPageSizes,
     uapi::HlPageFaultInfo,
     uapi::HlUserMapping,
+    uapi::HlInfoRazwiEvent,
 );
 
 /// Makes one of the immutable C tables below usable in a `static`.

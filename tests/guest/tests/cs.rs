@@ -734,6 +734,22 @@ fn a_dma_to_an_unmapped_va_aborts_and_reports_the_fault() {
     assert_eq!(maps.len(), 1);
     assert_eq!(maps[0].dev_va, dm.va());
     assert!(maps[0].size >= 1 << 30);
+    // An address no memory decodes (below SRAM): a RAZWI, not a page fault.
+    assert_eq!(d.razwi_event().unwrap(), HlInfoRazwiEvent::default());
+    let below = SRAM - 0x1000;
+    let cb = host_cb(&d, &Cb::new().msg_long(below, 1));
+    expect_errno(d.run_cb(PDMA, cb.va(), cb.len, 10 * SEC), EIO);
+    let r = d.razwi_event().unwrap();
+    assert_eq!(
+        (r.addr, r.engine_id[0], r.num_of_possible_engines),
+        (below, GAUDI2_ENGINE_ID_PDMA_0, 1)
+    );
+    assert!(r.timestamp > 0);
+    assert_eq!(d.page_fault_event().unwrap(), pf);
+    assert_eq!(
+        d.events().unwrap() & HL_NOTIFIER_EVENT_RAZWI,
+        HL_NOTIFIER_EVENT_RAZWI
+    );
 }
 
 #[test]

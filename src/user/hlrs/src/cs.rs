@@ -348,6 +348,11 @@ impl Device {
         self.info_typed(HL_INFO_PAGE_FAULT_EVENT)
     }
 
+    /// `HL_INFO_RAZWI_EVENT` (all zero when none was captured).
+    pub fn razwi_event(&self) -> io::Result<HlInfoRazwiEvent> {
+        self.info_typed(HL_INFO_RAZWI_EVENT)
+    }
+
     /// `HL_INFO_CS_TIMEOUT_EVENT`.
     pub fn cs_timeout_event(&self) -> io::Result<HlInfoCsTimeoutEvent> {
         self.info_typed(HL_INFO_CS_TIMEOUT_EVENT)
