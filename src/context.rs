@@ -4,6 +4,7 @@
 //! the compute node. It owns the user ASID; closing the file tears it down.
 
 use crate::{
+    cs::tracker::ContextCs,
     device::HlDevice,
     vm::{
         context_vm::ContextVm,
@@ -24,6 +25,8 @@ pub(crate) struct Context {
     /// The context's VA ranges, page tables and mappings (also reachable
     /// from the device for debugfs).
     vm: Arc<ContextVm>,
+    /// The context's command submissions.
+    cs: Arc<ContextCs>,
 }
 
 impl Context {
@@ -31,17 +34,19 @@ impl Context {
     /// with the errno of `HlDevice::open_compute`.
     pub(crate) fn new(dev: Arc<HlDevice>, now_ns: i64) -> Result<Self> {
         let asid = dev.open_compute(now_ns)?;
-        let vm =
-            match ContextVm::new(&dev.vm, asid).and_then(|init| Arc::pin_init(init, GFP_KERNEL)) {
-                Ok(vm) => vm,
-                Err(e) => {
-                    dev.close_compute(asid);
-                    return Err(e);
-                }
-            };
+        let made = ContextVm::new(&dev.vm, asid)
+            .and_then(|init| Arc::pin_init(init, GFP_KERNEL))
+            .and_then(|vm| Ok((ContextCs::new(dev.cs.clone(), vm.clone())?, vm)));
+        let (cs, vm) = match made {
+            Ok(made) => made,
+            Err(e) => {
+                dev.close_compute(asid);
+                return Err(e);
+            }
+        };
         dev.set_active_vm(Some(vm.clone()));
         // INVARIANT: `open_compute` marked the context active and reserved `asid`.
-        Ok(Self { dev, asid, vm })
+        Ok(Self { dev, asid, vm, cs })
     }
 
     /// The device of this context.
@@ -63,11 +68,18 @@ impl Context {
     pub(crate) fn asid(&self) -> u32 {
         self.asid
     }
+
+    /// The context's command submissions.
+    pub(crate) fn cs(&self) -> &Arc<ContextCs> {
+        &self.cs
+    }
 }
 
 impl Drop for Context {
-    /// Tear the context down (`hl_ctx_fini` -> `hl_vm_ctx_fini`): unmap and
-    /// free everything left behind, then release the ASID.
+    /// Tear the context down (`hl_ctx_fini` -> `hl_vm_ctx_fini`): stop its
+    /// jobs and wait for every CS in flight to finish (so no engine reaches
+    /// its memory any more), unmap and free everything left behind, then
+    /// release the ASID.
     ///
     /// Nothing the MMU could still reach goes back before the teardown's own
     /// invalidation of both MMUs succeeded (always issued, as upstream). If it
@@ -75,6 +87,8 @@ impl Drop for Context {
     /// hops and ASID, and opens answer `EAGAIN` until a later invalidation
     /// succeeds (`HlDevice::open_compute`). Allocates nothing.
     fn drop(&mut self) {
+        // Usually done at the file's close already.
+        self.cs.stop_and_drain();
         // Opens answer `EAGAIN` from here on (upstream `compute_ctx_in_release`).
         self.dev.begin_release();
         // The registers of every HW block go, so the next user reads zeros
@@ -110,6 +124,7 @@ impl Drop for Context {
                 "context {}: MMU invalidation failed at teardown; the device keeps its memory until one succeeds\n",
                 self.asid
             );
+            self.dev.cs.finish_reset();
             self.dev.park_release(self.asid, self.vm.clone());
             return;
         }
@@ -122,6 +137,8 @@ impl Drop for Context {
                 va_left
             );
         }
+        // A reset a page fault asked for (`reset_on_page_fault`) ends here.
+        self.dev.cs.finish_reset();
         self.dev.close_compute(self.asid);
     }
 }

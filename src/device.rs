@@ -9,6 +9,7 @@
 
 use crate::{
     asic::{AsicProperties, MAX_ASID},
+    cs::device_cs::DeviceCs,
     hw::{
         backend::{Backend, DeviceStatus},
         sim::SimGaudi2,
@@ -98,6 +99,8 @@ pub(crate) struct HlDevice {
     pub(crate) mmu: Arc<DeviceMmu>,
     /// The memory: DRAM pool, handles, usage counters.
     pub(crate) vm: Arc<DeviceVm>,
+    /// Command submission: engines, CS counters, captured errors.
+    pub(crate) cs: Arc<DeviceCs>,
     /// Open/ASID bookkeeping.
     #[pin]
     pub(crate) state: Mutex<DeviceState>,
@@ -107,11 +110,13 @@ impl HlDevice {
     /// A new, operational device.
     pub(crate) fn new(index: u32, asic: AsicProperties) -> Result<Arc<Self>> {
         let (sim, mmu, vm) = DeviceVm::simulated(&asic)?;
+        let cs = DeviceCs::new(sim.clone())?;
         Arc::pin_init(
             pin_init!(Self {
                 sim,
                 mmu,
                 vm,
+                cs,
                 index,
                 asic,
                 state <- new_mutex!(DeviceState {
@@ -218,6 +223,7 @@ impl HlDevice {
         st.open_counter += 1;
         st.last_open_ktime_ns = now_ns;
         st.session_start = Some(Instant::now());
+        self.cs.enable_capture();
         Ok(asid)
     }
 

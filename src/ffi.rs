@@ -3,8 +3,10 @@
 //! Safe wrappers of the kernel C APIs the `kernel` crate lacks: leaves that
 //! import nothing of the project (floor 2). Their `unsafe` stays here.
 //!
+//! - [`clock`]: the monotonic clock in nanoseconds.
 //! - [`debugfs`]: debugfs directories and files rendered once per open, with
 //!   writes parsed by a safe callback.
+//! - [`eventfd`]: an eventfd a process registered, signalled on device events.
 //! - [`dma`]: the importer side of a dma-buf attachment and the sg table
 //!   DMA-mapped for it.
 //! - [`dma_pages`]: the host pages a simulated device may reach by DMA (its
@@ -18,20 +20,24 @@
 //!   device registers, for `remap_pfn_range`.
 //! - [`sched`]: `cond_resched` and `fatal_signal_pending` for long loops.
 //! - [`vmalloc`]: the physical pages behind vmalloc memory.
+//! - [`workqueue`]: the module's workqueue, from load to unload, drained at unload.
 //!
 //! `ffi/helpers.c` (prototypes in `ffi/helpers.h`) wraps the static inlines
 //! these and the shell need (`page_to_phys`, `totalram_pages`,
 //! `pfn_to_page`, `fatal_signal_pending`, `access_ok`, `virt_to_pfn`, `get_page`,
 //! `put_page`, `page_count`, `sg_page`, `dma_get_max_seg_size`,
-//! `cond_resched`).
+//! `cond_resched`, `alloc_workqueue`).
 
+pub(crate) mod clock;
 pub(crate) mod debugfs;
 pub(crate) mod dma;
 pub(crate) mod dma_pages;
 #[cfg(CONFIG_KUNIT)]
 pub(crate) mod drm_mm;
+pub(crate) mod eventfd;
 pub(crate) mod host_page;
 pub(crate) mod pin;
 pub(crate) mod register_page;
 pub(crate) mod sched;
 pub(crate) mod vmalloc;
+pub(crate) mod workqueue;

@@ -22,6 +22,14 @@ pub(crate) struct ComputeFile {
     pub(crate) ctx: Arc<Context>,
 }
 
+impl Drop for ComputeFile {
+    /// The close of the file stops the context's jobs and waits for its
+    /// CSs in flight, even if an mmap keeps the context itself alive.
+    fn drop(&mut self) {
+        self.ctx.cs().stop_and_drain();
+    }
+}
+
 /// The state of one open of the control node.
 pub(crate) struct ControlFile {
     /// The device the node belongs to.

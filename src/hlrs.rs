@@ -17,9 +17,9 @@
 //! | 8 | `hlrs.rs`, `shell/` | C-ABI entry points: accel registration, fops, ioctl, mmap and dma-buf callbacks, debugfs, sysfs, module init |
 //! | 7 | `ioctl/` | typed ioctl handlers |
 //! | 6 | `context.rs`, `device.rs`, `file.rs` | aggregates: one open, one device |
-//! | 5 | `vm/` | device-wide [`vm::device_vm::DeviceVm`]; per context [`vm::context_vm::ContextVm`] and the operations on it |
+//! | 5 | `vm/`, `cs/` | device-wide [`vm::device_vm::DeviceVm`]; per context [`vm::context_vm::ContextVm`] and the operations on it; command submission: [`cs::device_cs::DeviceCs`], per context [`cs::tracker::ContextCs`], CS and WAIT_CS |
 //! | 4 | `mmu/` | device-wide [`mmu::device_mmu::DeviceMmu`]; page tables, hop pools, invalidation proofs |
-//! | 3 | `hw/` | the sealed [`hw::backend::Backend`] trait and the simulated Gaudi2 |
+//! | 3 | `hw/` | the sealed [`hw::backend::Backend`] trait and the simulated Gaudi2, its MMUs' engine side and its engines (QMANs, command processor) |
 //! | 2 | `ffi/` | safe wrappers of kernel C APIs the `kernel` crate lacks (leaves) |
 //! | 1 | `uapi.rs`, `asic/`, `params.rs` | uAPI structs, Gaudi2 constants, module parameters |
 //!
@@ -33,17 +33,23 @@
 //!
 //! | # | lock | guards | notes |
 //! |---|---|---|---|
-//! | 1 | `HlDevice::state` | open/ASID bookkeeping, the parked VM | held by `open_compute` across the retry of a parked teardown (which takes 4-11) and the ASID purge (10, 11) |
-//! | 2 | `ContextVm::exports` | a context's export records | alone (taken and released around 4 in EXPORT and the dma-buf release) |
-//! | 3 | `ContextVm::hw_blocks`, `ContextVm::ts_buffers`, `ContextVm::cbs` | a context's HW-block records, TS buffers, command buffers | alone; taken under the mm's `mmap_lock` (`mmap`, vma close) |
-//! | 4 | `ContextVm::mappings` | mappings by VA, userptr index, quarantine (upstream `mem_hash_lock` + `userptr_lock`) | never together with 6; released before a mapping is released (5, 9) |
-//! | 5 | a VA range's mutex (`VaRanges::{host, host_huge, dram}`) | one VA allocator | alone: only inside the allocator's calls, never across an allocation |
-//! | 6 | `ContextVm::mmu` | the context's two page tables (upstream: one device-wide `mmu_lock`) | held across the mapping of one pack |
-//! | 7 | `DeviceMmu::dr_hops`, `DeviceMmu::hr_hops` | the hop pools | inside 6 |
-//! | 8 | `SimGaudi2::stlb` | the device's STLB | held across each engine access piece (translate, walk, copy) and by every invalidation, which so waits for the piece in flight; taken with none of 2-7 held (invalidations come after the page-table lock is released); takes only 9 |
-//! | 9 | `SimGaudi2::dram`, `SimGaudi2::sram`, `SimGaudi2::dma_pages`, `SimGaudi2::invalidations`, `SimGaudi2::faults`, `SimGaudi2::status`, `CfgSpace::blocks` | simulated DRAM and SRAM, the IOMMU's map, invalidation log, engine faults, state, register blocks | leaves, inside 7 (PTE writes, host-resident hops mapped and unmapped), 8 (engine accesses, walks) or alone |
-//! | 10 | `DeviceVm::handles` | handle -> page pack | held only to look up, count or remove handles; packs dropped under it take 11 |
-//! | 11 | `DeviceVm::pool` (shared by every page pack) | the DRAM page pool | leaf |
+//! | 1 | `HlDevice::state` | open/ASID bookkeeping, the parked VM | held by `open_compute` across the retry of a parked teardown (which takes 6-16) and the ASID purge (15, 16) |
+//! | 2 | `ContextCs::restore` | a context's restore phase (upstream `restore_phase_mutex`) | held across the submission of a restore CS (takes 3-5) |
+//! | 3 | `ContextCs::track` | a context's sequence numbers, window of 64 fences, CSs in flight, outcome store | held across a submission, jobs queued included (takes 4, 5; allocates); taken alone when a CS ends (an engine reports with none of its locks held), by WAIT_CS and by the close's drain |
+//! | 4 | `Qman::submit` | a batch of jobs' room check and queueing | takes only 5 |
+//! | 5 | `Engine::fifo` | an engine's queued jobs | leaf |
+//! | 6 | `ContextVm::exports` | a context's export records | alone (taken and released around 8 in EXPORT and the dma-buf release) |
+//! | 7 | `ContextVm::hw_blocks`, `ContextVm::ts_buffers`, `ContextVm::cbs` | a context's HW-block records, TS buffers, command buffers | alone; taken under the mm's `mmap_lock` (`mmap`, vma close) |
+//! | 8 | `ContextVm::mappings` | mappings by VA, userptr index, quarantine (upstream `mem_hash_lock` + `userptr_lock`) | never together with 10; released before a mapping is released (9, 14); taken alone by a page-fault report (its copy of the user mappings) |
+//! | 9 | a VA range's mutex (`VaRanges::{host, host_huge, dram}`) | one VA allocator | alone: only inside the allocator's calls, never across an allocation |
+//! | 10 | `ContextVm::mmu` | the context's two page tables (upstream: one device-wide `mmu_lock`) | held across the mapping of one pack |
+//! | 11 | `DeviceMmu::dr_hops`, `DeviceMmu::hr_hops` | the hop pools | inside 10 |
+//! | 12 | `Engine::scratch` | an engine's CB window and DMA bounce buffer | held across one job's execution (takes 13, 14), with none of 1-11 held; released before the job is reported |
+//! | 13 | `SimGaudi2::stlb` | the device's STLB | held across each engine access piece (translate, walk, copy) and by every invalidation, which so waits for the piece in flight; taken with none of 6-11 held (invalidations come after the page-table lock is released); takes only 14 |
+//! | 14 | `SimGaudi2::dram`, `SimGaudi2::sram`, `SimGaudi2::dma_pages`, `SimGaudi2::invalidations`, `SimGaudi2::faults`, `SimGaudi2::status`, `CfgSpace::blocks` | simulated DRAM and SRAM, the IOMMU's map, invalidation log, engine faults, state, register blocks | leaves, inside 11 (PTE writes, host-resident hops mapped and unmapped), 13 (engine accesses, walks) or alone |
+//! | 15 | `DeviceVm::handles` | handle -> page pack | held only to look up, count or remove handles; packs dropped under it take 16 |
+//! | 16 | `DeviceVm::pool` (shared by every page pack) | the DRAM page pool | leaf |
+//! | 17 | `Fence::state`, `DeviceCs::captured` | a CS's completion; the errors captured for INFO | leaves, taken alone, or `captured` inside 12 (a timeout an engine's check finds) |
 //!
 //! The kernel's own locks around our entry points: `mmap` runs under the
 //! mm's `mmap_lock` (write), the dma-buf `map`/`unmap` callbacks under the
@@ -74,6 +80,7 @@ mod asic;
 #[cfg(CONFIG_KUNIT)]
 mod bench;
 mod context;
+mod cs;
 mod device;
 mod ffi;
 mod file;
@@ -112,6 +119,14 @@ module! {
             default: 1000,
             description: "Live VA blocks of the KUnit VA benchmark (make bench uses 100000)",
         },
+        timeout_locked: u32 {
+            default: 30,
+            description: "Seconds a command submission may run before it is aborted (0: never); upstream's timeout_locked",
+        },
+        reset_on_page_fault: bool {
+            default: false,
+            description: "Answer an engine page fault as upstream Gaudi2 does: the device needs a reset until its user closes it (default: abort the CS only)",
+        },
     },
 }
 
@@ -127,6 +142,9 @@ struct HabanaLabsRs {
     /// `/sys/kernel/debug/habanalabs/`, upstream's old root, holding a link
     /// `hl<N>` per device; removed after the devices' links.
     _hl_debugfs: ffi::debugfs::Dir<()>,
+    /// The engines' workqueue: destroyed last, after every device, waiting
+    /// for the work items still running.
+    _engines_wq: ffi::workqueue::ModuleQueue,
 }
 
 /// The files at the debugfs root.
@@ -187,7 +205,9 @@ impl kernel::Module for HabanaLabsRs {
                 HABANA_PCI_LEFT_ALONE
             ),
         }
-        // Phase 1: everything that can fail; nothing can be opened yet.
+        // Phase 1: everything that can fail; nothing can be opened yet. The
+        // engines' workqueue first: a failure drops it after the devices.
+        let engines_wq = ffi::workqueue::ModuleQueue::create(c"hlrs_engines")?;
         let region = shell::accel::ChrdevRegion::new()?;
         let root = ffi::debugfs::Prepared::new(
             CString::try_from_fmt(fmt!("habanalabs_rs"))?,
@@ -218,6 +238,7 @@ impl kernel::Module for HabanaLabsRs {
             _region: region,
             _debugfs: root,
             _hl_debugfs: hl_root,
+            _engines_wq: engines_wq,
         })
     }
 }
@@ -245,6 +266,10 @@ fn prepare_devices(config: &params::Config) -> Result<KVec<PreparedDevice>> {
     let mut prepared = KVec::with_capacity(config.devices as usize, GFP_KERNEL)?;
     for index in 0..config.devices {
         let hdev = device::HlDevice::new(index, config.asic.clone())?;
+        hdev.cs.configure(
+            module_parameters::timeout_locked.value(),
+            module_parameters::reset_on_page_fault.value(),
+        );
         let files = shell::debugfs::prepare(&hdev)?;
         let abi = shell::debugfs_abi::prepare(&hdev)?;
         let dev = shell::accel::PreparedDevice::new(hdev)?;

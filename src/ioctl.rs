@@ -4,5 +4,6 @@
 //! (`shell::accel`) copies the argument in and out and calls these.
 
 pub(crate) mod cb;
+pub(crate) mod cs;
 pub(crate) mod info;
 pub(crate) mod memory;

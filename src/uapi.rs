@@ -50,9 +50,9 @@ pub const fn ioc_size(cmd: u32) -> usize {
 pub const HL_IOCTL_INFO: u32 = 0x00;
 /// `HL_IOCTL_CB`: command buffers (CREATE, DESTROY, INFO).
 pub const HL_IOCTL_CB: u32 = 0x01;
-/// `HL_IOCTL_CS`: command submission (not implemented by this driver).
+/// `HL_IOCTL_CS`: command submission.
 pub const HL_IOCTL_CS: u32 = 0x02;
-/// `HL_IOCTL_WAIT_CS`: wait for a command submission (not implemented).
+/// `HL_IOCTL_WAIT_CS`: wait for a command submission.
 pub const HL_IOCTL_WAIT_CS: u32 = 0x03;
 /// `HL_IOCTL_MEMORY`: driver command number of the MEMORY ioctl.
 pub const HL_IOCTL_MEMORY: u32 = 0x04;
@@ -66,9 +66,9 @@ pub const DRM_IOCTL_HL_MEMORY: u32 = drm_iowr(HL_IOCTL_MEMORY, size_of::<HlMemAr
 /// `DRM_IOCTL_HL_CB` = 0xC0186441 (`union hl_cb_args`, 24 bytes).
 pub const DRM_IOCTL_HL_CB: u32 = drm_iowr(HL_IOCTL_CB, size_of::<HlCbArgs>());
 /// `DRM_IOCTL_HL_CS` = 0xC0306442 (`union hl_cs_args`, 48 bytes).
-pub const DRM_IOCTL_HL_CS: u32 = drm_iowr(HL_IOCTL_CS, 48);
+pub const DRM_IOCTL_HL_CS: u32 = drm_iowr(HL_IOCTL_CS, size_of::<HlCsArgs>());
 /// `DRM_IOCTL_HL_WAIT_CS` = 0xC0386443 (`union hl_wait_cs_args`, 56 bytes).
-pub const DRM_IOCTL_HL_WAIT_CS: u32 = drm_iowr(HL_IOCTL_WAIT_CS, 56);
+pub const DRM_IOCTL_HL_WAIT_CS: u32 = drm_iowr(HL_IOCTL_WAIT_CS, size_of::<HlWaitCsArgs>());
 /// `DRM_IOCTL_HL_DEBUG` = 0xC0286445 (`struct hl_debug_args`, 40 bytes).
 pub const DRM_IOCTL_HL_DEBUG: u32 = drm_iowr(HL_IOCTL_DEBUG, 40);
 
@@ -266,6 +266,186 @@ pub const HL_CB_FLAGS_GET_DEVICE_VA: u32 = 0x2;
 
 /// `TS_MAX_ELEMENTS_NUM`: maximum elements of one timestamp buffer.
 pub const TS_MAX_ELEMENTS_NUM: u32 = 1 << 20;
+
+// --- command submission (CS, WAIT_CS) ------------------------------------------------------------
+
+/// `HL_CS_CHUNK_FLAGS_USER_ALLOC_CB`: `cb_handle` is a device address (a user
+/// CB), not a CB handle; the only kind Gaudi2's queues take.
+pub const HL_CS_CHUNK_FLAGS_USER_ALLOC_CB: u32 = 0x1;
+/// `HL_CS_FLAGS_FORCE_RESTORE`: run the restore chunks first, as their own CS.
+pub const HL_CS_FLAGS_FORCE_RESTORE: u32 = 0x1;
+/// `HL_CS_FLAGS_SIGNAL`: a signal CS (sync stream).
+pub const HL_CS_FLAGS_SIGNAL: u32 = 0x2;
+/// `HL_CS_FLAGS_WAIT`: a wait CS (sync stream).
+pub const HL_CS_FLAGS_WAIT: u32 = 0x4;
+/// `HL_CS_FLAGS_COLLECTIVE_WAIT`: a collective wait CS (sync stream).
+pub const HL_CS_FLAGS_COLLECTIVE_WAIT: u32 = 0x8;
+/// `HL_CS_FLAGS_TIMESTAMP`: record the completion time for WAIT_CS.
+pub const HL_CS_FLAGS_TIMESTAMP: u32 = 0x20;
+/// `HL_CS_FLAGS_STAGED_SUBMISSION`.
+pub const HL_CS_FLAGS_STAGED_SUBMISSION: u32 = 0x40;
+/// `HL_CS_FLAGS_STAGED_SUBMISSION_FIRST`.
+pub const HL_CS_FLAGS_STAGED_SUBMISSION_FIRST: u32 = 0x80;
+/// `HL_CS_FLAGS_STAGED_SUBMISSION_LAST`.
+pub const HL_CS_FLAGS_STAGED_SUBMISSION_LAST: u32 = 0x100;
+/// `HL_CS_FLAGS_CUSTOM_TIMEOUT`: `timeout` (seconds) replaces the device's.
+pub const HL_CS_FLAGS_CUSTOM_TIMEOUT: u32 = 0x200;
+/// `HL_CS_FLAGS_SKIP_RESET_ON_TIMEOUT`.
+pub const HL_CS_FLAGS_SKIP_RESET_ON_TIMEOUT: u32 = 0x400;
+/// `HL_CS_FLAGS_ENCAP_SIGNALS`.
+pub const HL_CS_FLAGS_ENCAP_SIGNALS: u32 = 0x800;
+/// `HL_CS_FLAGS_RESERVE_SIGNALS_ONLY`.
+pub const HL_CS_FLAGS_RESERVE_SIGNALS_ONLY: u32 = 0x1000;
+/// `HL_CS_FLAGS_UNRESERVE_SIGNALS_ONLY`.
+pub const HL_CS_FLAGS_UNRESERVE_SIGNALS_ONLY: u32 = 0x2000;
+/// `HL_CS_FLAGS_ENGINE_CORE_COMMAND`.
+pub const HL_CS_FLAGS_ENGINE_CORE_COMMAND: u32 = 0x4000;
+/// `HL_CS_FLAGS_FLUSH_PCI_HBW_WRITES`.
+pub const HL_CS_FLAGS_FLUSH_PCI_HBW_WRITES: u32 = 0x8000;
+/// `HL_CS_FLAGS_ENGINES_COMMAND`.
+pub const HL_CS_FLAGS_ENGINES_COMMAND: u32 = 0x1_0000;
+/// The CS type bits, mutually exclusive (`HL_CS_FLAGS_TYPE_MASK`,
+/// common/command_submission.c:14).
+pub const HL_CS_FLAGS_TYPE_MASK: u32 = HL_CS_FLAGS_SIGNAL
+    | HL_CS_FLAGS_WAIT
+    | HL_CS_FLAGS_COLLECTIVE_WAIT
+    | HL_CS_FLAGS_RESERVE_SIGNALS_ONLY
+    | HL_CS_FLAGS_UNRESERVE_SIGNALS_ONLY
+    | HL_CS_FLAGS_ENGINE_CORE_COMMAND
+    | HL_CS_FLAGS_ENGINES_COMMAND
+    | HL_CS_FLAGS_FLUSH_PCI_HBW_WRITES;
+/// `HL_CS_STATUS_SUCCESS`.
+pub const HL_CS_STATUS_SUCCESS: u32 = 0;
+/// `HL_MAX_JOBS_PER_CS`: most chunks in one phase of a CS.
+pub const HL_MAX_JOBS_PER_CS: u32 = 512;
+
+/// `HL_WAIT_CS_FLAGS_INTERRUPT`: wait for a user interrupt.
+pub const HL_WAIT_CS_FLAGS_INTERRUPT: u32 = 0x2;
+/// `HL_WAIT_CS_FLAGS_MULTI_CS`: wait for any of several CSs.
+pub const HL_WAIT_CS_FLAGS_MULTI_CS: u32 = 0x4;
+/// `HL_WAIT_CS_STATUS_COMPLETED`.
+pub const HL_WAIT_CS_STATUS_COMPLETED: u32 = 0;
+/// `HL_WAIT_CS_STATUS_BUSY`: still running (the wait timed out).
+pub const HL_WAIT_CS_STATUS_BUSY: u32 = 1;
+/// `HL_WAIT_CS_STATUS_TIMEDOUT`: the CS ran past its timeout.
+pub const HL_WAIT_CS_STATUS_TIMEDOUT: u32 = 2;
+/// `HL_WAIT_CS_STATUS_ABORTED`: the CS was aborted (an engine error).
+pub const HL_WAIT_CS_STATUS_ABORTED: u32 = 3;
+/// `HL_WAIT_CS_STATUS_FLAG_GONE`: the CS is too old to be tracked.
+pub const HL_WAIT_CS_STATUS_FLAG_GONE: u32 = 0x1;
+/// `HL_WAIT_CS_STATUS_FLAG_TIMESTAMP_VLD`: `timestamp_nsec` is valid.
+pub const HL_WAIT_CS_STATUS_FLAG_TIMESTAMP_VLD: u32 = 0x2;
+
+/// `HL_NOTIFIER_EVENT_UNDEFINED_OPCODE` (a bit of HL_INFO_GET_EVENTS).
+pub const HL_NOTIFIER_EVENT_UNDEFINED_OPCODE: u64 = 1 << 1;
+/// `HL_NOTIFIER_EVENT_DEVICE_RESET`.
+pub const HL_NOTIFIER_EVENT_DEVICE_RESET: u64 = 1 << 2;
+/// `HL_NOTIFIER_EVENT_CS_TIMEOUT`.
+pub const HL_NOTIFIER_EVENT_CS_TIMEOUT: u64 = 1 << 3;
+/// `HL_NOTIFIER_EVENT_PAGE_FAULT`.
+pub const HL_NOTIFIER_EVENT_PAGE_FAULT: u64 = 1 << 8;
+
+// --- Gaudi2 queues and engines (enum gaudi2_queue_id, enum gaudi2_engine_id) --------------------
+
+/// `GAUDI2_QUEUE_ID_PDMA_0_0`: PDMA 0, stream 0.
+pub const GAUDI2_QUEUE_ID_PDMA_0_0: u32 = 0;
+/// `GAUDI2_QUEUE_ID_PDMA_0_1`.
+pub const GAUDI2_QUEUE_ID_PDMA_0_1: u32 = 1;
+/// `GAUDI2_QUEUE_ID_PDMA_1_0`.
+pub const GAUDI2_QUEUE_ID_PDMA_1_0: u32 = 4;
+/// `GAUDI2_QUEUE_ID_DCORE0_EDMA_0_0`: the first EDMA stream of DCORE 0.
+pub const GAUDI2_QUEUE_ID_DCORE0_EDMA_0_0: u32 = 8;
+/// `GAUDI2_QUEUE_ID_DCORE1_EDMA_0_0`.
+pub const GAUDI2_QUEUE_ID_DCORE1_EDMA_0_0: u32 = 48;
+/// `GAUDI2_QUEUE_ID_DCORE2_EDMA_0_0`.
+pub const GAUDI2_QUEUE_ID_DCORE2_EDMA_0_0: u32 = 84;
+/// `GAUDI2_QUEUE_ID_DCORE3_EDMA_0_0`.
+pub const GAUDI2_QUEUE_ID_DCORE3_EDMA_0_0: u32 = 120;
+/// `GAUDI2_QUEUE_ID_DCORE0_MME_0_0`.
+pub const GAUDI2_QUEUE_ID_DCORE0_MME_0_0: u32 = 16;
+/// `GAUDI2_QUEUE_ID_CPU_PQ`: the driver's queue to the device CPU.
+pub const GAUDI2_QUEUE_ID_CPU_PQ: u32 = 260;
+/// `GAUDI2_QUEUE_ID_SIZE`: number of queue ids.
+pub const GAUDI2_QUEUE_ID_SIZE: u32 = 261;
+/// `GAUDI2_DCORE0_ENGINE_ID_EDMA_0`; DCORE `d`'s EDMA `e` is `11 * d + e`.
+pub const GAUDI2_DCORE0_ENGINE_ID_EDMA_0: u16 = 0;
+/// Engine ids per DCORE (`GAUDI2_DCORE1_ENGINE_ID_EDMA_0` - `GAUDI2_DCORE0_ENGINE_ID_EDMA_0`).
+pub const GAUDI2_ENGINE_IDS_PER_DCORE: u16 = 11;
+/// `GAUDI2_ENGINE_ID_PDMA_0`.
+pub const GAUDI2_ENGINE_ID_PDMA_0: u16 = 45;
+/// `GAUDI2_ENGINE_ID_PDMA_1`.
+pub const GAUDI2_ENGINE_ID_PDMA_1: u16 = 46;
+
+// --- Gaudi2 packets (include/gaudi2/gaudi2_packets.h) --------------------------------------------
+//
+// Not in the uAPI header, but the device's ABI: a user CB is a sequence of
+// these packets, little endian, each starting with a u32 whose meaning
+// depends on the packet and the u32 `ctl` word that holds the opcode.
+
+/// `PACKET_WREG_32`.
+pub const PACKET_WREG_32: u32 = 0x1;
+/// `PACKET_WREG_BULK`.
+pub const PACKET_WREG_BULK: u32 = 0x2;
+/// `PACKET_MSG_LONG`: write a u32 `value` to `addr`.
+pub const PACKET_MSG_LONG: u32 = 0x3;
+/// `PACKET_MSG_SHORT`.
+pub const PACKET_MSG_SHORT: u32 = 0x4;
+/// `PACKET_CP_DMA`.
+pub const PACKET_CP_DMA: u32 = 0x5;
+/// `PACKET_REPEAT`.
+pub const PACKET_REPEAT: u32 = 0x6;
+/// `PACKET_MSG_PROT`.
+pub const PACKET_MSG_PROT: u32 = 0x7;
+/// `PACKET_FENCE`.
+pub const PACKET_FENCE: u32 = 0x8;
+/// `PACKET_LIN_DMA`: copy (or memset) `tsize` bytes.
+pub const PACKET_LIN_DMA: u32 = 0x9;
+/// `PACKET_NOP`.
+pub const PACKET_NOP: u32 = 0xA;
+/// `PACKET_STOP`.
+pub const PACKET_STOP: u32 = 0xB;
+/// `PACKET_WREG_64_LONG`: the highest packet id.
+pub const PACKET_WREG_64_LONG: u32 = 0x13;
+/// `GAUDI2_PKT_CTL_OPCODE_SHIFT`.
+pub const GAUDI2_PKT_CTL_OPCODE_SHIFT: u32 = 24;
+/// `GAUDI2_PKT_CTL_OPCODE_MASK`.
+pub const GAUDI2_PKT_CTL_OPCODE_MASK: u32 = 0x1F00_0000;
+/// `GAUDI2_PKT_CTL_EB_MASK`: engine barrier.
+pub const GAUDI2_PKT_CTL_EB_MASK: u32 = 0x2000_0000;
+/// `GAUDI2_PKT_CTL_RB_MASK`: register barrier.
+pub const GAUDI2_PKT_CTL_RB_MASK: u32 = 0x4000_0000;
+/// `GAUDI2_PKT_CTL_MB_MASK`: message barrier.
+pub const GAUDI2_PKT_CTL_MB_MASK: u32 = 0x8000_0000;
+/// `GAUDI2_PKT_LIN_DMA_CTL_WRCOMP_MASK`: write a completion when done.
+pub const GAUDI2_PKT_LIN_DMA_CTL_WRCOMP_MASK: u32 = 0x1;
+/// `GAUDI2_PKT_LIN_DMA_CTL_ENDIAN_SHIFT`.
+pub const GAUDI2_PKT_LIN_DMA_CTL_ENDIAN_SHIFT: u32 = 1;
+/// `GAUDI2_PKT_LIN_DMA_CTL_ENDIAN_MASK`: 0 none, 1 swap 16-bit, 2 32-bit, 3 64-bit words.
+pub const GAUDI2_PKT_LIN_DMA_CTL_ENDIAN_MASK: u32 = 0x6;
+/// `GAUDI2_PKT_LIN_DMA_CTL_MEMSET_MASK`: `src_addr` is the 64-bit fill value.
+pub const GAUDI2_PKT_LIN_DMA_CTL_MEMSET_MASK: u32 = 0x10;
+/// `GAUDI2_PKT_LIN_DMA_CTL_CONTEXT_ID_SHIFT`.
+pub const GAUDI2_PKT_LIN_DMA_CTL_CONTEXT_ID_SHIFT: u32 = 8;
+/// `GAUDI2_PKT_LIN_DMA_CTL_CONTEXT_ID_MASK`.
+pub const GAUDI2_PKT_LIN_DMA_CTL_CONTEXT_ID_MASK: u32 = 0x00FF_FF00;
+/// Bytes of `struct packet_nop`.
+pub const PACKET_NOP_SIZE: usize = 8;
+/// Bytes of `struct packet_msg_long`.
+pub const PACKET_MSG_LONG_SIZE: usize = 16;
+/// Bytes of `struct packet_lin_dma`.
+pub const PACKET_LIN_DMA_SIZE: usize = 24;
+
+/// The `ctl` word of a packet with `opcode` and the barrier bits `eb`, `mb`.
+pub const fn packet_ctl(opcode: u32, eb: bool, mb: bool) -> u32 {
+    let mut ctl = (opcode << GAUDI2_PKT_CTL_OPCODE_SHIFT) & GAUDI2_PKT_CTL_OPCODE_MASK;
+    if eb {
+        ctl |= GAUDI2_PKT_CTL_EB_MASK;
+    }
+    if mb {
+        ctl |= GAUDI2_PKT_CTL_MB_MASK;
+    }
+    ctl
+}
 
 // --- structs -------------------------------------------------------------------------------------
 
@@ -586,6 +766,47 @@ pub struct HlInfoDevMemallocPageSizes {
     pub page_order_bitmask: u64,
 }
 
+/// `HL_RAZWI_READ`: the access that caused a RAZWI was a read.
+pub const HL_RAZWI_READ: u8 = 1 << 0;
+/// `HL_RAZWI_WRITE`.
+pub const HL_RAZWI_WRITE: u8 = 1 << 1;
+/// `HL_RAZWI_HBW`: on the high-bandwidth fabric.
+pub const HL_RAZWI_HBW: u8 = 1 << 3;
+/// `HL_NOTIFIER_EVENT_RAZWI`.
+pub const HL_NOTIFIER_EVENT_RAZWI: u64 = 1 << 7;
+
+/// `struct hl_info_razwi_event` (280 bytes): an access to an address no
+/// memory decodes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HlInfoRazwiEvent {
+    /// Time of the event, ktime in nanoseconds.
+    pub timestamp: i64,
+    /// The address.
+    pub addr: u64,
+    /// The possible initiators.
+    pub engine_id: [u16; HL_RAZWI_MAX_NUM_OF_ENGINES_PER_RTR],
+    /// How many of `engine_id` are valid.
+    pub num_of_possible_engines: u16,
+    /// `HL_RAZWI_*`.
+    pub flags: u8,
+    /// Padding.
+    pub pad: [u8; 5],
+}
+
+impl Default for HlInfoRazwiEvent {
+    fn default() -> Self {
+        Self {
+            timestamp: 0,
+            addr: 0,
+            engine_id: [0; HL_RAZWI_MAX_NUM_OF_ENGINES_PER_RTR],
+            num_of_possible_engines: 0,
+            flags: 0,
+            pad: [0; 5],
+        }
+    }
+}
+
 /// `struct hl_page_fault_info` (24 bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -780,6 +1001,121 @@ impl HlMemArgs {
     }
 }
 
+/// `struct hl_cs_chunk` (64 bytes): one job of a CS.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HlCsChunk {
+    /// `cb_handle`: on Gaudi2 with [`HL_CS_CHUNK_FLAGS_USER_ALLOC_CB`], the
+    /// device address of the CB (host VA, DRAM VA or SRAM).
+    pub cb_handle: u64,
+    /// The queue (`GAUDI2_QUEUE_ID_*`).
+    pub queue_index: u32,
+    /// Bytes of packets in the CB.
+    pub cb_size: u32,
+    /// `HL_CS_CHUNK_FLAGS_*`.
+    pub cs_chunk_flags: u32,
+    /// Collective wait only.
+    pub collective_engine_id: u32,
+    /// Padding.
+    pub pad: [u32; 10],
+}
+
+/// `union hl_cs_args` (48 bytes). In: `struct hl_cs_in`; out: `struct
+/// hl_cs_out`, which overlays the first 24 bytes (accessors below).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HlCsArgs {
+    /// Offset 0: `in.chunks_restore` (user pointer); out: `seq`.
+    pub chunks_restore: u64,
+    /// Offset 8: `in.chunks_execute`; out: `status` (low 4 bytes in memory
+    /// order), `sob_base_addr_offset`.
+    pub chunks_execute: u64,
+    /// Offset 16: `in.seq` (staged submissions); out:
+    /// `sob_count_before_submission` (2 bytes) and padding.
+    pub seq: u64,
+    /// Offset 24: restore chunks.
+    pub num_chunks_restore: u32,
+    /// Offset 28: execute chunks.
+    pub num_chunks_execute: u32,
+    /// Offset 32: timeout in seconds with [`HL_CS_FLAGS_CUSTOM_TIMEOUT`].
+    pub timeout: u32,
+    /// Offset 36: `HL_CS_FLAGS_*`.
+    pub cs_flags: u32,
+    /// Offset 40: context id, ignored.
+    pub ctx_id: u32,
+    /// Offset 44: must be zero.
+    pub pad: [u8; 4],
+}
+
+impl HlCsArgs {
+    /// `out.seq`.
+    pub const fn out_seq(&self) -> u64 {
+        self.chunks_restore
+    }
+    /// `out.status`.
+    pub const fn out_status(&self) -> u32 {
+        split_u64(self.chunks_execute).0
+    }
+    /// Zero the union and set `out.seq` and `out.status`, as upstream's
+    /// `hl_cs_ioctl` does (except after `EAGAIN`).
+    pub fn set_out(&mut self, seq: u64, status: u32) {
+        *self = Self::default();
+        self.chunks_restore = seq;
+        self.chunks_execute = join_u32(status, 0);
+    }
+}
+
+/// `union hl_wait_cs_args` (56 bytes). In: `struct hl_wait_cs_in`; out:
+/// `struct hl_wait_cs_out` over the first 24 bytes (accessors below).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HlWaitCsArgs {
+    /// Offset 0: `in.seq` (or `addr`); out: `status` and `flags`.
+    pub seq: u64,
+    /// Offset 8: `in.timeout_us` (or `target`); out: `timestamp_nsec`.
+    pub timeout_us: u64,
+    /// Offset 16: context id, ignored; out: `cs_completion_map`.
+    pub ctx_id: u32,
+    /// Offset 20: `HL_WAIT_CS_FLAGS_*`; out: padding.
+    pub flags: u32,
+    /// Offset 24: `seq_arr_len` (1 byte) and 7 pad bytes, or
+    /// `interrupt_timeout_us`.
+    pub interrupt_timeout_us: u64,
+    /// Offset 32: `cq_counters_offset`.
+    pub cq_counters_offset: u64,
+    /// Offset 40: `timestamp_handle`.
+    pub timestamp_handle: u64,
+    /// Offset 48: `timestamp_offset`.
+    pub timestamp_offset: u64,
+}
+
+impl HlWaitCsArgs {
+    /// `out.status`.
+    pub const fn out_status(&self) -> u32 {
+        split_u64(self.seq).0
+    }
+    /// `out.flags`.
+    pub const fn out_flags(&self) -> u32 {
+        split_u64(self.seq).1
+    }
+    /// `out.timestamp_nsec`.
+    pub const fn out_timestamp_nsec(&self) -> i64 {
+        self.timeout_us as i64
+    }
+    /// Zero the union and set the out fields.
+    pub fn set_out(&mut self, status: u32, flags: u32, timestamp_nsec: i64) {
+        *self = Self::default();
+        self.seq = join_u32(status, flags);
+        self.timeout_us = timestamp_nsec as u64;
+    }
+    /// The 7 `in.pad` bytes after `seq_arr_len`, which must be zero for a
+    /// multi-CS wait.
+    pub const fn multi_cs_pad(&self) -> [u8; 7] {
+        let [_, a, b, c, d, e, f, g] = self.interrupt_timeout_us.to_ne_bytes();
+        [a, b, c, d, e, f, g]
+    }
+}
+
 // --- layout checks against the upstream header ---------------------------------------------------
 
 macro_rules! assert_layout {
@@ -819,9 +1155,19 @@ assert_layout!(HlInfoCsTimeoutEvent, 16, timestamp @ 0, seq @ 8);
 assert_layout!(HlInfoUndefinedOpcodeEvent, 288, timestamp @ 0, cb_addr_streams @ 8,
     cq_addr @ 264, cq_size @ 272, cb_addr_streams_len @ 276, engine_id @ 280, stream_id @ 284);
 assert_layout!(HlInfoDevMemallocPageSizes, 8, page_order_bitmask @ 0);
+assert_layout!(HlInfoRazwiEvent, 280, timestamp @ 0, addr @ 8, engine_id @ 16,
+    num_of_possible_engines @ 272, flags @ 274, pad @ 275);
 assert_layout!(HlPageFaultInfo, 24, timestamp @ 0, addr @ 8, engine_id @ 16, pad @ 18);
 assert_layout!(HlUserMapping, 16, dev_va @ 0, size @ 8);
 assert_layout!(HlCbArgs, 24, cb_handle @ 0, op @ 8, cb_size @ 12, ctx_id @ 16, flags @ 20);
+assert_layout!(HlCsChunk, 64, cb_handle @ 0, queue_index @ 8, cb_size @ 12, cs_chunk_flags @ 16,
+    collective_engine_id @ 20, pad @ 24);
+assert_layout!(HlCsArgs, 48, chunks_restore @ 0, chunks_execute @ 8, seq @ 16,
+    num_chunks_restore @ 24, num_chunks_execute @ 28, timeout @ 32, cs_flags @ 36, ctx_id @ 40,
+    pad @ 44);
+assert_layout!(HlWaitCsArgs, 56, seq @ 0, timeout_us @ 8, ctx_id @ 16, flags @ 20,
+    interrupt_timeout_us @ 24, cq_counters_offset @ 32, timestamp_handle @ 40,
+    timestamp_offset @ 48);
 assert_layout!(HlMemArgs, 40, arg0 @ 0, arg1 @ 8, arg2 @ 16, op @ 24, flags @ 28,
     ctx_id @ 32, num_of_elements @ 36);
 

@@ -32,6 +32,11 @@
 //! - [`engine_mem`]: engine reads and writes through all of it, and
 //!   [`fault`]: what they can end in.
 //!
+//! The engines that use it to run user command buffers: [`qman`] (queues,
+//! engines and the threads they run on), [`cp`] (the command processor: a
+//! job's packets fetched, decoded and executed), [`packets`] (the packet
+//! formats), [`job`] (what a job tells its owner).
+//!
 //! MMU cache invalidations are logged so tests can check that exactly the
 //! touched range was invalidated. Fault injection: failing PTE writes,
 //! failing or skipped invalidations, failing chunk allocations.
@@ -41,9 +46,13 @@
 //! it; every other lock here is a leaf.
 
 pub(crate) mod cfg_space;
+pub(crate) mod cp;
 pub(crate) mod engine_mem;
 pub(crate) mod fault;
 pub(crate) mod iommu;
+pub(crate) mod job;
+pub(crate) mod packets;
+pub(crate) mod qman;
 pub(crate) mod stlb;
 pub(crate) mod walker;
 

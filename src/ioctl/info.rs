@@ -6,7 +6,9 @@
 //! any device state, the rest only while the device is operational (`EBUSY`
 //! otherwise, also for unknown ops); results are copied truncated to
 //! `return_size`; `return_size == 0` or a NULL `return_pointer` is `EINVAL`.
-//! The control node refuses the eventfd/notifier ops with `EOPNOTSUPP`.
+//! The control node refuses the eventfd/notifier ops with `EOPNOTSUPP`; on
+//! the compute node they register an eventfd that the device's notifier
+//! events signal (`cs::device_cs`).
 //!
 //! Ops that need firmware (CPU-CP) the simulated device does not have answer
 //! `EOPNOTSUPP` after the same argument checks (see the README's table).
@@ -142,7 +144,7 @@ pub(crate) fn info_ioctl(
     if let Some(r) = device_state_info(caller, args, out) {
         return r;
     }
-    if let Some(r) = event_info(args, out) {
+    if let Some(r) = event_info(caller, args, out) {
         return r;
     }
     if !caller.dev.status().is_operational() {
@@ -168,7 +170,13 @@ fn device_state_info(
             };
             reply(args, out, &st)
         }
-        HL_INFO_RESET_COUNT => reply(args, out, &HlInfoResetCount::default()),
+        HL_INFO_RESET_COUNT => {
+            let counts = HlInfoResetCount {
+                hard_reset_cnt: dev.cs.hard_resets(),
+                soft_reset_cnt: 0,
+            };
+            reply(args, out, &counts)
+        }
         HL_INFO_OPEN_STATS => {
             let st = dev.state.lock();
             let stats = HlOpenStatsInfo {
@@ -196,16 +204,21 @@ fn device_state_info(
     })
 }
 
-/// The always-answered ops about events and errors, none of which ever
-/// happens on the simulation; `None` for another op.
-fn event_info(args: &mut HlInfoArgs, out: &mut dyn InfoSink) -> Option<Result> {
+/// The always-answered ops about CSs, events and errors; `None` for
+/// another op.
+fn event_info(
+    caller: &InfoCaller<'_>,
+    args: &mut HlInfoArgs,
+    out: &mut dyn InfoSink,
+) -> Option<Result> {
+    let cs = &caller.dev.cs;
     Some(match args.op {
         HL_INFO_HW_EVENTS | HL_INFO_HW_EVENTS_AGGREGATE => {
             // No event ever fired on the simulation: all counters are zero.
             let len = crate::asic::GAUDI2_EVENT_SIZE as usize * core::mem::size_of::<u32>();
             reply_zeros(args, out, len)
         }
-        HL_INFO_CS_COUNTERS => reply(args, out, &HlInfoCsCounters::default()),
+        HL_INFO_CS_COUNTERS => reply(args, out, &cs_counters(caller)),
         HL_INFO_CLK_THROTTLE_REASON => reply(args, out, &HlInfoClkThrottle::default()),
         HL_INFO_SYNC_MANAGER => check_buffer(args).and_then(|()| {
             if args.dcore_id() >= HL_MAX_DCORES {
@@ -213,24 +226,39 @@ fn event_info(args: &mut HlInfoArgs, out: &mut dyn InfoSink) -> Option<Result> {
             }
             reply(args, out, &HlInfoSyncManager::default())
         }),
-        HL_INFO_CS_TIMEOUT_EVENT => reply(args, out, &HlInfoCsTimeoutEvent::default()),
-        HL_INFO_UNDEFINED_OPCODE_EVENT => reply(args, out, &HlInfoUndefinedOpcodeEvent::default()),
+        HL_INFO_CS_TIMEOUT_EVENT => {
+            let t = cs.with_captured(|c| c.cs_timeout);
+            reply(args, out, &t)
+        }
+        HL_INFO_UNDEFINED_OPCODE_EVENT => {
+            let u = cs.with_captured(|c| c.undefined_opcode.unwrap_or_default());
+            reply(args, out, &u)
+        }
         HL_INFO_GET_EVENTS => {
             if (args.return_size as usize) < core::mem::size_of::<u64>() || args.return_pointer == 0
             {
                 return Some(Err(EINVAL));
             }
-            // No notifier event ever happened.
-            out.write(&0u64.to_ne_bytes())
+            // Read and cleared, as upstream's per-file notifier mask.
+            let events = cs.with_captured(|c| core::mem::take(&mut c.events));
+            out.write(&events.to_ne_bytes())
         }
-        HL_INFO_RAZWI_EVENT | HL_INFO_PAGE_FAULT_EVENT => {
-            // Nothing captured: success without copying (ioc:613-629, 843-859).
-            check_buffer(args)
-        }
-        HL_INFO_USER_MAPPINGS
-        | HL_INFO_HW_ERR_EVENT
-        | HL_INFO_FW_ERR_EVENT
-        | HL_INFO_USER_ENGINE_ERR_EVENT => {
+        HL_INFO_PAGE_FAULT_EVENT => check_buffer(args).and_then(|()| {
+            // Nothing captured: success without copying (ioc:843-859).
+            match cs.with_captured(|c| c.page_fault) {
+                Some(pf) => reply(args, out, &pf),
+                None => Ok(()),
+            }
+        }),
+        HL_INFO_USER_MAPPINGS => user_mappings(caller, args, out),
+        HL_INFO_RAZWI_EVENT => check_buffer(args).and_then(|()| {
+            // Nothing captured: success without copying (ioc:613-629).
+            match cs.with_captured(|c| c.razwi) {
+                Some(r) => reply(args, out, &r),
+                None => Ok(()),
+            }
+        }),
+        HL_INFO_HW_ERR_EVENT | HL_INFO_FW_ERR_EVENT | HL_INFO_USER_ENGINE_ERR_EVENT => {
             // Only the pointer is checked; nothing captured, nothing copied
             // and `array_size` untouched (ioc:861-949).
             if args.return_pointer == 0 {
@@ -239,9 +267,46 @@ fn event_info(args: &mut HlInfoArgs, out: &mut dyn InfoSink) -> Option<Result> {
                 Ok(())
             }
         }
-        // No eventfd can be registered (see REGISTER_EVENTFD).
-        HL_INFO_UNREGISTER_EVENTFD => Err(EINVAL),
+        HL_INFO_UNREGISTER_EVENTFD => cs.unregister_eventfd(),
         _ => return None,
+    })
+}
+
+/// `HL_INFO_CS_COUNTERS` (`cs_counters_info`, ioc:390-440): the device's
+/// drops and, on the compute node, the caller's context's.
+fn cs_counters(caller: &InfoCaller<'_>) -> HlInfoCsCounters {
+    let total = caller.dev.cs.counters.values();
+    let ctx = caller.ctx.map_or([0; 6], |c| c.cs().counters.values());
+    let mut counters = [0u64; 12];
+    for (i, pair) in counters.chunks_exact_mut(2).enumerate() {
+        if let (Some(t), Some(c), [a, b]) = (total.get(i), ctx.get(i), pair) {
+            (*a, *b) = (*t, *c);
+        }
+    }
+    HlInfoCsCounters { counters }
+}
+
+/// `HL_INFO_USER_MAPPINGS` (`user_mappings_info`, ioc:861-884): nothing
+/// without a captured page fault; else `array_size` is set to the number of
+/// mappings and the whole list copied, `ENOMEM` if it does not fit.
+fn user_mappings(caller: &InfoCaller<'_>, args: &mut HlInfoArgs, out: &mut dyn InfoSink) -> Result {
+    if args.return_pointer == 0 {
+        return Err(EINVAL);
+    }
+    caller.dev.cs.with_captured(|c| {
+        if c.page_fault.is_none() {
+            return Ok(());
+        }
+        let n = u32::try_from(c.user_mappings.len()).unwrap_or(u32::MAX);
+        args.set_array_size(n);
+        let bytes = c
+            .user_mappings
+            .len()
+            .saturating_mul(core::mem::size_of::<HlUserMapping>());
+        if (args.return_size as usize) < bytes {
+            return Err(ENOMEM);
+        }
+        out.write(c.user_mappings.as_slice().as_bytes())
     })
 }
 
@@ -253,9 +318,12 @@ fn operational_info(
 ) -> Result {
     match args.op {
         HL_INFO_HW_IDLE => {
+            // Busy: an engine runs a job or has one queued (`hw_idle`, ioc:179-196).
+            let mask = caller.dev.cs.qman.busy_mask();
             let idle = HlInfoHwIdle {
-                is_idle: u32::from(caller.dev.backend().is_idle()),
-                ..Default::default()
+                is_idle: u32::from(caller.dev.backend().is_idle() && mask.iter().all(|&w| w == 0)),
+                busy_engines_mask: mask.first().map_or(0, |&w| w as u32),
+                busy_engines_mask_ext: mask,
             };
             reply(args, out, &idle)
         }
@@ -290,7 +358,8 @@ fn operational_info(
             check_buffer(args)?;
             Err(EOPNOTSUPP)
         }
-        HL_INFO_REGISTER_EVENTFD => Err(EOPNOTSUPP),
+        // The union's `eventfd` member: the caller's fd number.
+        HL_INFO_REGISTER_EVENTFD => caller.dev.cs.register_eventfd(args.arg as i32),
         _ => Err(EINVAL),
     }
 }
@@ -511,8 +580,9 @@ mod tests {
         assert_eq!(out.len(), 8);
         let (rc, _, _) = call(&d, None, Node::Compute, HL_INFO_UNREGISTER_EVENTFD, 0, 0)?;
         assert_eq!(rc, Err(EINVAL));
+        // fd 0 is not open in the test's kernel thread.
         let (rc, _, _) = call(&d, None, Node::Compute, HL_INFO_REGISTER_EVENTFD, 0, 0)?;
-        assert_eq!(rc, Err(EOPNOTSUPP));
+        assert_eq!(rc, Err(EBADF));
         Ok(())
     }
 

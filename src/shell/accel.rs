@@ -43,11 +43,12 @@ use crate::{
     ffi,
     file::{ComputeFile, ControlFile, Node},
     ioctl::{
+        cs::{cs_ioctl, wait_cs_ioctl, UserChunks},
         info::{info_ioctl, InfoCaller, UserBuffer},
         memory::memory_ioctl,
     },
     shell::drm_file::compute_file,
-    uapi::{self, HlCbArgs, HlInfoArgs, HlMemArgs},
+    uapi::{self, HlCbArgs, HlCsArgs, HlCsChunk, HlInfoArgs, HlMemArgs, HlWaitCsArgs},
 };
 use core::{
     mem::{offset_of, size_of, ManuallyDrop},
@@ -78,6 +79,16 @@ unsafe impl AsBytes for HlMemArgs {}
 unsafe impl FromBytes for HlCbArgs {}
 // SAFETY: as above.
 unsafe impl AsBytes for HlCbArgs {}
+// SAFETY: as above.
+unsafe impl FromBytes for HlCsArgs {}
+// SAFETY: as above.
+unsafe impl AsBytes for HlCsArgs {}
+// SAFETY: as above.
+unsafe impl FromBytes for HlWaitCsArgs {}
+// SAFETY: as above.
+unsafe impl AsBytes for HlWaitCsArgs {}
+// SAFETY: as above.
+unsafe impl FromBytes for HlCsChunk {}
 
 /// `AsBytes` for uAPI result structs: all are `#[repr(C)]` integers and integer
 /// arrays with explicit padding fields, checked against the header in `uapi.rs`.
@@ -107,6 +118,7 @@ uapi_as_bytes!(
     uapi::HlInfoDevMemallocPageSizes,
     uapi::HlPageFaultInfo,
     uapi::HlUserMapping,
+    uapi::HlInfoRazwiEvent,
 );
 
 /// Makes one of the immutable C tables below usable in a `static`.
@@ -273,10 +285,10 @@ const fn ioctl_desc(
 static IOCTLS: AssertSync<[bindings::drm_ioctl_desc; 6]> = AssertSync([
     ioctl_desc(uapi::DRM_IOCTL_HL_INFO, Some(hl_info_ioctl), c"HL_INFO"),
     ioctl_desc(uapi::DRM_IOCTL_HL_CB, Some(hl_cb_ioctl), c"HL_CB"),
-    ioctl_desc(uapi::DRM_IOCTL_HL_CS, Some(hl_unsupported_ioctl), c"HL_CS"),
+    ioctl_desc(uapi::DRM_IOCTL_HL_CS, Some(hl_cs_ioctl), c"HL_CS"),
     ioctl_desc(
         uapi::DRM_IOCTL_HL_WAIT_CS,
-        Some(hl_unsupported_ioctl),
+        Some(hl_wait_cs_ioctl),
         c"HL_WAIT_CS",
     ),
     ioctl_desc(
@@ -486,7 +498,41 @@ unsafe extern "C" fn hl_cb_ioctl(
     unsafe { with_compute_args(file, data, crate::ioctl::cb::cb_ioctl) }
 }
 
-/// CS, WAIT_CS and DEBUG: command submission is not part of the memory subsystem.
+/// DRM ioctl handler of `DRM_IOCTL_HL_CS`.
+///
+/// # Safety
+///
+/// Only called by `drm_ioctl` for an open file of ours, with `data` pointing
+/// to a kernel copy of the argument of at least `size_of::<HlCsArgs>()` bytes.
+unsafe extern "C" fn hl_cs_ioctl(
+    _drm: *mut bindings::drm_device,
+    data: *mut c_void,
+    file: *mut bindings::drm_file,
+) -> c_int {
+    // SAFETY: the contract of this function is `with_compute_args`'s.
+    unsafe {
+        with_compute_args(file, data, |f, args: &mut HlCsArgs| {
+            cs_ioctl(f, args, &UserChunks)
+        })
+    }
+}
+
+/// DRM ioctl handler of `DRM_IOCTL_HL_WAIT_CS`.
+///
+/// # Safety
+///
+/// Only called by `drm_ioctl` for an open file of ours, with `data` pointing
+/// to a kernel copy of the argument of at least `size_of::<HlWaitCsArgs>()` bytes.
+unsafe extern "C" fn hl_wait_cs_ioctl(
+    _drm: *mut bindings::drm_device,
+    data: *mut c_void,
+    file: *mut bindings::drm_file,
+) -> c_int {
+    // SAFETY: the contract of this function is `with_compute_args`'s.
+    unsafe { with_compute_args(file, data, wait_cs_ioctl) }
+}
+
+/// DEBUG: profiling and coresight are not simulated.
 ///
 /// # Safety
 ///

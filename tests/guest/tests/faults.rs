@@ -298,3 +298,62 @@ fn map_host_memory_of_every_backing() {
         assert!(points >= 3, "{name}: {points}");
     }
 }
+
+#[test]
+fn cs_and_wait_cs() {
+    guest_only!();
+    use hlrs::cs::{Cb, Cs};
+    const SRAM: u64 = 0x1000_FFFF_FD00_0000;
+    // A NOP, a MSG_LONG and a small LIN_DMA, fetched from host memory.
+    let cb = Cb::new()
+        .nop()
+        .msg_long(SRAM + 0x100, 7)
+        .lin_dma(SRAM + 0x100, SRAM + 0x200, 4);
+    let len = cb.len();
+    let setup = |d: &Device| {
+        let b = cb.to_host_buffer().unwrap();
+        let va = d.map_host(b.addr(), b.len() as u64, 0, 0).unwrap();
+        (b, va)
+    };
+    let wait = |d: &Device, f: hlrs::cs::Fence| {
+        f.wait(d, 10_000_000).unwrap();
+    };
+    let points = sweep(
+        "CS",
+        setup,
+        |d, (_, va)| {
+            Cs::new()
+                .chunk(GAUDI2_QUEUE_ID_PDMA_0_0, *va, len)
+                .chunk(GAUDI2_QUEUE_ID_DCORE0_EDMA_0_0, *va, len)
+                .submit(d)
+        },
+        |d, _, f| wait(d, f),
+    );
+    assert!(points >= 3, "{points}");
+    sweep(
+        "CS with a restore phase",
+        setup,
+        |d, (_, va)| {
+            Cs::new()
+                .restore_chunk(GAUDI2_QUEUE_ID_PDMA_1_0, *va, len)
+                .chunk(GAUDI2_QUEUE_ID_PDMA_0_0, *va, len)
+                .submit(d)
+        },
+        |d, _, f| wait(d, f),
+    );
+    let points = sweep(
+        "WAIT_CS",
+        |d| {
+            let s = setup(d);
+            let f = Cs::new()
+                .chunk(GAUDI2_QUEUE_ID_PDMA_0_0, s.1, len)
+                .timestamp()
+                .submit(d)
+                .unwrap();
+            (s, f)
+        },
+        |d, (_, f)| f.wait(d, 10_000_000),
+        |_, _, _| {},
+    );
+    assert_eq!(points, 0);
+}

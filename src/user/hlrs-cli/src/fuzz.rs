@@ -1,7 +1,8 @@
 //! `hlrs fuzz`: a structured ioctl fuzzer for the driver, run inside the
 //! guest on the debug kernel (lockdep, KFENCE, kmemleak watch the kernel side).
 //!
-//! Every INFO op, every MEMORY op and every CB op (CREATE, INFO, DESTROY),
+//! Every INFO op, every MEMORY op, every CB op (CREATE, INFO, DESTROY), CSs
+//! of random packets on every queue and WAIT_CS (`fuzz_cs`),
 //! plus `mmap`/`munmap` of the handles MAP_BLOCK, TS_ALLOC and CB CREATE return, with arguments drawn from boundary values (0, 1,
 //! page - 1, page, 2^32 - 1, 2^32, 2^63, 2^64 - 1 and the device's own
 //! geometry) or taken from earlier successful calls (handles, VAs, mmap
@@ -29,7 +30,7 @@ use std::time::{Duration, Instant};
 /// The operations, in summary order. The first [`SELECTABLE`] are drawn; the
 /// rest are the host MAPs of buffers with other backings than anonymous
 /// memory, counted apart.
-const OPS: [&str; 22] = [
+const OPS: [&str; 24] = [
     "INFO",
     "ALLOC",
     "FREE",
@@ -48,13 +49,15 @@ const OPS: [&str; 22] = [
     "fork",
     "fail invalidation",
     "debugfs mem",
+    "CS",
+    "WAIT_CS",
     "MAP hugetlb",
     "MAP thp",
     "MAP memfd",
     "MAP read-only",
 ];
 /// How many of [`OPS`] the fuzzer draws from.
-const SELECTABLE: usize = 18;
+const SELECTABLE: usize = 20;
 /// Index of "MAP host" in [`OPS`].
 const MAP_HOST_OP: usize = 4;
 
@@ -69,7 +72,9 @@ fn allowed(op: usize, e: i32) -> bool {
     // An MMU invalidation failed ("fail invalidation" injects them): the
     // mapping is quarantined, its memory kept until a later one succeeds.
     const EIO: i32 = 5;
+    const ENOEXEC: i32 = 8;
     const EBADF: i32 = 9;
+    const EAGAIN: i32 = 11;
     const ENOMEM: i32 = 12;
     const EBUSY: i32 = 16;
     const EFAULT: i32 = 14;
@@ -77,9 +82,12 @@ fn allowed(op: usize, e: i32) -> bool {
     const EMFILE: i32 = 24;
     const EOPNOTSUPP: i32 = 95;
     const EADDRINUSE: i32 = 98;
+    const ETIMEDOUT: i32 = 110;
     const ERANGE: i32 = 34;
     match OPS[op] {
-        "INFO" => matches!(e, EINVAL | EFAULT | EOPNOTSUPP),
+        // ENOMEM: USER_MAPPINGS into a buffer too small for the mappings
+        // captured at a page fault (the CSs provoke them).
+        "INFO" => matches!(e, EINVAL | EFAULT | EOPNOTSUPP | ENOMEM),
         "ALLOC" => matches!(e, EINVAL | ENOMEM),
         "FREE" => matches!(e, EINVAL | EPERM),
         "MAP" => matches!(e, EINVAL | EPERM | ENOMEM | EADDRINUSE | EIO),
@@ -100,6 +108,12 @@ fn allowed(op: usize, e: i32) -> bool {
         // EIO: a `dma_size` read reached an unmapped page; EBUSY: a scrub
         // while this run's context is open.
         "debugfs mem" => matches!(e, EINVAL | EPERM | ERANGE | EIO | EBUSY),
+        // ENOEXEC: a restore CS that did not complete.
+        "CS" => matches!(
+            e,
+            EINVAL | EFAULT | EAGAIN | EPERM | EOPNOTSUPP | ENOEXEC | ENOMEM
+        ),
+        "WAIT_CS" => matches!(e, EINVAL | EIO | ETIMEDOUT | EPERM),
         _ => false,
     }
 }
@@ -218,6 +232,7 @@ struct Worker<'a> {
     dram_page: u64,
     dram_va: u64,
     info_out: Vec<u8>,
+    cs: crate::fuzz_cs::CsState,
 }
 
 /// Lock a pool; a worker that panicked cannot leave it inconsistent (each
@@ -608,6 +623,14 @@ impl Worker<'_> {
                 }
             }
             "debugfs mem" => self.debugfs_mem(),
+            "CS" => {
+                let (vas, edge) = (lock(self.pool).vas.clone(), self.edge());
+                crate::fuzz_cs::cs(self.dev, &mut self.cs, &mut self.rng, &vas, edge)
+            }
+            "WAIT_CS" => {
+                let edge = self.edge();
+                crate::fuzz_cs::wait_cs(self.dev, &self.cs, &mut self.rng, edge)
+            }
             _ => Ok(()),
         };
         self.record(op, r)
@@ -795,6 +818,7 @@ pub fn run(s: &Settings, progress: &(dyn Fn(u64) + Sync)) -> std::io::Result<Rep
                         dram_page: hw.map_or(0x3000_0000, |h| h.dram_page_size),
                         dram_va: hw.map_or(0, |h| h.dram_base_address),
                         info_out: vec![0u8; 64 << 10],
+                        cs: crate::fuzz_cs::CsState::new(),
                     };
                     for k in 0..per_thread {
                         if stop.load(Ordering::Relaxed) || Instant::now() > deadline {

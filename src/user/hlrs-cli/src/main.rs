@@ -5,8 +5,10 @@ use hlrs::{uapi::HlInfoHwIpInfo, Device};
 use std::process::ExitCode;
 
 mod bench;
+mod dma;
 mod format;
 mod fuzz;
+mod fuzz_cs;
 mod shell;
 mod stress;
 mod walk;
@@ -126,6 +128,34 @@ enum Command {
         #[arg(long)]
         skip_pin: bool,
     },
+    /// A DMA round trip host -> device memory -> host through the device
+    /// MMUs (one CS of two LIN_DMAs), checked with a checksum and timed next
+    /// to memcpy; `--fault` shows a DMA to an unmapped VA aborted and the
+    /// page fault reported.
+    Dma {
+        /// Bytes each way.
+        #[arg(long, default_value_t = 64 << 20)]
+        size: usize,
+        /// Through DRAM (a DRAM VA) or SRAM (at most 48 MiB).
+        #[arg(long, value_enum, default_value_t = dma::Via::Dram)]
+        via: dma::Via,
+        /// The queue (GAUDI2_QUEUE_ID_*: 0, 1, 4, and the EDMAs' 8-15, 48-55, 84-91, 120-127).
+        #[arg(long, default_value_t = dma::DEFAULT_QUEUE)]
+        queue: u32,
+        /// A DMA to an unmapped VA instead.
+        #[arg(long)]
+        fault: bool,
+    },
+    /// Back-to-back NOP CSs, each waited for, then pipelined: the cost of
+    /// CS + WAIT_CS next to the null ioctl.
+    Cs {
+        /// Number of CSs.
+        #[arg(long, default_value_t = 10_000)]
+        count: u64,
+        /// The queue.
+        #[arg(long, default_value_t = dma::DEFAULT_QUEUE)]
+        queue: u32,
+    },
     /// Memory experiments in one process: alloc, map, maphost, unmap, free,
     /// usage, mappings, read from standard input (type `help`).
     Shell,
@@ -161,6 +191,10 @@ enum Command {
         /// write its first word; neither is undone before exit.
         #[arg(long)]
         cb: Option<u32>,
+        /// Also submit a CS that runs for tens of seconds (LIN_DMAs from
+        /// the host buffer, or SRAM memsets), to die with it in flight.
+        #[arg(long)]
+        busy: bool,
     },
 }
 
@@ -213,6 +247,13 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             Ok(String::new())
         }
         Command::Shell => shell::run(cli.device),
+        Command::Dma {
+            size,
+            via,
+            queue,
+            fault,
+        } => dma::run_dma(cli.device, size, via, queue, fault),
+        Command::Cs { count, queue } => dma::run_cs(cli.device, count, queue),
         Command::Mappings => {
             let dev = Device::open_compute(cli.device)?;
             let mut buf = vec![0u8; 16 * 1024];
@@ -318,6 +359,7 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             ts,
             export,
             cb,
+            busy,
         } => {
             let dev = Device::open_compute(cli.device)?;
             let mut first = None;
@@ -340,11 +382,24 @@ fn run(cli: &Cli) -> std::io::Result<String> {
                 (n, false) => Some(hlrs::HostBuffer::new(n as usize)?),
                 (n, true) => Some(hlrs::HostBuffer::hugetlb(n as usize)?),
             };
+            let mut host_va = None;
             if let Some(b) = &buffer {
                 let va = dev.map_host(b.addr(), host, 0, 0)?;
                 let kind = if b.is_hugetlb() { "hugetlbfs " } else { "" };
                 println!("mapped {host} {kind}host bytes at {va:#x}");
+                host_va = Some(va);
             }
+            let busy_cb = if busy {
+                let cb = dma::busy_cb(host_va.zip(first).map(|(h, d)| (h, d, host)));
+                let (b, va) = dma::map_cb(&dev, &cb)?;
+                let f = hlrs::cs::Cs::new()
+                    .chunk(dma::DEFAULT_QUEUE, va, cb.len())
+                    .submit(&dev)?;
+                println!("submitted CS {} (busy)", f.seq);
+                Some(b)
+            } else {
+                None
+            };
             let block = match hw_block {
                 Some(id) => {
                     let addr = hlrs::gaudi2::block_addr(id)
@@ -377,6 +432,7 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             let mut sink = Vec::new();
             std::io::stdin().read_to_end(&mut sink)?;
             drop((block, stamps, dmabuf));
+            drop(busy_cb);
             drop(buffer);
             Ok(String::new())
         }

@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The fence of one command submission (upstream `struct hl_fence`): done
+//! once, with the CS's status and completion time, and waited for by
+//! WAIT_CS (interruptibly, with a timeout) and by the restore phase.
+//!
+//! Lock order: the fence's lock is a leaf, taken alone.
+
+use crate::ffi::clock::ktime_ns;
+use kernel::{
+    new_condvar, new_mutex,
+    prelude::*,
+    sync::{Arc, CondVar, CondVarTimeoutResult, Mutex},
+    time::{msecs_to_jiffies, Jiffies},
+};
+
+/// How a CS ended (upstream `fence->error`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum CsStatus {
+    /// Every job ran to its end (error 0).
+    Ok,
+    /// Refused after it got its sequence number: never ran (`-EBUSY`, which
+    /// WAIT_CS reports as completed, as upstream).
+    NotSubmitted,
+    /// A job faulted or hit a packet it cannot run, or the context closed
+    /// (`-EIO`: WAIT_CS says ABORTED).
+    Aborted,
+    /// It ran past its timeout (`-ETIMEDOUT`: WAIT_CS says TIMEDOUT).
+    TimedOut,
+}
+
+/// What a done fence holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Finished {
+    /// How the CS ended.
+    pub(crate) status: CsStatus,
+    /// Completion time (ktime ns) if the CS asked for one
+    /// (`HL_CS_FLAGS_TIMESTAMP`), else 0.
+    pub(crate) timestamp_ns: i64,
+}
+
+/// What a wait for a fence found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Waited {
+    /// The fence is done.
+    Done(Finished),
+    /// Not done when the timeout passed.
+    Busy,
+    /// A signal came first (`ERESTARTSYS`).
+    Interrupted,
+}
+
+/// The fence of CS `seq`.
+#[pin_data]
+pub(crate) struct Fence {
+    /// The sequence number.
+    pub(crate) seq: u64,
+    #[pin]
+    state: Mutex<Option<Finished>>,
+    #[pin]
+    done: CondVar,
+}
+
+impl Fence {
+    /// A fence not done yet. O(1).
+    pub(crate) fn new(seq: u64) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                seq,
+                state <- new_mutex!(None),
+                done <- new_condvar!("Fence::done"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Mark the fence done with `f` (only the first call counts) and wake
+    /// every waiter. O(waiters).
+    pub(crate) fn signal(&self, f: Finished) {
+        self.state.lock().get_or_insert(f);
+        self.done.notify_all();
+    }
+
+    /// The fence's state now (`completion_done`). O(1).
+    pub(crate) fn poll(&self) -> Option<Finished> {
+        *self.state.lock()
+    }
+
+    /// Wait until the fence is done, `timeout_us` microseconds pass (0: do
+    /// not wait), or a signal comes. Timeouts count in whole jiffies,
+    /// rounded up, as upstream's `usecs_to_jiffies`; a timeout beyond
+    /// `u32::MAX` ms waits for ever. O(1) besides the sleep.
+    pub(crate) fn wait(&self, timeout_us: u64) -> Waited {
+        let mut state = self.state.lock();
+        if let Some(f) = *state {
+            return Waited::Done(f);
+        }
+        if timeout_us == 0 {
+            return Waited::Busy;
+        }
+        let ms = timeout_us.div_ceil(1000);
+        let mut left: Jiffies = u32::try_from(ms).map_or(Jiffies::MAX, msecs_to_jiffies);
+        loop {
+            match self.done.wait_interruptible_timeout(&mut state, left) {
+                CondVarTimeoutResult::Timeout => break,
+                CondVarTimeoutResult::Signal { .. } => {
+                    return match *state {
+                        Some(f) => Waited::Done(f),
+                        None => Waited::Interrupted,
+                    }
+                }
+                CondVarTimeoutResult::Woken { jiffies } => {
+                    if state.is_some() || jiffies == 0 {
+                        break;
+                    }
+                    left = jiffies;
+                }
+            }
+        }
+        match *state {
+            Some(f) => Waited::Done(f),
+            None => Waited::Busy,
+        }
+    }
+
+    /// Wait, without a timeout and not interruptibly, until the fence is
+    /// done (tests). O(1) besides the sleep.
+    #[cfg(CONFIG_KUNIT)]
+    pub(crate) fn wait_done(&self) -> Finished {
+        let mut state = self.state.lock();
+        loop {
+            if let Some(f) = *state {
+                return f;
+            }
+            self.done.wait(&mut state);
+        }
+    }
+}
+
+/// The completion time of a CS that asked for one (ktime ns), else 0.
+pub(crate) fn completion_time(wanted: bool) -> i64 {
+    if wanted {
+        ktime_ns()
+    } else {
+        0
+    }
+}
+
+#[kunit_tests(hlrs_fence)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fence_is_done_once_and_waits_end() -> Result {
+        let f = Fence::new(7)?;
+        assert_eq!(f.seq, 7);
+        assert_eq!(f.poll(), None);
+        assert_eq!(f.wait(0), Waited::Busy);
+        // A short wait times out.
+        assert_eq!(f.wait(1500), Waited::Busy);
+        let first = Finished {
+            status: CsStatus::Aborted,
+            timestamp_ns: 5,
+        };
+        f.signal(first);
+        f.signal(Finished {
+            status: CsStatus::Ok,
+            timestamp_ns: 9,
+        });
+        assert_eq!(f.poll(), Some(first));
+        assert_eq!(f.wait(0), Waited::Done(first));
+        assert_eq!(f.wait(u64::MAX), Waited::Done(first));
+        assert_eq!(f.wait_done(), first);
+        assert_eq!(completion_time(false), 0);
+        assert!(completion_time(true) > 0);
+        Ok(())
+    }
+}

@@ -1,0 +1,471 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One context's command submissions in flight (upstream: the CS part of
+//! `struct hl_ctx` and `struct hl_cs`, common/command_submission.c).
+//!
+//! - **Sequence numbers** start at 1 per context (`cs_sequence`). A CS
+//!   gets its number before its chunks are validated, so a CS refused by
+//!   validation still uses one, and its fence is done at once with
+//!   [`CsStatus::NotSubmitted`] (upstream's rollback).
+//! - **The window.** The fences of the last [`MAX_PENDING_CS`] sequences
+//!   are kept by `seq % 64` (`cs_pending`); a new CS whose slot still holds
+//!   an unfinished fence is refused with `EAGAIN` (`max_pending_cs`), so at
+//!   most 64 CSs are in flight. WAIT_CS on an older sequence finds it gone
+//!   (or its kept outcome, [`OutcomeStore`]); on a future one, `EINVAL`.
+//! - **A CS in flight** ([`Flight`]) owns its jobs' completion: each job
+//!   that ends reports to it ([`JobOwner::done`]); the first fault or bad
+//!   packet aborts the CS (the jobs still running on other engines stop at
+//!   their next check) and is captured for INFO; when the last job ends the
+//!   CS is finished: removed from the tracker, its outcome kept if it asked
+//!   for a timestamp, its fence done.
+//! - **Timeout** (upstream's TDR): the timer runs for the oldest CS in
+//!   flight only, from when it became the oldest (its submission, or the
+//!   end of the one before), as upstream arms it for the first CS of the
+//!   mirror list. The engines running its jobs find it expired at their
+//!   next check ([`JobOwner::stop`]) and stop: the CS ends TIMEDOUT and the
+//!   first timeout is captured. The device stays usable (upstream resets it
+//!   unless `reset_on_lockup=0`).
+//! - **Close** ([`ContextCs::stop_and_drain`]): every job of the context is
+//!   told to stop, and the close waits until every CS in flight finished,
+//!   before the context's memory can go. The engines stop within one DMA
+//!   chunk (64 KiB) or one packet.
+//!
+//! Lock order (the crate root's table): `ContextCs::track` is taken alone or
+//! before the engines' submission locks (a CS is queued under it, so the
+//! engines see a context's CSs in sequence order); never inside an engine's
+//! locks: jobs report with none held. `ContextCs::restore` is taken before
+//! `track`. [`JobOwner::stop`] takes no lock.
+
+use crate::{
+    cs::{
+        capture::HW_UNSCRAMBLED_BITS_MASK,
+        device_cs::{CsCounters, DeviceCs, DropKind},
+        fence::{completion_time, CsStatus, Fence, Finished},
+        outcome::OutcomeStore,
+    },
+    ffi::clock::ktime_ns,
+    hw::{
+        backend::MmuKind,
+        sim::{
+            engine_mem::EngineFault,
+            job::{JobEnd, JobOwner, Stop},
+        },
+    },
+    vm::context_vm::ContextVm,
+};
+use kernel::{
+    new_condvar, new_mutex,
+    prelude::*,
+    sync::{
+        atomic::{Acquire, Atomic, Full, Relaxed},
+        Arc, CondVar, Mutex, MutexGuard,
+    },
+};
+
+/// CSs in flight per context (`GAUDI2_MAX_PENDING_CS`).
+pub(crate) const MAX_PENDING_CS: u64 = 64;
+const SLOTS: usize = MAX_PENDING_CS as usize;
+
+/// The slot of `seq` in the window.
+fn slot(seq: u64) -> usize {
+    (seq % MAX_PENDING_CS) as usize
+}
+
+/// The tracker's state, under [`ContextCs::track`].
+pub(crate) struct Track {
+    /// The next sequence number (`cs_sequence`), from 1.
+    next_seq: u64,
+    /// The fences of the last 64 sequences, by `seq % 64` (`cs_pending`).
+    fences: [Option<Arc<Fence>>; SLOTS],
+    /// The CSs submitted and not finished, by `seq % 64`.
+    flights: [Option<Arc<Flight>>; SLOTS],
+    /// How many.
+    in_flight: u32,
+    /// The CS whose timer runs.
+    armed: Option<u64>,
+    /// Outcomes kept for late waits.
+    outcomes: OutcomeStore,
+}
+
+/// The command submissions of one context.
+#[pin_data]
+pub(crate) struct ContextCs {
+    /// The device side.
+    pub(crate) dev: Arc<DeviceCs>,
+    /// The context's VM (its ASID; its mappings for a fault report).
+    pub(crate) vm: Arc<ContextVm>,
+    /// The context's drops (`ctx->cs_counters`).
+    pub(crate) counters: CsCounters,
+    /// The context is closing (or the device needs a reset): every job stops.
+    stopping: Atomic<bool>,
+    #[pin]
+    track: Mutex<Track>,
+    /// Notified when the last CS in flight finishes.
+    #[pin]
+    idle: CondVar,
+    /// Serialises restore phases (upstream `restore_phase_mutex`).
+    #[pin]
+    pub(crate) restore: Mutex<()>,
+}
+
+impl ContextCs {
+    /// The CS state of a new context on `vm`. O(1) (allocates the outcome store).
+    pub(crate) fn new(dev: Arc<DeviceCs>, vm: Arc<ContextVm>) -> Result<Arc<Self>> {
+        let outcomes = OutcomeStore::new()?;
+        Arc::pin_init(
+            pin_init!(Self {
+                dev,
+                vm,
+                counters: CsCounters::new(),
+                stopping: Atomic::new(false),
+                track <- new_mutex!(Track {
+                    next_seq: 1,
+                    fences: [const { None }; SLOTS],
+                    flights: [const { None }; SLOTS],
+                    in_flight: 0,
+                    armed: None,
+                    outcomes,
+                }),
+                idle <- new_condvar!("ContextCs::idle"),
+                restore <- new_mutex!(()),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The context's ASID. O(1).
+    pub(crate) fn asid(&self) -> u32 {
+        self.vm.asid
+    }
+
+    /// Count a dropped CS in the context's and the device's counters. O(1).
+    pub(crate) fn count_drop(&self, kind: DropKind) {
+        self.counters.count(kind);
+        self.dev.counters.count(kind);
+    }
+
+    /// Lock the tracker (submissions hold it until their jobs are queued). O(1).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Track> {
+        self.track.lock()
+    }
+
+    /// Whether the context's jobs are being stopped. O(1).
+    pub(crate) fn stopping(&self) -> bool {
+        self.stopping.load(Relaxed)
+    }
+
+    /// Give the next sequence number to a new CS (`allocate_cs`): `EAGAIN`
+    /// (counted) while the CS 64 sequences back is unfinished. The CS is
+    /// not in flight yet: [`Self::launch`] or [`Flight::reject`] follows.
+    /// O(1).
+    pub(crate) fn allocate(
+        self: &Arc<Self>,
+        track: &mut Track,
+        timestamp: bool,
+        timeout_ms: Option<u64>,
+    ) -> Result<Arc<Flight>> {
+        let seq = track.next_seq;
+        let at = slot(seq);
+        let busy = track
+            .fences
+            .get(at)
+            .and_then(Option::as_ref)
+            .is_some_and(|f| f.poll().is_none());
+        if busy {
+            self.count_drop(DropKind::MaxCsInFlight);
+            return Err(EAGAIN);
+        }
+        let fence = Fence::new(seq).inspect_err(|_| self.count_drop(DropKind::OutOfMem))?;
+        let flight = Arc::new(
+            Flight {
+                seq,
+                fence: fence.clone(),
+                ctx: self.clone(),
+                jobs_left: Atomic::new(0),
+                state: Atomic::new(RUNNING),
+                deadline_ns: Atomic::new(0),
+                timeout_ms,
+                timestamp,
+            },
+            GFP_KERNEL,
+        )
+        .inspect_err(|_| self.count_drop(DropKind::OutOfMem))?;
+        if let Some(f) = track.fences.get_mut(at) {
+            *f = Some(fence);
+        }
+        track.next_seq = seq.saturating_add(1);
+        Ok(flight)
+    }
+
+    /// Put `flight` in flight, and start its timer if it is the oldest;
+    /// before its jobs are queued, so that they see the timer. O(1).
+    pub(crate) fn launch(&self, track: &mut Track, flight: &Arc<Flight>) {
+        if let Some(f) = track.flights.get_mut(slot(flight.seq)) {
+            *f = Some(flight.clone());
+        }
+        track.in_flight = track.in_flight.saturating_add(1);
+        if track.armed.is_none() {
+            self.arm(track, flight);
+        }
+    }
+
+    /// Undo [`Self::launch`] for a CS whose jobs could not be queued (none
+    /// ran, and the tracker stayed locked). O(1).
+    pub(crate) fn unlaunch(&self, track: &mut Track, flight: &Flight) {
+        if let Some(f) = track.flights.get_mut(slot(flight.seq)) {
+            *f = None;
+        }
+        track.in_flight = track.in_flight.saturating_sub(1);
+        if track.armed == Some(flight.seq) {
+            track.armed = None;
+        }
+    }
+
+    /// Start `flight`'s timer, if it has one and the device has a timeout.
+    fn arm(&self, track: &mut Track, flight: &Flight) {
+        track.armed = Some(flight.seq);
+        if self.dev.timeout_ms().is_none() {
+            return;
+        }
+        if let Some(ms) = flight.timeout_ms {
+            let ns = i64::try_from(ms.saturating_mul(1_000_000)).unwrap_or(i64::MAX);
+            flight
+                .deadline_ns
+                .store(ktime_ns().saturating_add(ns).max(1), Relaxed);
+        }
+    }
+
+    /// A CS finished: out of the tracker, its outcome kept if asked, the
+    /// next oldest timed. O(64).
+    fn retire(&self, flight: &Flight, finished: Finished) {
+        let mut track = self.track.lock();
+        if let Some(f) = track.flights.get_mut(slot(flight.seq)) {
+            if f.as_ref().is_some_and(|f| f.seq == flight.seq) {
+                *f = None;
+            }
+        }
+        track.in_flight = track.in_flight.saturating_sub(1);
+        if flight.timestamp {
+            track.outcomes.push(flight.seq, finished);
+        }
+        if track.armed == Some(flight.seq) {
+            track.armed = None;
+            let oldest = track
+                .flights
+                .iter()
+                .flatten()
+                .min_by_key(|f| f.seq)
+                .cloned();
+            if let Some(next) = oldest {
+                self.arm(&mut track, &next);
+            }
+        }
+        if track.in_flight == 0 {
+            self.idle.notify_all();
+        }
+    }
+
+    /// The fence of `seq` (`hl_ctx_get_fence`): `EINVAL` for a sequence not
+    /// given yet, `None` for one that left the window. O(1).
+    pub(crate) fn fence(&self, seq: u64) -> Result<Option<Arc<Fence>>> {
+        let track = self.track.lock();
+        if seq >= track.next_seq {
+            return Err(EINVAL);
+        }
+        if seq.saturating_add(MAX_PENDING_CS) < track.next_seq {
+            return Ok(None);
+        }
+        let f = track.fences.get(slot(seq)).and_then(Option::as_ref);
+        Ok(f.filter(|f| f.seq == seq).cloned())
+    }
+
+    /// Take the kept outcome of `seq` (`hl_pop_cs_outcome`). O(256).
+    pub(crate) fn pop_outcome(&self, seq: u64) -> Option<Finished> {
+        self.track.lock().outcomes.pop(seq)
+    }
+
+    /// CSs in flight (tests). O(1).
+    #[cfg(CONFIG_KUNIT)]
+    pub(crate) fn in_flight(&self) -> u32 {
+        self.track.lock().in_flight
+    }
+
+    /// Stop every job of the context; the CSs in flight end ABORTED. O(1).
+    pub(crate) fn abort_all(&self) {
+        self.stopping.store(true, Relaxed);
+    }
+
+    /// Stop every job of the context and wait (not interruptibly) until no
+    /// CS is in flight (close, teardown). Idempotent. O(1) besides the wait,
+    /// which lasts at most a DMA chunk or a packet per engine.
+    pub(crate) fn stop_and_drain(&self) {
+        self.abort_all();
+        let mut track = self.track.lock();
+        while track.in_flight > 0 {
+            self.idle.wait(&mut track);
+        }
+        drop(track);
+        // The file's eventfd goes with it.
+        self.dev.release_notifier();
+    }
+}
+
+const RUNNING: u32 = 0;
+const ABORTED: u32 = 1;
+const TIMED_OUT: u32 = 2;
+
+/// One CS from its sequence number to its end (upstream `struct hl_cs`):
+/// the owner of its jobs.
+pub(crate) struct Flight {
+    /// Its sequence number.
+    pub(crate) seq: u64,
+    /// Its fence.
+    pub(crate) fence: Arc<Fence>,
+    ctx: Arc<ContextCs>,
+    /// Jobs queued and not ended.
+    jobs_left: Atomic<u32>,
+    /// RUNNING, ABORTED or TIMED_OUT (the first wins).
+    state: Atomic<u32>,
+    /// When its timer expires (ktime ns); 0: not armed.
+    deadline_ns: Atomic<i64>,
+    /// Its timeout in ms (`None`: none).
+    timeout_ms: Option<u64>,
+    /// It asked for a completion time.
+    timestamp: bool,
+}
+
+impl Flight {
+    /// The CS will have `n` jobs: set before they are queued. O(1).
+    pub(crate) fn expect_jobs(&self, n: u32) {
+        self.jobs_left.store(n, Relaxed);
+    }
+
+    /// The CS was refused after it got its number: its fence is done at
+    /// once, as never submitted (upstream `cs_rollback`). O(waiters).
+    pub(crate) fn reject(&self) {
+        self.fence.signal(Finished {
+            status: CsStatus::NotSubmitted,
+            timestamp_ns: 0,
+        });
+    }
+
+    fn set_state(&self, to: u32) -> bool {
+        self.state.cmpxchg(RUNNING, to, Full).is_ok()
+    }
+
+    /// The last job ended: retire and signal. O(64 + waiters).
+    fn finish(&self) {
+        let status = match self.state.load(Acquire) {
+            RUNNING => CsStatus::Ok,
+            TIMED_OUT => CsStatus::TimedOut,
+            _ => CsStatus::Aborted,
+        };
+        let finished = Finished {
+            status,
+            timestamp_ns: completion_time(self.timestamp),
+        };
+        self.ctx.retire(self, finished);
+        self.fence.signal(finished);
+    }
+
+    /// Report a fault of one of its jobs, as upstream's event handler logs it.
+    fn fault(&self, engine: u16, f: &EngineFault) {
+        let asid = self.ctx.asid();
+        let log = self.ctx.dev.may_log();
+        match *f {
+            _ if !log => {}
+            // As upstream's `gaudi2_handle_page_error` logs them.
+            EngineFault::Page {
+                mmu: MmuKind::Host,
+                va,
+                ..
+            } => hl_err!(
+                "PMMU page fault on va {:#x} (engine {}, ASID {}, CS {})\n",
+                va,
+                engine,
+                asid,
+                self.seq
+            ),
+            EngineFault::Page { va, .. } => {
+                let base = va & HW_UNSCRAMBLED_BITS_MASK;
+                hl_err!(
+                    "HMMU page fault on va range {:#x} - {:#x} (engine {}, ASID {}, CS {})\n",
+                    base,
+                    base | !HW_UNSCRAMBLED_BITS_MASK,
+                    engine,
+                    asid,
+                    self.seq
+                )
+            }
+            _ => hl_err!(
+                "engine {} access error {:?} (ASID {}, CS {})\n",
+                engine,
+                f,
+                asid,
+                self.seq
+            ),
+        }
+        if self.ctx.dev.record_fault(f, &self.ctx.vm) {
+            self.ctx.abort_all();
+        }
+    }
+}
+
+impl JobOwner for Flight {
+    fn stop(&self) -> Option<Stop> {
+        if self.ctx.stopping() {
+            self.set_state(ABORTED);
+        }
+        match self.state.load(Relaxed) {
+            ABORTED => return Some(Stop::Aborted),
+            TIMED_OUT => return Some(Stop::TimedOut),
+            _ => {}
+        }
+        let deadline = self.deadline_ns.load(Relaxed);
+        if deadline == 0 || ktime_ns() < deadline {
+            return None;
+        }
+        if self.set_state(TIMED_OUT) {
+            if self.ctx.dev.may_log() {
+                hl_err!(
+                    "Command submission {} has not finished in {} ms!\n",
+                    self.seq,
+                    self.timeout_ms.unwrap_or(0)
+                );
+            }
+            self.ctx.dev.record_timeout(self.seq);
+            return Some(Stop::TimedOut);
+        }
+        match self.state.load(Relaxed) {
+            TIMED_OUT => Some(Stop::TimedOut),
+            _ => Some(Stop::Aborted),
+        }
+    }
+
+    fn done(&self, engine: u16, end: JobEnd) {
+        match end {
+            JobEnd::Done | JobEnd::Stopped(_) => {}
+            JobEnd::Fault(f) => {
+                self.set_state(ABORTED);
+                self.fault(engine, &f);
+            }
+            JobEnd::BadPacket { addr, error } => {
+                self.set_state(ABORTED);
+                if self.ctx.dev.may_log() {
+                    hl_err!(
+                        "engine {}: packet at {:#x} refused ({:?}), CS {} aborted\n",
+                        engine,
+                        addr,
+                        error,
+                        self.seq
+                    );
+                }
+                self.ctx.dev.record_bad_packet(addr, engine);
+            }
+        }
+        // Full: the states other jobs set are seen by the last one.
+        if self.jobs_left.fetch_sub(1, Full) == 1 {
+            self.finish();
+        }
+    }
+}

@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The queues and engines of the simulated Gaudi2 that run user command
+//! buffers: its DMA engines, each behind a QMAN of four streams.
+//!
+//! **Queues are streams, engines execute.** A queue id (upstream
+//! `GAUDI2_QUEUE_ID_*`, `include/uapi/drm/habanalabs_accel.h`) is stream
+//! `id % 4` of one engine's QMAN. The simulation enables the queues a
+//! Gaudi2 without binning enables for a user's DMA (`gaudi2_is_queue_enabled`,
+//! gaudi2/gaudi2.c:6866): PDMA_0_0, PDMA_0_1 and PDMA_1_0 (the PDMA streams
+//! the driver does not keep for itself), and the four streams of each of
+//! the eight DCORE EDMAs (HW_IP_INFO's `edma_enabled_mask` 0xFF). The MME,
+//! TPC, rotator and NIC queues exist in the uAPI but have no engine here:
+//! they count as disabled.
+//!
+//! **Execution.** Each engine is an in-order executor: one FIFO of jobs
+//! (from any of its streams, in submission order) drained by one work item
+//! on the device's own workqueue ([`OwnedQueue`]), so engines run in
+//! parallel with each other and with the submitter, and a job runs only
+//! after the engine's previous one ended. A job is executed by the command
+//! processor ([`super::cp`]) and reported to its owner with
+//! [`JobOwner::done`], with no lock of the engine held; the owner (the
+//! driver's CS) is told to stop through [`JobOwner::stop`], polled between
+//! packets and DMA chunks. An engine is busy (HW_IDLE) while it runs a job
+//! or has one queued.
+//!
+//! **Bounds.** Like a QMAN's PQ of `HL_QUEUE_LENGTH` entries, a stream
+//! takes at most [`QUEUE_LENGTH`] jobs that have not ended; a batch that
+//! would overflow one is refused whole with `EAGAIN` ([`Qman::submit`]).
+//!
+//! **Lifetime.** A queued engine's work item holds a reference to the
+//! engine. The workqueue is the module's ([`engines_queue`]), destroyed at
+//! unload after every device, which waits for every work item still
+//! running: a device's engines may be freed from their own work item (a
+//! job can hold the last reference to them), and no engine code runs
+//! after the unload.
+//!
+//! Lock order (the crate root's table): `Qman::submit` then
+//! `Engine::jobs`; `Engine::scratch` is held across a job's execution
+//! (and so over the STLB's lock and the memories' leaves), never with the
+//! other two, and released before [`JobOwner::done`].
+
+use super::{
+    cp::{self, Scratch},
+    engine_mem::EngineAccess,
+    job::JobOwner,
+    SimGaudi2,
+};
+use crate::{
+    ffi::{sched::cond_resched, workqueue::engines_queue},
+    uapi::*,
+};
+use kernel::{
+    list::{impl_list_arc_safe, impl_list_item, List, ListArc, ListLinks},
+    new_mutex,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, Mutex,
+    },
+    workqueue::{impl_has_work, new_work, Work, WorkItem},
+};
+
+/// Engines that execute user CBs: PDMA 0 and 1, then the EDMAs (DCORE 0
+/// EDMA 0, EDMA 1, DCORE 1 EDMA 0, ...).
+pub(crate) const ENGINES: usize = 10;
+/// Streams of a QMAN.
+const STREAMS: usize = 4;
+/// Jobs a stream takes that have not ended (upstream `HL_QUEUE_LENGTH`).
+pub(crate) const QUEUE_LENGTH: u32 = 4096;
+
+/// The upstream engine id (`GAUDI2_ENGINE_ID_*`) of each engine.
+const ENGINE_IDS: [u16; ENGINES] = {
+    let mut ids = [GAUDI2_ENGINE_ID_PDMA_0; ENGINES];
+    ids[1] = GAUDI2_ENGINE_ID_PDMA_1;
+    let mut i = 2;
+    while i < ENGINES {
+        let (dcore, edma) = ((i - 2) / 2, (i - 2) % 2);
+        ids[i] = GAUDI2_DCORE0_ENGINE_ID_EDMA_0
+            + GAUDI2_ENGINE_IDS_PER_DCORE * dcore as u16
+            + edma as u16;
+        i += 1;
+    }
+    ids
+};
+
+/// The first queue of each DCORE's EDMAs (8 queues each: 2 EDMAs x 4 streams).
+const EDMA_QUEUES: [u32; 4] = [
+    GAUDI2_QUEUE_ID_DCORE0_EDMA_0_0,
+    GAUDI2_QUEUE_ID_DCORE1_EDMA_0_0,
+    GAUDI2_QUEUE_ID_DCORE2_EDMA_0_0,
+    GAUDI2_QUEUE_ID_DCORE3_EDMA_0_0,
+];
+
+/// The engine (index in `0..ENGINES`) and stream of queue `queue`, if the
+/// simulation enables it. O(1).
+pub(crate) fn queue_engine(queue: u32) -> Option<(usize, usize)> {
+    let stream = (queue % STREAMS as u32) as usize;
+    match queue {
+        GAUDI2_QUEUE_ID_PDMA_0_0 | GAUDI2_QUEUE_ID_PDMA_0_1 => Some((0, stream)),
+        GAUDI2_QUEUE_ID_PDMA_1_0 => Some((1, stream)),
+        _ => EDMA_QUEUES.iter().enumerate().find_map(|(dcore, &base)| {
+            let off = queue.checked_sub(base).filter(|&o| o < 8)?;
+            Some((2 + 2 * dcore + (off / 4) as usize, stream))
+        }),
+    }
+}
+
+/// The upstream engine id of engine `index`. O(1).
+pub(crate) fn engine_id(index: usize) -> Option<u16> {
+    ENGINE_IDS.get(index).copied()
+}
+
+/// One job on its way to an engine: a CB and the ASID it runs with.
+#[pin_data]
+pub(crate) struct HwJob {
+    /// The engine index and stream of its queue.
+    slot: (usize, usize),
+    /// The ASID the queue runs with.
+    pub(crate) asid: u32,
+    /// Device address of the CB.
+    pub(crate) cb: u64,
+    /// Bytes of packets in the CB.
+    pub(crate) cb_size: u32,
+    /// The owner.
+    pub(crate) owner: Arc<dyn JobOwner>,
+    #[pin]
+    links: ListLinks,
+}
+
+impl_list_arc_safe! {
+    impl ListArcSafe<0> for HwJob { untracked; }
+}
+impl_list_item! {
+    impl ListItem<0> for HwJob { using ListLinks { self.links }; }
+}
+
+impl HwJob {
+    /// A job of `cb_size` bytes at `cb` for queue `queue`, running with
+    /// `asid`; `EINVAL` for a queue the simulation does not enable. O(1).
+    pub(crate) fn new(
+        queue: u32,
+        asid: u32,
+        cb: u64,
+        cb_size: u32,
+        owner: Arc<dyn JobOwner>,
+    ) -> Result<ListArc<Self>> {
+        let slot = queue_engine(queue).ok_or(EINVAL)?;
+        ListArc::pin_init(
+            try_pin_init!(Self {
+                slot,
+                asid,
+                cb,
+                cb_size,
+                owner,
+                links <- ListLinks::new(),
+            }),
+            GFP_KERNEL,
+        )
+    }
+}
+
+/// An engine's FIFO.
+struct Fifo {
+    jobs: List<HwJob>,
+    /// A job was taken and has not ended.
+    running: bool,
+}
+
+/// One engine: its FIFO, its buffers and the work item that drains it.
+#[pin_data]
+pub(crate) struct Engine {
+    /// The upstream engine id.
+    id: u16,
+    sim: Arc<SimGaudi2>,
+    #[pin]
+    fifo: Mutex<Fifo>,
+    #[pin]
+    scratch: Mutex<Scratch>,
+    /// Jobs of each stream not ended.
+    streams: [Atomic<u32>; STREAMS],
+    #[pin]
+    work: Work<Engine>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Engine { self.work }
+}
+
+impl WorkItem for Engine {
+    type Pointer = Arc<Engine>;
+
+    /// Drain the FIFO: run each job, then report it. O(jobs x job).
+    fn run(this: Arc<Engine>) {
+        loop {
+            let job = {
+                let mut fifo = this.fifo.lock();
+                let job = fifo.jobs.pop_front();
+                fifo.running = job.is_some();
+                match job {
+                    Some(j) => j,
+                    None => return,
+                }
+            };
+            let who = EngineAccess::new(this.id, job.asid);
+            let cb = (job.cb, job.cb_size);
+            let end = cp::execute(&this.sim, &mut this.scratch.lock(), who, cb, &*job.owner);
+            if let Some(n) = this.streams.get(job.slot.1) {
+                n.fetch_sub(1, Relaxed);
+            }
+            job.owner.done(this.id, end);
+            drop(job);
+            cond_resched();
+        }
+    }
+}
+
+impl Engine {
+    fn new(id: u16, sim: Arc<SimGaudi2>) -> Result<Arc<Self>> {
+        let scratch = Scratch::new()?;
+        Arc::pin_init(
+            pin_init!(Self {
+                id,
+                sim,
+                fifo <- new_mutex!(Fifo {
+                    jobs: List::new(),
+                    running: false,
+                }),
+                scratch <- new_mutex!(scratch),
+                streams: core::array::from_fn(|_| Atomic::new(0)),
+                work <- new_work!("Engine::work"),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Whether the engine runs a job or has one queued. O(1).
+    fn busy(&self) -> bool {
+        let fifo = self.fifo.lock();
+        fifo.running || !fifo.jobs.is_empty()
+    }
+}
+
+/// The device's executing engines.
+#[pin_data]
+pub(crate) struct Qman {
+    engines: KVec<Arc<Engine>>,
+    /// Serialises submissions, so that a batch's room check holds until
+    /// its jobs are queued.
+    #[pin]
+    submit: Mutex<()>,
+}
+
+impl Qman {
+    /// The engines of `sim`, idle. Allocates their buffers (68 KiB each).
+    /// O(engines).
+    pub(crate) fn new(sim: &Arc<SimGaudi2>) -> Result<Arc<Self>> {
+        let mut engines = KVec::with_capacity(ENGINES, GFP_KERNEL)?;
+        for id in ENGINE_IDS {
+            engines.push(Engine::new(id, sim.clone())?, GFP_KERNEL)?;
+        }
+        Arc::pin_init(
+            pin_init!(Self {
+                engines,
+                submit <- new_mutex!(()),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Queue every job of `batch` on its engine, in order, and start the
+    /// engines: all of them, or none with `EAGAIN` if a stream would hold
+    /// more than [`QUEUE_LENGTH`] jobs (`batch` is then left as it was);
+    /// `ENODEV` outside the module's life (never while a device exists).
+    /// O(jobs).
+    pub(crate) fn submit(&self, batch: &mut List<HwJob>) -> Result {
+        let wq = engines_queue().ok_or(ENODEV)?;
+        let _serial = self.submit.lock();
+        let mut need = [0u32; ENGINES * STREAMS];
+        for job in batch.iter() {
+            let (e, s) = job.slot;
+            let n = need.get_mut(e * STREAMS + s).ok_or(EINVAL)?;
+            *n = n.saturating_add(1);
+        }
+        for (e, engine) in self.engines.iter().enumerate() {
+            for (s, queued) in engine.streams.iter().enumerate() {
+                let n = need.get(e * STREAMS + s).copied().unwrap_or(0);
+                if queued.load(Relaxed).saturating_add(n) > QUEUE_LENGTH {
+                    return Err(EAGAIN);
+                }
+            }
+        }
+        let mut started = [false; ENGINES];
+        while let Some(job) = batch.pop_front() {
+            let (e, s) = job.slot;
+            let Some(engine) = self.engines.get(e) else {
+                continue;
+            };
+            if let Some(n) = engine.streams.get(s) {
+                n.add(1, Relaxed);
+            }
+            engine.fifo.lock().jobs.push_back(job);
+            if let Some(st) = started.get_mut(e) {
+                *st = true;
+            }
+        }
+        for (engine, _) in self.engines.iter().zip(started).filter(|(_, s)| *s) {
+            // Already queued: the running or pending work item will see
+            // the new jobs.
+            let _ = wq.enqueue(engine.clone());
+        }
+        Ok(())
+    }
+
+    /// The busy engines as upstream's HW_IDLE mask (bit = engine id), in
+    /// `HL_BUSY_ENGINES_MASK_EXT_SIZE` words. O(engines).
+    pub(crate) fn busy_mask(&self) -> [u64; HL_BUSY_ENGINES_MASK_EXT_SIZE] {
+        let mut mask = [0u64; HL_BUSY_ENGINES_MASK_EXT_SIZE];
+        for e in self.engines.iter().filter(|e| e.busy()) {
+            let id = usize::from(e.id);
+            if let Some(w) = mask.get_mut(id / 64) {
+                *w |= 1 << (id % 64);
+            }
+        }
+        mask
+    }
+}
+
+#[kunit_tests(hlrs_qman)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_ids_map_to_engines_as_upstream() {
+        assert_eq!(queue_engine(GAUDI2_QUEUE_ID_PDMA_0_0), Some((0, 0)));
+        assert_eq!(queue_engine(GAUDI2_QUEUE_ID_PDMA_0_1), Some((0, 1)));
+        assert_eq!(queue_engine(GAUDI2_QUEUE_ID_PDMA_1_0), Some((1, 0)));
+        // The PDMA streams the driver keeps, MME, CPU and beyond: disabled.
+        for q in [
+            2,
+            3,
+            5,
+            6,
+            7,
+            16,
+            47,
+            56,
+            83,
+            92,
+            119,
+            128,
+            259,
+            260,
+            261,
+            u32::MAX,
+        ] {
+            assert_eq!(queue_engine(q), None);
+        }
+        // Every EDMA stream: DCORE d, EDMA e, stream s.
+        let mut n = 0;
+        for (d, base) in EDMA_QUEUES.iter().enumerate() {
+            for q in *base..*base + 8 {
+                let e = 2 + 2 * d + ((q - base) / 4) as usize;
+                assert_eq!(queue_engine(q), Some((e, (q % 4) as usize)));
+                n += 1;
+            }
+        }
+        assert_eq!(n, 32);
+        assert_eq!(ENGINE_IDS, [45, 46, 0, 1, 11, 12, 22, 23, 33, 34]);
+        assert_eq!(engine_id(ENGINES), None);
+    }
+}
