@@ -26,7 +26,7 @@
 
 use crate::{
     ffi::clock::ktime_ns,
-    hw::{backend::MmuKind, sim::engine_mem::EngineFault},
+    hw::{backend::MmuKind, sim::fault::EngineFault},
     uapi::*,
     vm::{context_vm::ContextVm, mapping_table::Backing},
 };

@@ -31,7 +31,7 @@ use crate::{
     ffi::eventfd::EventFd,
     hw::{
         backend::{Backend, DeviceStatus},
-        sim::{engine_mem::EngineFault, qman::Qman, SimGaudi2},
+        sim::{fault::EngineFault, qman::Qman, SimGaudi2},
     },
     uapi::*,
     vm::context_vm::ContextVm,

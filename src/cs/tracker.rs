@@ -47,7 +47,7 @@ use crate::{
     hw::{
         backend::MmuKind,
         sim::{
-            engine_mem::EngineFault,
+            fault::EngineFault,
             job::{JobEnd, JobOwner, Stop},
         },
     },

@@ -22,7 +22,8 @@
 //! packet; [`JobEnd`] says which. It never waits for anything but memory.
 
 use super::{
-    engine_mem::{EngineAccess, EngineFault},
+    engine_mem::EngineAccess,
+    fault::EngineFault,
     job::{JobEnd, JobOwner},
     packets::{self, LinDma, Packet},
     SimGaudi2,

@@ -4,7 +4,7 @@
 //! it: [`JobOwner`], asked whether to stop ([`Stop`]) and told how the job
 //! ended ([`JobEnd`]).
 
-use super::{engine_mem::EngineFault, packets::PacketError};
+use super::{fault::EngineFault, packets::PacketError};
 
 /// Why a job must stop before its end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
