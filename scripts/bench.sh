@@ -22,8 +22,15 @@ cd "$HLRS_ROOT"
 OUT=$HLRS_ROOT/target/bench
 mkdir -p "$OUT"
 export HLRS_KERNEL=${HLRS_KERNEL:-production}
+# The module's sources copied (changed files only, so rebuilds stay
+# incremental) next to their production-kernel objects.
 production_module() {
-	HLRS_MODULE_OUT=$OUT/module-production "$HLRS_ROOT/scripts/module.sh" build
+	local src=$OUT/module-production
+	mkdir -p "$src/src"
+	cp -u "$HLRS_ROOT/Kbuild" "$src/"
+XX
+		cpio -0pdmu --quiet "$src/src")
+	HLRS_MODULE_SRC=$src "$HLRS_ROOT/scripts/module.sh" build
 }
 {
 	if [ "$HLRS_KERNEL" = debug ]; then

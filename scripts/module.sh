@@ -6,8 +6,9 @@
 #   module.sh fmt[-check] rustfmt with the kernel's .rustfmt.toml
 #   module.sh clean
 #
-# HLRS_MODULE_OUT=DIR builds into DIR instead of the source tree (Kbuild's
-# MO=): `make bench` builds the same sources for the production kernel there,
+# HLRS_MODULE_SRC=DIR builds a copy of the sources in DIR instead of the
+# repository (Kbuild refuses MO= once the source tree has objects of its own):
+# `make bench` builds the same sources for the production kernel there,
 # leaving the test kernel's objects alone.
 #
 # KDIR may be any prepared kernel tree with CONFIG_RUST (for example
@@ -30,18 +31,13 @@ kmake() {
 	local k
 	k=$(kdir)
 	mapfile -t KV < <(kmake_vars)
-	local -a mo=()
-	if [ -n "${HLRS_MODULE_OUT:-}" ]; then
-		mkdir -p "$HLRS_MODULE_OUT"
-		mo=(MO="$HLRS_MODULE_OUT")
-	fi
-	make -C "$k" "${KV[@]}" M="$HLRS_ROOT" "${mo[@]}" "$@"
+	make -C "$k" "${KV[@]}" M="${HLRS_MODULE_SRC:-$HLRS_ROOT}" "$@"
 }
 
 case ${1:-build} in
 build)
 	kmake -s modules
-	echo "    built $(ls "${HLRS_MODULE_OUT:-$HLRS_ROOT}"/habanalabs_rs.ko)" >&2
+	echo "    built $(ls "${HLRS_MODULE_SRC:-$HLRS_ROOT}"/habanalabs_rs.ko)" >&2
 	;;
 clippy)
 	# Objects must be rebuilt for clippy to see them.
