@@ -28,8 +28,8 @@ production_module() {
 	local src=$OUT/module-production
 	mkdir -p "$src/src"
 	cp -u "$HLRS_ROOT/Kbuild" "$src/"
-XX
-		cpio -0pdmu --quiet "$src/src")
+	(cd "$HLRS_ROOT/src" && find . \( -name '*.rs' -o -name '*.c' -o -name '*.h' \) \
+		-exec cp -u --parents {} "$src/src/" \;)
 	HLRS_MODULE_SRC=$src "$HLRS_ROOT/scripts/module.sh" build
 }
 {
