@@ -40,6 +40,13 @@ hlrs scrub 0x5a5a5a5a5a5a5a5a && echo "  hlrs scrub 0x5a5a5a5a5a5a5a5a: user DRA
 echo "  an unmapped DRAM page now reads as the pattern: $(hlrs peek 0x1001000060000000 --64)"
 hlrs scrub 0 && echo "  hlrs scrub 0: back to zeros"
 
+say "The device moves bytes: CS + WAIT_CS with LIN_DMA through the engines' MMU (hlrs dma, hlrs cs)"
+hlrs dma --size 16777216 2>&1 | sed 's/^/  /'
+hlrs dma --size 1048576 --via sram --queue 8 2>&1 | sed 's/^/  /'
+echo "  a DMA to an unmapped VA: the CS is aborted and the page fault reported (hlrs dma --fault):"
+hlrs dma --fault 2>&1 | sed 's/^/    /'
+hlrs cs --count 2000 2>&1 | sed 's/^/  /'
+
 say "A walk through the memory ioctls (hlrs walk)"
 hlrs walk >/tmp/walk.txt 2>&1
 rc=$?
