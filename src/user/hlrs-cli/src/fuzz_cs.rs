@@ -91,9 +91,12 @@ pub fn cs(
 ) -> Result<(), i32> {
     if st.cb.is_none() {
         let b = HostBuffer::new(CB_BYTES).map_err(|e| hlrs::errno(&e))?;
-        let va = dev
-            .map_host(b.addr(), CB_BYTES as u64, 0, 0)
-            .map_err(|e| hlrs::errno(&e))?;
+        // The MAP of the CBs' buffer is the MAP host op's to fuzz: when it
+        // fails (an injected invalidation failure: EIO; ENOMEM), this call
+        // submits nothing and the next one tries again.
+        let Ok(va) = dev.map_host(b.addr(), CB_BYTES as u64, 0, 0) else {
+            return Ok(());
+        };
         st.cb = Some((b, va));
     }
     let Some((buf, va)) = st.cb.as_mut() else {
