@@ -210,10 +210,9 @@ impl DmaPages {
             loop {
                 if leaf.sub(pfn % LEAF_FRAMES) {
                     self.mapped = self.mapped.saturating_sub(1);
-                    // SAFETY: the count was non-zero, so we owned a reference
-                    // to the page of `pfn` (invariant): it is live, and
-                    // `pfn_to_page` of it is that page. The reference goes
-                    // with the count dropped.
+                    // The count was non-zero: we owned a reference to the
+                    // page of `pfn` (invariant); it goes with the count.
+                    // SAFETY: that page is live; `pfn_to_page` of it is it.
                     unsafe { hlrs_put_page(hlrs_pfn_to_page(pfn as c_ulong)) };
                     done += 1;
                 }

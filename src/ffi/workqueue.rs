@@ -69,9 +69,8 @@ pub(crate) fn engines_queue() -> Option<&'static Queue> {
     if wq.is_null() {
         return None;
     }
-    // SAFETY: a non-null pointer is a live workqueue (the invariant of
-    // `ModuleQueue`), destroyed only at module unload, after every device:
-    // the only users (device engines) are gone by then, so no borrow
-    // outlives it in practice; `'static` stands for "the module's life".
+    // Destroyed only at module unload, after every device (its only users):
+    // `'static` stands for "the module's life".
+    // SAFETY: a non-null pointer is a live workqueue (`ModuleQueue`'s invariant).
     Some(unsafe { Queue::from_raw(wq) })
 }
