@@ -21,7 +21,7 @@
 //! - Hop 0 of each ASID is where the STLB's `HOP0_PA` registers say
 //!   (`gaudi2_mmu_update_asid_hop0_addr`).
 
-use crate::asic::{DRAM_PHYS_BASE, VA_HBM_SPACE_END};
+use crate::asic::{MmuGeometry, DRAM_PHYS_BASE, VA_HBM_SPACE_END};
 use crate::hw::backend::MmuKind;
 use kernel::prelude::*;
 
@@ -34,45 +34,13 @@ const ADDR: u64 = !0xFFF;
 /// Bytes of one PTE (`HL_PTE_SIZE`).
 const PTE_BYTES: u64 = 8;
 
-/// The walk of one MMU: hops, and the shift and mask of each hop's index.
-struct Layout {
-    hops: usize,
-    shifts: [u32; 6],
-    masks: [u64; 6],
-}
-
-/// `HOPn_SHIFT_4K`/`HOPn_MASK_4K` (mmu_v2_0.h), 6 hops: the PMMU.
-const PMMU: Layout = Layout {
-    hops: 6,
-    shifts: [57, 48, 39, 30, 21, 12],
-    masks: [
-        0xFE00_0000_0000_0000,
-        0x01FF_0000_0000_0000,
-        0x0000_FF80_0000_0000,
-        0x0000_007F_C000_0000,
-        0x0000_0000_3FE0_0000,
-        0x0000_0000_001F_F000,
-    ],
-};
-
-/// `DHOPn_SHIFT`/`DHOPn_MASK`, `MMU_ARCH_4_HOPS`: the HMMUs.
-const HMMU: Layout = Layout {
-    hops: 4,
-    shifts: [57, 48, 39, 30, 0, 0],
-    masks: [
-        0xFE00_0000_0000_0000,
-        0x01FF_0000_0000_0000,
-        0x0000_FF80_0000_0000,
-        0x0000_007F_C000_0000,
-        0,
-        0,
-    ],
-};
-
-fn layout(kind: MmuKind) -> &'static Layout {
+/// The hops of the MMU of `kind`, with each hop's index shift and mask: the
+/// hardware's geometry, from the ground floor's constants (which cite
+/// mmu_v2_0.h); what the walker does with an entry is its own.
+fn layout(kind: MmuKind) -> &'static MmuGeometry {
     match kind {
-        MmuKind::Host => &PMMU,
-        MmuKind::Dram => &HMMU,
+        MmuKind::Host => &MmuGeometry::PMMU,
+        MmuKind::Dram => &MmuGeometry::DMMU,
     }
 }
 
@@ -111,8 +79,8 @@ pub(crate) fn walk(
 ) -> Result<Leaf, WalkStop> {
     let l = layout(kind);
     let mut table = hop0;
-    for (level, (&shift, &mask)) in l.shifts.iter().zip(l.masks.iter()).enumerate() {
-        if level >= l.hops {
+    for (level, (&shift, &mask)) in l.hop_shifts.iter().zip(l.hop_masks.iter()).enumerate() {
+        if level >= l.num_hops {
             break;
         }
         let at = ((va & mask) >> shift)
