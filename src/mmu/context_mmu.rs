@@ -216,6 +216,20 @@ impl ContextMmu {
         }
     }
 
+    /// Give back `hops`, detached from the tree of `kind`, if `proof` covers
+    /// them (kept as the tree's spares or freed, see
+    /// [`PageTable::recycle`]); `Err(hops)` otherwise.
+    pub(crate) fn recycle(
+        &mut self,
+        dev: &DeviceMmu,
+        kind: MmuKind,
+        hops: DetachedHops,
+        proof: &Invalidated,
+    ) -> Result<usize, DetachedHops> {
+        let mut mem = dev.hops(kind);
+        self.table(kind).recycle(mem.mem(), hops, proof)
+    }
+
     /// Give back the parked hops of the tree of `kind` that `proof` covers.
     pub(crate) fn release_stale(&mut self, dev: &DeviceMmu, kind: MmuKind, proof: &Invalidated) {
         let mut hops = dev.hops(kind);

@@ -53,6 +53,23 @@ fn scrub_and_free(mem: &mut dyn HopMemory, phys: u64, hop: &Hop) {
     mem.free_hop(phys);
 }
 
+/// Zero the non-zero entries of `hop` at `phys`, in memory and shadow;
+/// whether all of them could be. O(512), no allocation.
+fn zero_hop(mem: &mut dyn HopMemory, phys: u64, hop: &mut Hop) -> bool {
+    let mut zero = true;
+    for (i, v) in hop.shadow.iter_mut().enumerate() {
+        if *v != 0 {
+            if mem.write_pte(phys + i as u64 * 8, 0).is_ok() {
+                *v = 0;
+            } else {
+                zero = false;
+            }
+        }
+    }
+    hop.num_ptes = 0;
+    zero
+}
+
 /// Hops taken out of a tree that the MMU may still reach through cached
 /// upper-level entries: their slots go back to the pool only against an
 /// invalidation covering `area` (the VAs whose unmap detached them).
@@ -164,6 +181,11 @@ impl Drop for DetachedHops {
     }
 }
 
+/// Emptied hops a tree keeps for its next maps instead of giving them back
+/// (per tree: a MAP+UNMAP cycle at a fresh VA frees and needs up to
+/// `num_hops - 1` of them).
+pub(crate) const SPARE_HOPS: usize = 8;
+
 /// The page-table tree of one context in one MMU.
 ///
 /// # Invariants
@@ -171,7 +193,9 @@ impl Drop for DetachedHops {
 /// `hops` holds hop 0 and every hop reachable from it, keyed by physical
 /// address; each shadow equals the hop's real memory; `num_ptes` of a hop other
 /// than hop 0 is its number of non-zero entries and is never 0 for a hop in
-/// the tree.
+/// the tree. `spare` holds at most [`SPARE_HOPS`] hops that are unreachable
+/// (unlinked, and covered by a successful invalidation since), all-zero in
+/// shadow and memory, still taken from their pool.
 pub(crate) struct PageTable {
     geo: MmuGeometry,
     kind: MmuKind,
@@ -181,6 +205,13 @@ pub(crate) struct PageTable {
     /// Hops of quarantined unmaps (their invalidation failed), until a later
     /// invalidation covers them.
     stale: DetachedHops,
+    /// Emptied, invalidated hops kept for the next new hops: a MAP reuses
+    /// them with no allocation (shadow, tree node, hop slot or page) and an
+    /// UNMAP gives them back with no free.
+    spare: RBTree<u64, Hop>,
+    spare_len: usize,
+    /// Torn down: hops given back from now on go to their pool.
+    torn_down: bool,
 }
 
 impl PageTable {
@@ -212,7 +243,61 @@ impl PageTable {
             hop0,
             hops,
             stale: DetachedHops::new(),
+            spare: RBTree::new(),
+            spare_len: 0,
+            torn_down: false,
         })
+    }
+
+    /// Give back the detached `hops` if `proof` covers them (otherwise
+    /// `Err(hops)` unchanged): emptied ones are kept as spares up to
+    /// [`SPARE_HOPS`], the others scrubbed and freed. Returns how many left
+    /// the caller. O(k log k), no allocation.
+    pub(crate) fn recycle(
+        &mut self,
+        mem: &mut dyn HopMemory,
+        mut hops: DetachedHops,
+        proof: &Invalidated,
+    ) -> Result<usize, DetachedHops> {
+        match hops.area {
+            None => return Ok(0),
+            Some(a) if !proof.covers(&a) => return Err(hops),
+            Some(_) => {}
+        }
+        hops.area = None;
+        let mut n = 0;
+        let mut cursor = hops.hops.cursor_front_mut();
+        while let Some(c) = cursor {
+            // An emptied hop is all-zero (the invariant of `num_ptes`).
+            let empty = c.current().1.num_ptes == 0;
+            let (next, node) = c.remove_current();
+            if self.spare_len < SPARE_HOPS && empty && !self.torn_down {
+                self.spare.insert(node);
+                self.spare_len += 1;
+            } else {
+                let (phys, hop) = node.to_key_value();
+                scrub_and_free(mem, phys, &hop);
+            }
+            n += 1;
+            cursor = next;
+        }
+        Ok(n)
+    }
+
+    /// Give the spare hops back to their pool (teardown). O(k).
+    fn drain_spares(&mut self, mem: &mut dyn HopMemory) {
+        let mut cursor = self.spare.cursor_front_mut();
+        while let Some(c) = cursor {
+            let (next, node) = c.remove_current();
+            mem.free_hop(node.to_key_value().0);
+            cursor = next;
+        }
+        self.spare_len = 0;
+    }
+
+    /// Spare hops kept. O(1): tests and debugfs.
+    pub(crate) fn spare_count(&self) -> usize {
+        self.spare_len
     }
 
     /// Which MMU the tree is for.
@@ -244,7 +329,7 @@ impl PageTable {
     /// Give the parked hops back if `proof` covers them; returns how many.
     pub(crate) fn release_stale(&mut self, mem: &mut dyn HopMemory, proof: &Invalidated) -> usize {
         let stale = core::mem::replace(&mut self.stale, DetachedHops::new());
-        match stale.release(mem, proof) {
+        match self.recycle(mem, stale, proof) {
             Ok(n) => n,
             Err(kept) => {
                 self.stale = kept;
@@ -291,12 +376,28 @@ impl PageTable {
         }
     }
 
-    /// Take a hop out of the tree: zero what is non-zero in its real memory and
-    /// give it back at once. Only for new hops on a failed map, which were
-    /// never linked (the hardware cannot have walked them).
+    /// Take a hop out of the tree and zero what is non-zero in its real
+    /// memory: kept as a spare if there is room, else given back at once.
+    /// Only for new hops on a failed map, which were never linked (the
+    /// hardware cannot have walked them).
     fn release_hop(&mut self, mem: &mut dyn HopMemory, hop: u64) {
-        if let Some(h) = self.hops.remove(&hop) {
-            scrub_and_free(mem, hop, &h);
+        let Some(node) = self.hops.remove_node(&hop) else {
+            return;
+        };
+        if self.spare_len >= SPARE_HOPS || self.torn_down {
+            scrub_and_free(mem, hop, &node.to_key_value().1);
+            return;
+        }
+        // Among the spares once zero again in memory and shadow.
+        self.spare.insert(node);
+        if self
+            .spare
+            .get_mut(&hop)
+            .is_some_and(|h| zero_hop(mem, hop, h))
+        {
+            self.spare_len += 1;
+        } else if let Some(n) = self.spare.remove_node(&hop) {
+            scrub_and_free(mem, hop, &n.to_key_value().1);
         }
     }
 
@@ -430,8 +531,16 @@ impl PageTable {
         Ok(())
     }
 
-    /// Allocate a zeroed hop and put it in the tree (not linked yet).
+    /// A zeroed hop in the tree (not linked yet): a spare if there is one
+    /// (O(log k), no allocation), otherwise a newly allocated one.
     fn new_hop(&mut self, mem: &mut dyn HopMemory) -> Result<u64> {
+        if let Some(c) = self.spare.cursor_front_mut() {
+            let phys = *c.current().0;
+            let (_, node) = c.remove_current();
+            self.spare_len = self.spare_len.saturating_sub(1);
+            self.hops.insert(node);
+            return Ok(phys);
+        }
         // Charged to the caller's memory cgroup, as the hop slot it shadows.
         let shadow = KBox::new([0u64; HOP_PTES as usize], GFP_KERNEL_ACCOUNT)?;
         let node = RBTreeNodeReservation::new(GFP_KERNEL_ACCOUNT)?;
@@ -646,6 +755,9 @@ impl PageTable {
         detached: &mut DetachedHops,
     ) -> (usize, bool) {
         let hop0 = self.hop0;
+        // Unlinked and invalidated already: back to the pool at once.
+        self.torn_down = true;
+        self.drain_spares(mem);
         let mut cleared = true;
         for i in 0..HOP_PTES {
             if self.entry(hop0, i).is_some_and(|v| v != 0) && self.write(mem, hop0, i, 0).is_err() {
@@ -796,12 +908,13 @@ mod tests {
                 pool: &d.mmu.dr_hops,
                 backend: d.backend(),
             };
-            let free0 = d.mmu.dr_hops.lock().free_slots();
+            // The new hops go back (to the tree's spares or the pool).
+            let free0 = d.mmu.dr_hops.lock().free_slots() + t.spare_count();
             d.sim.inject_pte_write_failure(k);
             assert_eq!(t.map(&mut mem, base_va, 0x1001_0000_4000_0000, 3), Err(EIO));
             d.sim.inject_pte_write_failure(0);
             assert_eq!(t.hop_count(), 0);
-            assert_eq!(d.mmu.dr_hops.lock().free_slots(), free0);
+            assert_eq!(d.mmu.dr_hops.lock().free_slots() + t.spare_count(), free0);
             let tr = translate(&MmuGeometry::DMMU, &read, t.hop0(), base_va, None);
             assert!(tr.is_err());
         }
@@ -866,6 +979,60 @@ mod tests {
     }
 
     #[test]
+    fn recycled_hops_are_spares_for_the_next_map_until_teardown() -> Result {
+        let (d, mut t) = setup()?;
+        let mut mem = DrHops {
+            pool: &d.mmu.dr_hops,
+            backend: d.backend(),
+        };
+        let free0 = d.mmu.dr_hops.lock().free_slots();
+        let va = 0x1001_0020_0000_0000u64;
+        let pa = 0x1001_0000_4000_0000u64;
+        t.map(&mut mem, va, pa, 3)?;
+        let mut det = DetachedHops::new();
+        t.unmap(&mut mem, va, &mut det)?;
+        // Not covered: nothing moves.
+        let p = invalidate_all(d.backend(), MmuKind::Host)?;
+        let det = t.recycle(&mut mem, det, &p).err().ok_or(EINVAL)?;
+        assert_eq!(t.spare_count(), 0);
+        let p = invalidate_all(d.backend(), MmuKind::Dram)?;
+        assert_eq!(t.recycle(&mut mem, det, &p).map_err(|_| EINVAL)?, 3);
+        // Kept by the tree, out of the pool, all-zero in device memory.
+        assert_eq!(t.spare_count(), 3);
+        assert_eq!(d.mmu.dr_hops.lock().free_slots(), free0 - 3);
+        // The next map (elsewhere) takes them: no slot from the pool.
+        let va2 = va + 7 * (1u64 << 48);
+        t.map(&mut mem, va2, pa, 3)?;
+        assert_eq!((t.spare_count(), t.hop_count()), (0, 3));
+        assert_eq!(d.mmu.dr_hops.lock().free_slots(), free0 - 3);
+        let read = |a: u64| d.backend().read_pte(a);
+        let w =
+            translate(&MmuGeometry::DMMU, &read, t.hop0(), va2 + 5, None).map_err(|_| EINVAL)?;
+        assert_eq!(w.pa, pa + 5);
+        assert!(translate(&MmuGeometry::DMMU, &read, t.hop0(), va, None).is_err());
+        // At most SPARE_HOPS are kept; the rest go back to the pool.
+        let mut det = DetachedHops::new();
+        for i in 0..4u64 {
+            t.map(&mut mem, va + i * (1u64 << 48), pa, 3)?;
+        }
+        for i in 0..4u64 {
+            t.unmap(&mut mem, va + i * (1u64 << 48), &mut det)?;
+        }
+        t.unmap(&mut mem, va2, &mut det)?;
+        assert_eq!(det.len(), 11);
+        let p = invalidate_all(d.backend(), MmuKind::Dram)?;
+        assert_eq!(t.recycle(&mut mem, det, &p).map_err(|_| EINVAL)?, 11);
+        assert_eq!(t.spare_count(), SPARE_HOPS);
+        assert_eq!(d.mmu.dr_hops.lock().free_slots(), free0 - SPARE_HOPS);
+        // Teardown gives the spares back, and keeps none afterwards.
+        let mut all = DetachedHops::new();
+        assert_eq!(t.teardown(&mut mem, &mut all), (0, true));
+        assert_eq!(t.spare_count(), 0);
+        assert_eq!(d.mmu.dr_hops.lock().free_slots(), free0);
+        Ok(())
+    }
+
+    #[test]
     fn out_of_hops_is_enomem_without_leaks() -> Result {
         let (d, mut t) = setup()?;
         let mut mem = DrHops {
@@ -882,7 +1049,7 @@ mod tests {
             Err(ENOMEM)
         );
         assert_eq!(t.hop_count(), 0);
-        assert_eq!(d.mmu.dr_hops.lock().free_slots(), 2);
+        assert_eq!(d.mmu.dr_hops.lock().free_slots() + t.spare_count(), 2);
         for h in taken.iter() {
             d.mmu.dr_hops.lock().free(*h);
         }

@@ -41,7 +41,11 @@ use crate::{
         },
     },
     mmu::walk::WalkFault,
-    vm::{mapping_table::Backing, va_range::VaRangeType},
+    vm::{
+        mapping_table::Backing,
+        op_profile::{OP_NAMES, PHASE_NAMES},
+        va_range::VaRangeType,
+    },
 };
 use kernel::{
     alloc::KVVec,
@@ -493,13 +497,14 @@ fn show_mmu(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let Some(vm) = dev.state.lock().active_vm.clone() else {
         return writeln!(f, "no open compute context");
     };
-    let (hop0, hops, pmmu_hops, parked) = {
+    let (hop0, hops, pmmu_hops, parked, spare) = {
         let mmu = vm.mmu.lock();
         (
             mmu.dmmu.hop0(),
             mmu.dmmu.hop_count(),
             mmu.pmmu.hop_count(),
             (mmu.dmmu.stale_count(), mmu.pmmu.stale_count()),
+            (mmu.dmmu.spare_count(), mmu.pmmu.spare_count()),
         )
     };
     writeln!(f, "asid:            {}", vm.asid)?;
@@ -509,6 +514,11 @@ fn show_mmu(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f,
         "parked hops:     {} dmmu, {} pmmu (waiting for an invalidation)",
         parked.0, parked.1
+    )?;
+    writeln!(
+        f,
+        "spare hops:      {} dmmu, {} pmmu (emptied, invalidated, kept for the next MAP)",
+        spare.0, spare.1
     )?;
     {
         // Kept in step by MAP/UNMAP under one lock: the last two are equal.
@@ -546,12 +556,20 @@ fn show_mmu(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 }
 
 fn show_bench(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    let ([pin, lookup, account, pte], maps) = p.dev.vm.host_map_profile.snapshot();
-    writeln!(
-        f,
-        "host_map: maps {} pin_ns {} lookup_ns {} account_ns {} pte_ns {}",
-        maps, pin, lookup, account, pte
-    )?;
+    let profile = &p.dev.vm.profile;
+    writeln!(f, "profile: {}", u32::from(profile.is_on()))?;
+    for (i, name) in OP_NAMES.iter().enumerate() {
+        let Some((done, ns)) = profile.snapshot(i) else {
+            continue;
+        };
+        write!(f, "{}: done {}", name, done)?;
+        for (phase, v) in PHASE_NAMES.iter().zip(ns) {
+            if v > 0 {
+                write!(f, " {}_ns {}", phase, v)?;
+            }
+        }
+        writeln!(f)?;
+    }
     let [pages, pin, unpin] = &p.floor;
     writeln!(
         f,
@@ -563,11 +581,23 @@ fn show_bench(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
 }
 
 /// `pin ADDR SIZE` (hexadecimal address with or without `0x`, decimal size):
-/// pin and unpin that range of the writer's memory alone and keep the times.
+/// pin and unpin that range of the writer's memory alone and keep the times;
+/// `profile 1` / `profile 0`: turn the per-phase clocks of the memory ioctls
+/// on or off.
 fn write_bench(p: &DeviceFiles, text: &str) -> Result {
     let mut words = text.split_whitespace();
-    if words.next() != Some("pin") {
-        return Err(EINVAL);
+    match words.next() {
+        Some("pin") => {}
+        Some("profile") => {
+            let on = match words.next() {
+                Some("1") => true,
+                Some("0") => false,
+                _ => return Err(EINVAL),
+            };
+            p.dev.vm.profile.set_on(on);
+            return Ok(());
+        }
+        _ => return Err(EINVAL),
     }
     let addr = parse_hex_u64(words.next().ok_or(EINVAL)?)?;
     let size: u64 = words.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL)?;

@@ -5,7 +5,12 @@
 
 use crate::{
     uapi::HL_MEM_CONTIGUOUS,
-    vm::{context_vm::ContextVm, handles::HandleReservation, page_pack::PhysPgPack},
+    vm::{
+        context_vm::ContextVm,
+        handles::HandleReservation,
+        op_profile::{Op, OpTimer, Phase},
+        page_pack::PhysPgPack,
+    },
 };
 use kernel::{prelude::*, sync::Arc};
 
@@ -32,14 +37,18 @@ pub(crate) fn alloc_device_memory(vm: &ContextVm, mem_size: u64, flags: u32) -> 
     }
     let npages = mem_size.checked_add(page_size - 1).ok_or(EINVAL)? / page_size;
     let contiguous = flags & HL_MEM_CONTIGUOUS != 0;
+    let mut timer = OpTimer::start(&dev.profile, Op::Alloc);
     let pack = Arc::new(
         PhysPgPack::alloc(&dev.pool, &dev.asic, vm.asid, flags, npages, contiguous)?,
         GFP_KERNEL,
     )?;
+    timer.lap(Phase::Pack);
     let total = pack.total_size;
     let res = HandleReservation::new()?;
     let handle = dev.handles.lock().insert(pack, res)?;
     vm.account_dram(total as i64);
+    timer.lap(Phase::Handle);
+    timer.done();
     Ok(handle)
 }
 
@@ -52,6 +61,7 @@ pub(crate) fn free_device_memory(vm: &ContextVm, handle: u64) -> Result {
     let dev = &*vm.dev;
     let handle = handle as u32;
     let asid = vm.asid;
+    let mut timer = OpTimer::start(&dev.profile, Op::Free);
     let pack = dev.handles.lock().remove_if(handle, |e| {
         if e.pack.asid != asid {
             Err(EPERM)
@@ -62,8 +72,11 @@ pub(crate) fn free_device_memory(vm: &ContextVm, handle: u64) -> Result {
         }
     })?;
     vm.account_dram(-(pack.total_size as i64));
+    timer.lap(Phase::Handle);
     // The pages go back to the pool when the last reference is dropped here.
     drop(pack);
+    timer.lap(Phase::Pack);
+    timer.done();
     Ok(())
 }
 

@@ -9,7 +9,7 @@ use crate::{
     asic::AsicProperties,
     hw::{backend::Backend, sim::SimGaudi2},
     mmu::device_mmu::DeviceMmu,
-    vm::{dram_pool::DramPool, handles::HandleTable, map_profile::HostMapProfile},
+    vm::{dram_pool::DramPool, handles::HandleTable, op_profile::OpProfile},
 };
 use kernel::{
     new_mutex,
@@ -39,8 +39,8 @@ pub(crate) struct DeviceVm {
     dmabuf_exports: Atomic<u64>,
     /// Importers' sg tables of those exports currently mapped.
     dmabuf_mappings: Atomic<u64>,
-    /// Time spent in each phase of host MAPs (debugfs `bench`).
-    pub(crate) host_map_profile: HostMapProfile,
+    /// Time spent in each phase of ALLOC, FREE, MAP and UNMAP (debugfs `bench`).
+    pub(crate) profile: OpProfile,
 }
 
 /// The device-wide owners of a simulated Gaudi2, bottom-up: the hardware,
@@ -74,7 +74,7 @@ impl DeviceVm {
             dram_used: Atomic::new(0),
             dmabuf_exports: Atomic::new(0),
             dmabuf_mappings: Atomic::new(0),
-            host_map_profile: HostMapProfile::new(),
+            profile: OpProfile::new(),
         })
     }
 

@@ -44,8 +44,8 @@ use crate::{
         command_buffer::CommandBuffer,
         context_vm::ContextVm,
         device_vm::DeviceVm,
-        map_profile::{Phase, PhaseTimer},
         mapping_table::{release_mapping_count, Backing, Mapping, MappingReservation, OneMapping},
+        op_profile::{Op, OpTimer, Phase},
         va_range::VaRangeType,
         va_request,
     },
@@ -260,7 +260,12 @@ fn release_or_keep(
 /// be: `ptes_left`) and give it and its emptied hops back; when the
 /// invalidation fails (or PTEs were left), quarantine both instead. Returns
 /// the invalidation's result. No allocation.
-fn settle(vm: &ContextVm, one: OneMapping, detached: DetachedHops) -> Result {
+fn settle(
+    vm: &ContextVm,
+    one: OneMapping,
+    detached: DetachedHops,
+    timer: &mut OpTimer<'_>,
+) -> Result {
     let dev = &*vm.dev;
     let Some((area, kind, ptes_left)) = one.get().map(|m| (m.area(), m.kind, m.ptes_left)) else {
         return Err(EINVAL);
@@ -270,9 +275,14 @@ fn settle(vm: &ContextVm, one: OneMapping, detached: DetachedHops) -> Result {
     } else {
         invalidate_range(dev.backend(), area)
     };
+    timer.lap(Phase::Invalidate);
     match inv {
         Ok(proof) => {
-            if let Err(kept) = detached.release(dev.mmu.hops(kind.mmu()).mem(), &proof) {
+            let recycled = vm
+                .mmu
+                .lock()
+                .recycle(&dev.mmu, kind.mmu(), detached, &proof);
+            if let Err(kept) = recycled {
                 vm.quarantined.add(1, Relaxed);
                 vm.park_hops(kind, kept);
             }
@@ -280,6 +290,7 @@ fn settle(vm: &ContextVm, one: OneMapping, detached: DetachedHops) -> Result {
             release_or_keep(vm, dev, one, &proof, &mut kept);
             let n = vm.mappings.lock().requarantine(kept);
             vm.quarantined.add(n, Relaxed);
+            timer.lap(Phase::Release);
             Ok(())
         }
         Err(e) => {
@@ -310,6 +321,7 @@ fn settle(vm: &ContextVm, one: OneMapping, detached: DetachedHops) -> Result {
 pub(crate) fn map_device_va(vm: &ContextVm, handle: u64, hint: u64, flags: u32) -> Result<u64> {
     let dev = &*vm.dev;
     check_flags(flags)?;
+    let mut timer = OpTimer::start(&dev.profile, Op::MapDevice);
     let handle = handle as u32;
     let pack = {
         let mut table = dev.handles.lock();
@@ -321,6 +333,7 @@ pub(crate) fn map_device_va(vm: &ContextVm, handle: u64, hint: u64, flags: u32) 
         e.mapping_cnt += 1;
         e.pack.clone()
     };
+    timer.lap(Phase::Handle);
     let size = pack.total_size;
     // The DRAM range's page is not a power of two: the page is the alignment.
     let placed = MappingReservation::new(false).and_then(|res| {
@@ -334,13 +347,14 @@ pub(crate) fn map_device_va(vm: &ContextVm, handle: u64, hint: u64, flags: u32) 
             return Err(e);
         }
     };
+    timer.lap(Phase::Va);
     let backing = Backing::Dram { handle, pack };
     let at = VaPlace {
         kind: VaRangeType::Dram,
         va,
         size,
     };
-    insert_mapping(vm, at, va, backing, res, PhaseTimer::start(None))
+    insert_mapping(vm, at, va, backing, res, timer)
 }
 
 /// Where a new mapping goes: `size` bytes at `va`, allocated in range `kind`.
@@ -365,7 +379,7 @@ fn insert_mapping(
     user_va: u64,
     backing: Backing,
     res: MappingReservation,
-    mut timer: PhaseTimer<'_>,
+    mut timer: OpTimer<'_>,
 ) -> Result<u64> {
     let VaPlace { kind, va, size } = at;
     let dev = &*vm.dev;
@@ -381,11 +395,12 @@ fn insert_mapping(
         Some(b) => vm.map_backing(dev, kind, va, b, &mut detached),
         None => Err((EINVAL, false)),
     };
+    timer.lap(Phase::Pte);
     if let Err((e, left)) = mapped {
         if let Some(m) = one.get_mut() {
             m.ptes_left = left;
         }
-        let _ = settle(vm, one, detached);
+        let _ = settle(vm, one, detached, &mut OpTimer::off(Op::UnmapHost));
         return Err(e);
     }
     let area = MmuArea::new(kind.mmu(), vm.asid, va, size);
@@ -399,10 +414,10 @@ fn insert_mapping(
         if let Some(m) = one.get_mut() {
             m.ptes_left = left > 0;
         }
-        let _ = settle(vm, one, detached);
+        let _ = settle(vm, one, detached, &mut OpTimer::off(Op::UnmapHost));
         return Err(e);
     }
-    timer.lap(Phase::Pte);
+    timer.lap(Phase::Invalidate);
     if let Err(one) = vm.mappings.lock().publish(one, pin_node) {
         // Only a host mapping without its index node (a bug): undo.
         let mut detached = DetachedHops::new();
@@ -411,12 +426,12 @@ fn insert_mapping(
                 vm.unmap_backing(dev, kind, va, b, &mut detached);
             }
         }
-        let _ = settle(vm, one, detached);
+        let _ = settle(vm, one, detached, &mut OpTimer::off(Op::UnmapHost));
         return Err(EINVAL);
     }
-    timer.lap(Phase::Account);
-    timer.done();
     vm.settle_quarantine(false);
+    timer.lap(Phase::Publish);
+    timer.done();
     Ok(user_va)
 }
 
@@ -433,6 +448,7 @@ pub(crate) fn unmap_device_va(vm: &ContextVm, va: u64) -> Result {
 /// mapping is the driver's, never the user's to UNMAP. O(log n + pages).
 fn unmap_va(vm: &ContextVm, va: u64, cb: bool) -> Result {
     let dev = &*vm.dev;
+    let mut timer = OpTimer::start(&dev.profile, Op::UnmapHost);
     // The mapping and its userptr index entry leave together.
     let mut one = vm.mappings.lock().take_if(va, |e| {
         let is_cb = matches!(e.backing(), Some(Backing::Cb { .. }));
@@ -442,6 +458,10 @@ fn unmap_va(vm: &ContextVm, va: u64, cb: bool) -> Result {
             Ok(())
         }
     })?;
+    if one.get().is_some_and(|m| m.kind == VaRangeType::Dram) {
+        timer.set_op(Op::UnmapDevice);
+    }
+    timer.lap(Phase::Publish);
     let mut detached = DetachedHops::new();
     let left = match one.get() {
         Some(m) => m
@@ -455,8 +475,11 @@ fn unmap_va(vm: &ContextVm, va: u64, cb: bool) -> Result {
             m.ptes_left = true;
         }
     }
-    settle(vm, one, detached)?;
+    timer.lap(Phase::Pte);
+    settle(vm, one, detached, &mut timer)?;
     vm.settle_quarantine(false);
+    timer.lap(Phase::Release);
+    timer.done();
     Ok(())
 }
 
@@ -484,7 +507,7 @@ pub(crate) fn map_host_va(
     if flags & HL_MEM_FORCE_HINT != 0 && addr % PAGE_SIZE as u64 != 0 {
         return Err(EINVAL);
     }
-    let mut timer = PhaseTimer::start(Some(&dev.host_map_profile));
+    let mut timer = OpTimer::start(&dev.profile, Op::MapHost);
     let pinned = PinnedUserPages::pin(addr, size)?;
     timer.lap(Phase::Pin);
     let huge = dev.asic.host_huge_page_size;
@@ -505,7 +528,7 @@ pub(crate) fn map_host_va(
     let res = MappingReservation::new(true)?;
     let req = va_request(bytes, align, hint, flags);
     let va = vm.alloc(kind, req).map_err(Error::from)?;
-    timer.lap(Phase::Account);
+    timer.lap(Phase::Va);
     let offset = pinned.offset;
     let backing = Backing::Host {
         pinned,
@@ -542,7 +565,7 @@ pub(crate) fn map_cb_va(vm: &ContextVm, cb: &Arc<CommandBuffer>) -> Result<u64> 
         dma,
     };
     let at = VaPlace { kind, va, size };
-    let va = insert_mapping(vm, at, va, backing, res, PhaseTimer::start(None))?;
+    let va = insert_mapping(vm, at, va, backing, res, OpTimer::off(Op::MapHost))?;
     cb.set_device_va(va);
     Ok(va)
 }

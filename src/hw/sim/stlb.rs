@@ -107,13 +107,19 @@ pub(crate) struct Hit {
 /// # Invariants
 ///
 /// `entries` has `SETS x WAYS` entries, set `s` at `s x WAYS ..`; bit `k` of
-/// `shifts[kind]` is set if an entry of that kind with shift `k` may exist.
+/// `shifts[kind]` is set if an entry of that kind with shift `k` may exist;
+/// `live[kind]` is the number of valid entries of that kind.
 pub(crate) struct Stlb {
     entries: KVVec<Entry>,
     clock: u64,
     shifts: [u64; 2],
+    live: [u64; 2],
     stats: StlbStats,
 }
+
+/// Most (page size, page) pairs a range invalidation probes set by set;
+/// larger ranges scan every entry.
+const PROBES: u64 = 32;
 
 fn kind_index(kind: MmuKind) -> usize {
     match kind {
@@ -142,6 +148,7 @@ impl Stlb {
             entries,
             clock: 0,
             shifts: [0; 2],
+            live: [0; 2],
             stats: StlbStats::default(),
         })
     }
@@ -233,7 +240,11 @@ impl Stlb {
         let Some((way, evicted)) = victim else {
             return;
         };
+        let mut gone = None;
         if let Some(e) = ways.get_mut(way) {
+            if e.valid {
+                gone = Some(if e.dram { MmuKind::Dram } else { MmuKind::Host });
+            }
             *e = Entry {
                 valid: true,
                 stale: false,
@@ -248,14 +259,84 @@ impl Stlb {
         if evicted {
             self.stats.evictions = self.stats.evictions.saturating_add(1);
         }
+        if let Some(k) = gone {
+            self.count_live(k, -1);
+        }
+        self.count_live(kind, 1);
         if let Some(m) = self.shifts.get_mut(kind_index(kind)) {
             *m |= 1u64 << shift;
         }
     }
 
+    fn count_live(&mut self, kind: MmuKind, delta: i64) {
+        if let Some(n) = self.live.get_mut(kind_index(kind)) {
+            *n = n.saturating_add_signed(delta);
+        }
+    }
+
+    /// Valid entries of `kind`. O(1).
+    fn live(&self, kind: MmuKind) -> u64 {
+        self.live.get(kind_index(kind)).copied().unwrap_or(0)
+    }
+
     /// Apply `f` to every valid entry of `kind` (and of `asid`, if given)
-    /// whose page overlaps `[start, end)`; how many. O(entries).
+    /// whose page overlaps `[start, end)`; how many. O(1) when no entry of
+    /// `kind` is valid; O(page sizes x pages x ways) for a range of at most
+    /// [`PROBES`] pages of the sizes cached (only the sets they map to);
+    /// O(entries) otherwise.
     fn each(
+        &mut self,
+        kind: MmuKind,
+        asid: Option<u32>,
+        (start, end): (u64, u64),
+        f: fn(&mut Entry),
+    ) -> u64 {
+        if self.live(kind) == 0 || start >= end {
+            return 0;
+        }
+        let mask = self.shifts.get(kind_index(kind)).copied().unwrap_or(0);
+        let pages = |shift: u32| {
+            ((end - 1) >> shift)
+                .saturating_sub(start >> shift)
+                .saturating_add(1)
+        };
+        let probes = (0..64u32)
+            .filter(|s| mask & (1u64 << s) != 0)
+            .fold(0u64, |n, s| n.saturating_add(pages(s)));
+        match asid {
+            Some(a) if probes <= PROBES => self.probe(kind, a, (start, end), f),
+            _ => self.scan(kind, asid, (start, end), f),
+        }
+    }
+
+    /// [`Self::each`] for one ASID, looking only at the sets of the range's
+    /// pages. O(page sizes x pages x ways).
+    fn probe(
+        &mut self,
+        kind: MmuKind,
+        asid: u32,
+        (start, end): (u64, u64),
+        f: fn(&mut Entry),
+    ) -> u64 {
+        let dram = kind == MmuKind::Dram;
+        let mask = self.shifts.get(kind_index(kind)).copied().unwrap_or(0);
+        let mut n = 0u64;
+        for shift in (0..64u32).filter(|s| mask & (1u64 << s) != 0) {
+            for vpn in (start >> shift)..=((end - 1) >> shift) {
+                let set = set_of(kind, asid, shift, vpn);
+                for e in self.set_mut(set) {
+                    if e.is(dram, asid) && e.shift == shift && e.vpn == vpn {
+                        f(e);
+                        n = n.saturating_add(1);
+                    }
+                }
+            }
+        }
+        n
+    }
+
+    /// [`Self::each`] over every entry. O(entries).
+    fn scan(
         &mut self,
         kind: MmuKind,
         asid: Option<u32>,
@@ -285,6 +366,7 @@ impl Stlb {
         end: u64,
     ) -> u64 {
         let n = self.each(kind, Some(asid), (start, end), |e| e.valid = false);
+        self.count_live(kind, -(n as i64));
         self.stats.invalidated = self.stats.invalidated.saturating_add(n);
         n
     }
@@ -295,6 +377,9 @@ impl Stlb {
         let n = self.each(kind, None, (0, u64::MAX), |e| e.valid = false);
         if let Some(m) = self.shifts.get_mut(kind_index(kind)) {
             *m = 0;
+        }
+        if let Some(l) = self.live.get_mut(kind_index(kind)) {
+            *l = 0;
         }
         self.stats.invalidated = self.stats.invalidated.saturating_add(n);
         n
@@ -394,6 +479,51 @@ mod tests {
         assert_eq!(s.invalidate_all(MmuKind::Host), 4 + 8);
         assert_eq!(s.occupancy(), (1, 0));
         assert_eq!(s.stats().invalidated, 4 + 12);
+        Ok(())
+    }
+
+    #[test]
+    fn probing_a_small_range_drops_what_a_full_scan_drops() -> Result {
+        // Two STLBs filled alike; one invalidates by probing, one by scanning.
+        let (mut a, mut b) = (Stlb::new()?, Stlb::new()?);
+        let mut x = 0x2545_F491_4F6C_DD1Du64;
+        for _ in 0..600 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let shift = [K4, M2, 30][(x % 3) as usize];
+            let kind = if x & 8 != 0 {
+                MmuKind::Dram
+            } else {
+                MmuKind::Host
+            };
+            let va = (x >> 8) % (64 << 30);
+            for s in [&mut a, &mut b] {
+                s.fill(kind, (x >> 4) as u32 % 3, va, va, shift);
+            }
+        }
+        assert_eq!(
+            a.live(MmuKind::Host) + a.live(MmuKind::Dram),
+            a.occupancy().0 as u64
+        );
+        for i in 0..200u64 {
+            let start = (i * 0x1234_5000) % (64 << 30);
+            let end = start + (i % 5 + 1) * 4096;
+            let kind = if i % 2 == 0 {
+                MmuKind::Dram
+            } else {
+                MmuKind::Host
+            };
+            let drop = |e: &mut Entry| e.valid = false;
+            let n = a.probe(kind, (i % 3) as u32, (start, end), drop);
+            assert_eq!(n, b.scan(kind, Some((i % 3) as u32), (start, end), drop));
+        }
+        assert_eq!(a.occupancy(), b.occupancy());
+        // Once every entry is gone an invalidation looks at nothing.
+        a.invalidate_all(MmuKind::Host);
+        a.invalidate_all(MmuKind::Dram);
+        assert_eq!((a.live(MmuKind::Host), a.live(MmuKind::Dram)), (0, 0));
+        assert_eq!(a.invalidate_range(MmuKind::Host, 0, 0, u64::MAX), 0);
         Ok(())
     }
 

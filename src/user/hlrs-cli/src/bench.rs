@@ -18,6 +18,7 @@
 //!
 //! Benchmarks never fail on a time; they fail only when an operation fails.
 
+use crate::bench_phases::{delta, phases, read_profile, set_profiling};
 use hlrs::{errno, gaudi2, uapi::*, Device, HostBuffer};
 use std::io;
 use std::time::Instant;
@@ -26,7 +27,7 @@ use std::time::Instant;
 const BATCHES: usize = 7;
 
 /// Print one figure.
-fn emit(id: &str, value: f64, unit: &str) {
+pub fn emit(id: &str, value: f64, unit: &str) {
     println!("@@BENCH {id} {value:.1} {unit}");
 }
 
@@ -106,9 +107,35 @@ fn ioctl_costs(index: u32) -> io::Result<()> {
     })?;
     dev.unmap(va)?;
     dev.free(h)?;
+    map_64g(&dev)?;
     // TS buffers live until the file is closed: at most 7 x 100 + 1 pages.
     against_null(&dev, "ioctl.ts_alloc", 100, || dev.ts_alloc(1).map(drop))?;
     Ok(())
+}
+
+/// MAP and UNMAP of a 64 GiB handle, each timed on its own (median of
+/// [`BATCHES`]) next to the null ioctl's median.
+fn map_64g(dev: &Device) -> io::Result<()> {
+    let h = dev.alloc(64 << 30, 0)?;
+    let (mut map, mut unmap, mut base) = (Vec::new(), Vec::new(), Vec::new());
+    dev.unmap(dev.map(h, 0, 0)?)?;
+    for _ in 0..BATCHES {
+        base.push(batch(50, &mut || dev.device_status().map(drop))?);
+        let t = Instant::now();
+        let va = dev.map(h, 0, 0)?;
+        map.push(t.elapsed().as_nanos() as f64);
+        let t = Instant::now();
+        dev.unmap(va)?;
+        unmap.push(t.elapsed().as_nanos() as f64);
+    }
+    let (b, _) = median_best(base);
+    for (id, v) in [("ioctl.map_64g", map), ("ioctl.unmap_64g", unmap)] {
+        let (m, best) = median_best(v);
+        emit(&format!("{id}.median"), m, "ns");
+        emit(&format!("{id}.best"), best, "ns");
+        emit(&format!("{id}.baseline"), b, "ns");
+    }
+    dev.free(h)
 }
 
 /// An anonymous buffer of 4 KiB pages (no THP), every page touched.
@@ -165,46 +192,35 @@ fn scaling(index: u32, sizes: &[usize]) -> io::Result<()> {
     Ok(())
 }
 
-/// Read the device's debugfs `bench` file: the host MAP phase totals and the
-/// last pinning floor.
-fn read_bench_file(index: u32) -> io::Result<Vec<u64>> {
-    let text = std::fs::read_to_string(format!("/sys/kernel/debug/habanalabs_rs/{index}/bench"))?;
-    Ok(text
-        .split_whitespace()
-        .filter_map(|w| w.parse().ok())
-        .collect())
-}
-
 /// Section 3: a 1 GiB MAP/UNMAP of 4 KiB pages next to pin+unpin alone.
 fn pin_floor(index: u32) -> io::Result<()> {
     const SIZE: usize = 1 << 30;
+    const PHASES: [&str; 5] = ["pin", "lookup", "va", "pte", "invalidate"];
     let dev = Device::open_compute(index)?;
     let buf = small_pages(SIZE)?;
     let path = format!("/sys/kernel/debug/habanalabs_rs/{index}/bench");
     let (mut map, mut unmap, mut pin, mut unpin) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    let mut phases = [f64::MAX; 4];
+    let mut phases = [f64::MAX; PHASES.len()];
+    set_profiling(index, true)?;
     for _ in 0..3 {
-        let before = read_bench_file(index)?;
+        let before = read_profile(index)?;
         let t = Instant::now();
         let va = dev.map_host(buf.addr(), SIZE as u64, 0, 0)?;
         map.push(t.elapsed().as_nanos() as f64);
-        let after = read_bench_file(index)?;
+        let d = delta(&before, &read_profile(index)?);
         let t = Instant::now();
         dev.unmap(va)?;
         unmap.push(t.elapsed().as_nanos() as f64);
-        // host_map: maps, pin, lookup, account, pte (then the floor's 3).
-        for (k, p) in phases.iter_mut().enumerate() {
-            let d = after
-                .get(k + 1)
-                .zip(before.get(k + 1))
-                .map(|(a, b)| a.saturating_sub(*b));
-            *p = p.min(d.unwrap_or(0) as f64);
+        for (p, name) in phases.iter_mut().zip(PHASES) {
+            let ns = d.get(&format!("map_host.{name}_ns")).copied().unwrap_or(0);
+            *p = p.min(ns as f64);
         }
         std::fs::write(&path, format!("pin {:#x} {}", buf.addr(), SIZE))?;
-        let floor = read_bench_file(index)?;
-        pin.push(*floor.get(6).unwrap_or(&0) as f64);
-        unpin.push(*floor.get(7).unwrap_or(&0) as f64);
+        let floor = read_profile(index)?;
+        pin.push(*floor.get("pin_floor.pin_ns").unwrap_or(&0) as f64);
+        unpin.push(*floor.get("pin_floor.unpin_ns").unwrap_or(&0) as f64);
     }
+    set_profiling(index, false)?;
     for (id, v) in [
         ("pin.map_1g", map),
         ("pin.unmap_1g", unmap),
@@ -213,7 +229,7 @@ fn pin_floor(index: u32) -> io::Result<()> {
     ] {
         emit(&format!("{id}.best"), median_best(v).1, "ns");
     }
-    for (name, v) in ["pin", "lookup", "account", "pte"].iter().zip(phases) {
+    for (name, v) in PHASES.iter().zip(phases) {
         emit(&format!("pin.map_1g.phase.{name}"), v, "ns");
     }
     emit("pin.pages", (SIZE / 4096) as f64, "pages");
@@ -331,6 +347,7 @@ pub fn run(s: &Settings) -> io::Result<()> {
     };
     let t = Instant::now();
     step("ioctl costs", ioctl_costs(0))?;
+    step("phases", small_pages(4096).and_then(|b| phases(0, &b)))?;
     step("scaling", scaling(0, &s.live))?;
     if !s.skip_pin {
         step("pinning floor", pin_floor(0))?;
