@@ -271,7 +271,31 @@ fn debugfs_bench_pins_and_unpins_the_writers_buffer() {
     std::fs::write(path, format!("pin {:#x} {}", buf.addr(), buf.len())).unwrap();
     let text = std::fs::read_to_string(path).unwrap();
     assert!(text.contains("pin_floor: pages 64 "), "{text}");
-    assert!(text.starts_with("host_map: maps "), "{text}");
+    assert!(text.starts_with("profile: 0\n"), "{text}");
+    assert!(text.contains("\nmap_host: done "), "{text}");
+    // The phase clocks: on, a host MAP is counted with its phases; off again.
+    let done = |t: &str| -> u64 {
+        let line = t
+            .lines()
+            .find(|l| l.starts_with("map_host: done "))
+            .unwrap();
+        line.split_whitespace().nth(2).unwrap().parse().unwrap()
+    };
+    std::fs::write(path, "profile 1").unwrap();
+    let d = hlrs::Device::open_compute(0).unwrap();
+    let n0 = done(&std::fs::read_to_string(path).unwrap());
+    d.unmap(d.map_host(buf.addr(), 4096, 0, 0).unwrap())
+        .unwrap();
+    let text = std::fs::read_to_string(path).unwrap();
+    assert!(text.starts_with("profile: 1\n"), "{text}");
+    assert_eq!(done(&text), n0 + 1, "{text}");
+    assert!(text.contains(" pin_ns "), "{text}");
+    assert!(text.contains("\nunmap_host: done "), "{text}");
+    std::fs::write(path, "profile 0").unwrap();
+    d.unmap(d.map_host(buf.addr(), 4096, 0, 0).unwrap())
+        .unwrap();
+    assert_eq!(done(&std::fs::read_to_string(path).unwrap()), n0 + 1);
+    drop(d);
     // Nothing stays pinned or charged.
     assert_eq!(vm_locked(), before);
     assert!(debugfs("userptr").lines().count() <= 1);
@@ -280,6 +304,8 @@ fn debugfs_bench_pins_and_unpins_the_writers_buffer() {
         ("pin zz 4096".to_owned(), EINVAL),
         ("pin 0x1000 0".to_owned(), EINVAL),
         ("unpin 0x1000 4096".to_owned(), EINVAL),
+        ("profile".to_owned(), EINVAL),
+        ("profile 2".to_owned(), EINVAL),
         ("pin 0x1000 4096".to_owned(), EFAULT),
         (format!("pin {:#x} {}", u64::MAX - 4095, 8192), EINVAL),
         ("pin 0x1000 8796093022208".to_owned(), ENOMEM),
