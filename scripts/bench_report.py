@@ -257,6 +257,17 @@ def main():
         v = get(f"pin.map_1g.phase.{ph}")
         row(sec, f"MAP phase: {ph} (share of MAP)", v, "ns", m)
 
+    # What the building blocks cost on this kernel (KUnit, mean of 20,000).
+    for k, name in [("kmalloc_free_8", "kmalloc + kfree, 8 bytes"),
+                    ("kzalloc_free_4k", "zeroed 4 KiB kmalloc + kfree"),
+                    ("mutex", "mutex lock + unlock"),
+                    ("clock", "clock read (one per phase lap)"),
+                    ("dr_write_pte", "PTE write, device-resident table (simulated DRAM)"),
+                    ("dr_read_pte", "PTE read, device-resident table"),
+                    ("hr_write_pte", "PTE store into a host-resident hop"),
+                    ("invalidate_range_empty_stlb", "range invalidation, empty STLB")]:
+        row("building blocks (KUnit, mean of 20,000 calls)", name, get(f"prim.{k}"), "ns")
+
     # Kernel side: one MAP of 64 GiB of DRAM (KUnit, no ioctl).
     row("64 GiB DRAM MAP in the kernel (KUnit, 86 pages)", "MAP", get("kmap.map_64g"), "ns")
     row("64 GiB DRAM MAP in the kernel (KUnit, 86 pages)", "UNMAP", get("kmap.unmap_64g"), "ns")

@@ -44,8 +44,15 @@ pub(crate) fn alloc_device_memory(vm: &ContextVm, mem_size: u64, flags: u32) -> 
     )?;
     timer.lap(Phase::Pack);
     let total = pack.total_size;
-    let res = HandleReservation::new()?;
-    let handle = dev.handles.lock().insert(pack, res)?;
+    // The table's spare nodes first; reserved here only when it has none.
+    let recycled = dev.handles.lock().insert_recycled(pack);
+    let handle = match recycled {
+        Ok(h) => h,
+        Err(pack) => {
+            let res = HandleReservation::new()?;
+            dev.handles.lock().insert(pack, res)?
+        }
+    };
     vm.account_dram(total as i64);
     timer.lap(Phase::Handle);
     timer.done();
@@ -105,6 +112,58 @@ mod tests {
     }
 
     #[test]
+    fn alloc_after_free_reuses_the_table_s_spare_nodes() -> Result {
+        let (d, ctx) = setup()?;
+        let pack = || -> Result<Arc<PhysPgPack>> {
+            Ok(Arc::new(
+                PhysPgPack::alloc(&d.vm.pool, &d.vm.asic, 1, 0, 1, true)?,
+                GFP_KERNEL,
+            )?)
+        };
+        // An empty table has no spares: the caller reserves.
+        let p =
+            d.vm.handles
+                .lock()
+                .insert_recycled(pack()?)
+                .err()
+                .ok_or(EINVAL)?;
+        drop(p);
+        let a = alloc_device_memory(ctx.vm(), 1, 0)?;
+        let b = alloc_device_memory(ctx.vm(), 1, 0)?;
+        free_device_memory(ctx.vm(), u64::from(a))?;
+        // A FREE leaves its node; the reused id brings its own.
+        let h =
+            d.vm.handles
+                .lock()
+                .insert_recycled(pack()?)
+                .map_err(|_| EINVAL)?;
+        assert_eq!(h, a);
+        drop(d.vm.handles.lock().remove_if(h, |_| Ok(()))?);
+        assert_eq!(alloc_device_memory(ctx.vm(), 1, 0)?, a);
+        // Both ids live, no free id and no spare id node: reserve again.
+        let p =
+            d.vm.handles
+                .lock()
+                .insert_recycled(pack()?)
+                .err()
+                .ok_or(EINVAL)?;
+        drop(p);
+        for id in [a, b] {
+            free_device_memory(ctx.vm(), u64::from(id))?;
+        }
+        // Steady ALLOC+FREE: lowest id first, usage exact, nothing leaks.
+        for _ in 0..10 {
+            let h = alloc_device_memory(ctx.vm(), 1, 0)?;
+            assert_eq!(h, a.min(b));
+            free_device_memory(ctx.vm(), u64::from(h))?;
+        }
+        assert_eq!(d.vm.handles.lock().len(), 0);
+        assert_eq!(d.vm.dram_used(), 0);
+        assert_eq!(d.vm.pool.lock().free_pages(), 127);
+        Ok(())
+    }
+
+    #[test]
     fn sizes_round_up_to_whole_dram_pages() -> Result {
         let (d, ctx) = setup()?;
         let h = alloc_device_memory(ctx.vm(), 1, 0)?;
@@ -152,7 +211,7 @@ mod tests {
     }
 
     #[test]
-    fn contiguous_packs_store_no_per_page_entries() -> Result {
+    fn packs_list_their_pages_in_order_without_an_array() -> Result {
         let (d, ctx) = setup()?;
         let a = alloc_device_memory(ctx.vm(), 3 * PAGE, HL_MEM_CONTIGUOUS)?;
         let b = alloc_device_memory(ctx.vm(), 3 * PAGE, 0)?;
@@ -161,17 +220,32 @@ mod tests {
         let pb = handles.get(b).ok_or(EINVAL)?.pack.clone();
         drop(handles);
         assert!(pa.is_contiguous());
-        assert_eq!(pa.descriptor_bytes(), 0);
         let base = pa.page_addr(0).ok_or(EINVAL)?;
         assert_eq!(base, d.asic.dram_user_base);
         assert_eq!(pa.page_addr(2), Some(base + 2 * PAGE));
         assert_eq!(pa.page_addr(3), None);
         assert!(!pb.is_contiguous());
-        assert_eq!(pb.descriptor_bytes(), 3 * 8);
         assert_eq!(pb.page_addr(0), Some(base + 3 * PAGE));
         assert_eq!(pb.npages, 3);
         assert_eq!(pb.total_size, 3 * PAGE);
         assert_eq!(pb.page_size, PAGE);
+        // A scattered pack over holes, across the bitmap's two words.
+        let c = alloc_device_memory(ctx.vm(), 64 * PAGE, HL_MEM_CONTIGUOUS)?;
+        // The pages go back with the pack's last reference.
+        drop(pb);
+        free_device_memory(ctx.vm(), u64::from(b))?;
+        let e = alloc_device_memory(ctx.vm(), 5 * PAGE, 0)?;
+        let pe = d.vm.handles.lock().get(e).ok_or(EINVAL)?.pack.clone();
+        let want = [3u64, 4, 5, 70, 71];
+        for (i, p) in (0u64..).zip(want) {
+            assert_eq!(pe.page_addr(i), Some(base + p * PAGE));
+        }
+        assert_eq!(pe.page_addr(5), None);
+        drop((pa, pe));
+        for h in [a, c, e] {
+            free_device_memory(ctx.vm(), u64::from(h))?;
+        }
+        assert_eq!(d.vm.pool.lock().free_pages(), 127);
         Ok(())
     }
 

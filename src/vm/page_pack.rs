@@ -4,7 +4,9 @@
 //! of one ALLOC.
 //!
 //! A contiguous pack stores only its base address; a non-contiguous pack
-//! stores one 8-byte address per page. The pages go back to the device's pool
+//! stores the pool's bitmap of its pages (the pool has at most 128 pages):
+//! no allocation besides the pack itself, where upstream keeps an array of
+//! 8-byte addresses per pack. The pages go back to the device's pool
 //! when the last reference to the pack goes away (`free_phys_pg_pack`), so no
 //! error path can leak them.
 
@@ -25,8 +27,28 @@ pub(crate) enum PackPages {
         /// Physical address of the first page.
         base: u64,
     },
-    /// One physical address per page.
-    Scattered(KVec<u64>),
+    /// The pages whose bits are set, in increasing order: bit `i` is the
+    /// pool page at `base + i x page_size`.
+    Scattered {
+        /// The pool's first page.
+        base: u64,
+        /// Which pool pages.
+        mask: u128,
+    },
+}
+
+/// Index of the `n`-th (from 0) set bit of `mask`. O(n) bit operations.
+fn nth_set_bit(mask: u128, n: u64) -> Option<u64> {
+    let lo = mask as u64;
+    let (mut word, base, mut n) = match u64::from(lo.count_ones()) {
+        c if n < c => (lo, 0, n),
+        c => ((mask >> 64) as u64, 64, n - c),
+    };
+    while n > 0 && word != 0 {
+        word &= word - 1;
+        n -= 1;
+    }
+    (word != 0).then(|| base + u64::from(word.trailing_zeros()))
 }
 
 /// The DRAM pages of one allocation.
@@ -71,42 +93,27 @@ impl PhysPgPack {
         if npages > asic.user_dram_pages() {
             return Err(ENOMEM);
         }
-        // Allocate the address array before touching the pool.
-        let mut addrs = if contiguous {
-            None
-        } else {
-            Some(KVec::with_capacity(
-                usize::try_from(npages).map_err(|_| ENOMEM)?,
-                GFP_KERNEL,
-            )?)
-        };
         let pool_ref = pool;
         let mut pool = pool_ref.lock();
-        let pages = match addrs.as_mut() {
-            None => match pool.alloc_contiguous(npages)? {
-                PoolPages::Contiguous { first, .. } => PackPages::Contiguous {
-                    base: pool.page_addr(first),
-                },
-                other => {
-                    // Cannot happen; give the pages back rather than leak them.
-                    if pool.free(&other).is_err() {
-                        pr_err!("page pack: could not give back pages of an unknown kind\n");
-                    }
-                    return Err(EINVAL);
-                }
+        let taken = if contiguous {
+            pool.alloc_contiguous(npages)?
+        } else {
+            pool.alloc_scattered(npages)?
+        };
+        let pages = match taken {
+            PoolPages::Contiguous { first, .. } if contiguous => PackPages::Contiguous {
+                base: pool.page_addr(first),
             },
-            Some(v) => {
-                let taken = pool.alloc_scattered(npages)?;
-                if let PoolPages::Scattered(mut mask) = taken {
-                    while mask != 0 {
-                        let index = u64::from(mask.trailing_zeros());
-                        mask &= mask - 1;
-                        // Capacity was reserved for exactly `npages` entries.
-                        v.push_within_capacity(pool.page_addr(index))
-                            .map_err(|_| ENOMEM)?;
-                    }
+            PoolPages::Scattered(mask) if !contiguous => PackPages::Scattered {
+                base: pool.page_addr(0),
+                mask,
+            },
+            other => {
+                // Cannot happen; give the pages back rather than leak them.
+                if pool.free(&other).is_err() {
+                    pr_err!("page pack: could not give back pages of an unknown kind\n");
                 }
-                PackPages::Scattered(core::mem::take(v))
+                return Err(EINVAL);
             }
         };
         drop(pool);
@@ -127,22 +134,17 @@ impl PhysPgPack {
         matches!(self.pages, PackPages::Contiguous { .. })
     }
 
-    /// Physical address of page `i`. O(1).
+    /// Physical address of page `i`. O(1) for a contiguous pack, O(i) bit
+    /// operations (at most 64) for a scattered one.
     pub(crate) fn page_addr(&self, i: u64) -> Option<u64> {
         if i >= self.npages {
             return None;
         }
-        match &self.pages {
+        match self.pages {
             PackPages::Contiguous { base } => Some(base + i * self.page_size),
-            PackPages::Scattered(v) => v.get(usize::try_from(i).ok()?).copied(),
-        }
-    }
-
-    /// Host memory used to describe the pages, in bytes.
-    pub(crate) fn descriptor_bytes(&self) -> usize {
-        match &self.pages {
-            PackPages::Contiguous { .. } => 0,
-            PackPages::Scattered(v) => v.len() * core::mem::size_of::<u64>(),
+            PackPages::Scattered { base, mask } => {
+                Some(base + nth_set_bit(mask, i)? * self.page_size)
+            }
         }
     }
 }
@@ -150,18 +152,14 @@ impl PhysPgPack {
 impl Drop for PhysPgPack {
     fn drop(&mut self) {
         let mut pool = self.pool.lock();
-        let pages = match &self.pages {
+        let pages = match self.pages {
             PackPages::Contiguous { base } => {
-                pool.page_index(*base).map(|first| PoolPages::Contiguous {
+                pool.page_index(base).map(|first| PoolPages::Contiguous {
                     first,
                     count: self.npages,
                 })
             }
-            PackPages::Scattered(v) => Some(PoolPages::Scattered(
-                v.iter()
-                    .filter_map(|&a| pool.page_index(a))
-                    .fold(0u128, |m, i| m | (1u128 << i)),
-            )),
+            PackPages::Scattered { mask, .. } => Some(PoolPages::Scattered(mask)),
         };
         // By the type invariant the pages are ours; a failure would be a bug.
         if pages.is_none_or(|p| pool.free(&p).is_err()) {

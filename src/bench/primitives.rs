@@ -1,0 +1,72 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What the building blocks of the memory ioctls cost on the kernel the
+//! benchmark runs on, so that the per-phase breakdowns of `make bench` can
+//! be read against them: a small and a 4 KiB zeroed allocation with its
+//! free, a mutex round trip, a clock read (each phase clock costs one), a
+//! PTE write and read of the simulated device-resident page tables, a store
+//! into a host-resident hop, and a range invalidation of an empty STLB.
+//!
+//! Prints `@@BENCH prim.<name> <ns> ns` (the mean of 20,000 calls); asserts
+//! only that every call succeeded.
+
+use kernel::prelude::*;
+
+#[kunit_tests(hlrs_bench_primitives)]
+mod tests {
+    use crate::{ffi::host_page::HostPage, hw::backend::MmuKind, mmu::device_mmu::TestMmu};
+    use kernel::{
+        prelude::*,
+        time::{Instant, Monotonic},
+    };
+
+    const N: u64 = 20_000;
+
+    /// Print the mean cost of `f` over [`N`] calls.
+    fn time(name: &str, mut f: impl FnMut(u64) -> Result) -> Result {
+        let t = Instant::<Monotonic>::now();
+        for i in 0..N {
+            f(i)?;
+        }
+        let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(0) / N;
+        pr_info!("@@BENCH prim.{} {} ns\n", name, ns);
+        Ok(())
+    }
+
+    #[test]
+    fn bench_primitives() -> Result {
+        let d = TestMmu::new()?;
+        let hop0 = d.mmu.dr_hops.lock().hop0(1).ok_or(EINVAL)?;
+        let page = HostPage::new_zeroed()?;
+        time("kmalloc_free_8", |_| {
+            KBox::new(0u64, GFP_KERNEL).map(drop).map_err(Into::into)
+        })?;
+        time("kzalloc_free_4k", |_| {
+            KBox::new([0u64; 512], GFP_KERNEL)
+                .map(drop)
+                .map_err(Into::into)
+        })?;
+        time("mutex", |_| {
+            drop(d.mmu.dr_hops.lock());
+            Ok(())
+        })?;
+        time("clock", |_| {
+            let _ = Instant::<Monotonic>::now();
+            Ok(())
+        })?;
+        time("dr_write_pte", |i| {
+            d.backend().write_pte(hop0 + (i % 512) * 8, 0)
+        })?;
+        time("dr_read_pte", |i| {
+            d.backend().read_pte(hop0 + (i % 512) * 8).map(drop)
+        })?;
+        time("hr_write_pte", |i| {
+            page.write_u64s(((i % 512) * 8) as usize, &[0])
+        })?;
+        time("invalidate_range_empty_stlb", |_| {
+            d.backend()
+                .invalidate_range(MmuKind::Dram, 1, 0x1001_0000_0000_0000, 1 << 30)
+        })?;
+        Ok(())
+    }
+}
