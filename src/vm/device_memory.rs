@@ -38,9 +38,13 @@ pub(crate) fn alloc_device_memory(vm: &ContextVm, mem_size: u64, flags: u32) -> 
     let npages = mem_size.checked_add(page_size - 1).ok_or(EINVAL)? / page_size;
     let contiguous = flags & HL_MEM_CONTIGUOUS != 0;
     let mut timer = OpTimer::start(&dev.profile, Op::Alloc);
-    let pack = Arc::new(
-        PhysPgPack::alloc(&dev.pool, &dev.asic, vm.asid, flags, npages, contiguous)?,
-        GFP_KERNEL,
+    let spare = dev.handles.lock().take_spare_pack();
+    let pack = PhysPgPack::alloc_shared(
+        &dev.pool,
+        &dev.asic,
+        (vm.asid, flags),
+        (npages, contiguous),
+        spare,
     )?;
     timer.lap(Phase::Pack);
     let total = pack.total_size;
@@ -80,8 +84,11 @@ pub(crate) fn free_device_memory(vm: &ContextVm, handle: u64) -> Result {
     })?;
     vm.account_dram(-(pack.total_size as i64));
     timer.lap(Phase::Handle);
-    // The pages go back to the pool when the last reference is dropped here.
-    drop(pack);
+    // The pages go back to the pool with the last reference (here, unless
+    // an export still holds the pack); the allocation stays for an ALLOC.
+    if let Some(vacant) = PhysPgPack::vacate(pack) {
+        dev.handles.lock().put_spare_pack(vacant);
+    }
     timer.lap(Phase::Pack);
     timer.done();
     Ok(())

@@ -16,16 +16,20 @@
 //! in O(1).
 //!
 //! ALLOC and FREE in a steady state allocate nothing: a FREE keeps its
-//! entry's tree node as a spare (up to [`SPARE_NODES`]), and an insertion
+//! entry's tree node as a spare (up to [`SPARE_NODES`]) and its page pack's
+//! allocation ([`VacantPack`]), and an insertion
 //! that reuses a free id keeps that id's node, so the next ALLOC takes both
-//! from the table ([`HandleTable::insert_recycled`]); two allocations and
-//! two frees fewer per ALLOC+FREE pair than reserving them each time.
+//! from the table ([`HandleTable::insert_recycled`]); three allocations and
+//! three frees fewer per ALLOC+FREE pair than allocating them each time.
 //!
 //! Complexity: insert, lookup and remove are O(log n) in the number of live
 //! handles; [`HandleTable::remove_owned_by`] (teardown) is O(n) and, like
 //! every removal, allocates nothing and cannot fail.
 
-use crate::{asic::MAX_ASID, vm::page_pack::PhysPgPack};
+use crate::{
+    asic::MAX_ASID,
+    vm::page_pack::{PhysPgPack, VacantPack},
+};
 use kernel::{
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
@@ -101,6 +105,7 @@ pub(crate) struct HandleTable {
     owned: [u32; MAX_ASID as usize],
     spare_entries: Spares<RBTreeNodeReservation<u32, HandleEntry>>,
     spare_ids: Spares<RBTreeNodeReservation<u32, ()>>,
+    spare_pack: Option<VacantPack>,
 }
 
 impl HandleTable {
@@ -113,6 +118,19 @@ impl HandleTable {
             owned: [0; MAX_ASID as usize],
             spare_entries: Spares::new(),
             spare_ids: Spares::new(),
+            spare_pack: None,
+        }
+    }
+
+    /// The pack allocation a FREE left, if any (for the next ALLOC). O(1).
+    pub(crate) fn take_spare_pack(&mut self) -> Option<VacantPack> {
+        self.spare_pack.take()
+    }
+
+    /// Keep `pack`'s allocation for the next ALLOC (one is kept). O(1).
+    pub(crate) fn put_spare_pack(&mut self, pack: VacantPack) {
+        if self.spare_pack.is_none() {
+            self.spare_pack = Some(pack);
         }
     }
 

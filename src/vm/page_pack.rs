@@ -14,9 +14,10 @@ use crate::{
     asic::AsicProperties,
     vm::dram_pool::{DramPool, PoolPages}, //
 };
+use core::pin::Pin;
 use kernel::{
     prelude::*,
-    sync::{Arc, Mutex}, //
+    sync::{Arc, Mutex, UniqueArc}, //
 };
 
 /// Where the pages of a pack are.
@@ -56,7 +57,9 @@ fn nth_set_bit(mask: u128, n: u64) -> Option<u64> {
 /// # Invariants
 ///
 /// The pages are allocated in `pool` and owned by this pack; they are
-/// returned exactly once, in `Drop`. `total_size == npages * page_size`.
+/// returned exactly once, in `Drop` (or by [`PhysPgPack::vacate`], which
+/// leaves `npages == 0`: a pack with no pages, which only a [`VacantPack`]
+/// holds). `total_size == npages * page_size`.
 pub(crate) struct PhysPgPack {
     pool: Arc<Mutex<DramPool>>,
     /// ASID of the allocating context.
@@ -149,8 +152,49 @@ impl PhysPgPack {
     }
 }
 
-impl Drop for PhysPgPack {
-    fn drop(&mut self) {
+/// The allocation of a pack whose pages went back to the pool, kept (by the
+/// handle table) for the next ALLOC, so that an ALLOC+FREE pair allocates
+/// nothing in the steady state.
+pub(crate) struct VacantPack(Pin<UniqueArc<PhysPgPack>>);
+
+impl PhysPgPack {
+    /// Give `this` pack's pages back now and keep its allocation, if `this`
+    /// is the last reference; otherwise drop the reference (the pages go
+    /// with the last one) and `None`. O(1).
+    pub(crate) fn vacate(this: Arc<Self>) -> Option<VacantPack> {
+        let mut unique = Arc::into_unique_or_drop(this)?;
+        let pack = Pin::get_mut(unique.as_mut());
+        pack.return_pages();
+        pack.npages = 0;
+        pack.total_size = 0;
+        Some(VacantPack(unique))
+    }
+
+    /// [`Self::alloc`] into `spare`'s allocation if given, else a new one.
+    /// On an error `spare` is freed.
+    pub(crate) fn alloc_shared(
+        pool: &Arc<Mutex<DramPool>>,
+        asic: &AsicProperties,
+        (asid, flags): (u32, u32),
+        (npages, contiguous): (u64, bool),
+        spare: Option<VacantPack>,
+    ) -> Result<Arc<Self>> {
+        let pack = Self::alloc(pool, asic, asid, flags, npages, contiguous)?;
+        match spare {
+            Some(VacantPack(mut unique)) => {
+                // The vacant pack dropped in place has no pages to return.
+                *Pin::get_mut(unique.as_mut()) = pack;
+                Ok(unique.into())
+            }
+            None => Ok(Arc::new(pack, GFP_KERNEL)?),
+        }
+    }
+
+    /// Return the pages to the pool (once: `Drop` and `vacate` only). O(1).
+    fn return_pages(&mut self) {
+        if self.npages == 0 {
+            return;
+        }
         let mut pool = self.pool.lock();
         let pages = match self.pages {
             PackPages::Contiguous { base } => {
@@ -165,6 +209,12 @@ impl Drop for PhysPgPack {
         if pages.is_none_or(|p| pool.free(&p).is_err()) {
             pr_err!("page pack: DRAM pages could not be returned to the pool\n");
         }
+    }
+}
+
+impl Drop for PhysPgPack {
+    fn drop(&mut self) {
+        self.return_pages();
     }
 }
 
