@@ -101,6 +101,9 @@ impl Leaf {
 pub(crate) struct DmaPages {
     leaves: RBTree<u64, Leaf>,
     mapped: u64,
+    /// The node of the last leaf emptied, for the next new leaf: a MAP+UNMAP
+    /// of a small buffer allocates no leaf.
+    spare: Option<RBTreeNodeReservation<u64, Leaf>>,
 }
 
 // SAFETY: the references it owns may be used and dropped from any thread.
@@ -114,6 +117,7 @@ impl DmaPages {
         Self {
             leaves: RBTree::new(),
             mapped: 0,
+            spare: None,
         }
     }
 
@@ -165,7 +169,10 @@ impl DmaPages {
             let (mut p, mut at) = next.ok_or((EINVAL, k))?;
             let key = at / PAGE / LEAF_FRAMES;
             if self.leaves.get(&key).is_none() {
-                let node = RBTreeNodeReservation::new(GFP_KERNEL).map_err(|_| (ENOMEM, k))?;
+                let node = match self.spare.take() {
+                    Some(n) => n,
+                    None => RBTreeNodeReservation::new(GFP_KERNEL).map_err(|_| (ENOMEM, k))?,
+                };
                 self.leaves.insert(node.into_node(key, Leaf::empty()));
             }
             let leaf = self.leaves.get_mut(&key).ok_or((ENOMEM, k))?;
@@ -225,7 +232,12 @@ impl DmaPages {
                 }
             }
             if leaf.live == 0 {
-                self.leaves.remove(&key);
+                if let Some(node) = self.leaves.remove_node(&key) {
+                    let node = node.into_reservation();
+                    if self.spare.is_none() {
+                        self.spare = Some(node);
+                    }
+                }
             }
         }
         done

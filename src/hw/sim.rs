@@ -501,15 +501,29 @@ impl Backend for SimGaudi2 {
             }
         }
         self.pte_writes.add(1, Relaxed);
-        self.dram_write(addr, &value.to_le_bytes())
+        self.check(addr, 8)?;
+        // One lookup when the hop's chunk is backed (always, once written).
+        let (chunk, off) = (addr / CHUNK_U64, (addr % CHUNK_U64) as usize);
+        let mut dram = self.dram.lock();
+        if let Some(page) = dram.get(&chunk) {
+            return page.write_u64s(off, &[value]);
+        }
+        let fill = self.dram_fill();
+        sparse_write(&mut dram, addr, &value.to_le_bytes(), fill)
     }
 
     fn read_pte(&self, addr: u64) -> Result<u64> {
         if addr % 8 != 0 {
             return Err(EINVAL);
         }
+        self.check(addr, 8)?;
+        let (chunk, off) = (addr / CHUNK_U64, (addr % CHUNK_U64) as usize);
+        let dram = self.dram.lock();
+        if let Some(page) = dram.get(&chunk) {
+            return page.read_u64(off);
+        }
         let mut b = [0u8; 8];
-        self.dram_read(addr, &mut b)?;
+        sparse_read(&dram, addr, &mut b, self.dram_fill())?;
         Ok(u64::from_le_bytes(b))
     }
 
