@@ -181,6 +181,11 @@ impl Drop for DetachedHops {
     }
 }
 
+/// Emptied hops a tree leaves linked, empty, for the next map below them
+/// (the last one a MAP+UNMAP cycle empties: the next MAP there writes one PTE
+/// instead of a chain of links, and the UNMAP clears one).
+pub(crate) const IDLE_HOPS: usize = 8;
+
 /// Emptied hops a tree keeps for its next maps instead of giving them back
 /// (per tree: a MAP+UNMAP cycle at a fresh VA frees and needs up to
 /// `num_hops - 1` of them).
@@ -212,6 +217,11 @@ pub(crate) struct PageTable {
     spare_len: usize,
     /// Torn down: hops given back from now on go to their pool.
     torn_down: bool,
+    /// Hops an unmap emptied and left linked (at most `idle_limit`); a map
+    /// that writes into one takes it off the list.
+    idle: [u64; IDLE_HOPS],
+    idle_len: usize,
+    idle_limit: usize,
 }
 
 impl PageTable {
@@ -246,6 +256,9 @@ impl PageTable {
             spare: RBTree::new(),
             spare_len: 0,
             torn_down: false,
+            idle: [0; IDLE_HOPS],
+            idle_len: 0,
+            idle_limit: IDLE_HOPS,
         })
     }
 
@@ -293,6 +306,69 @@ impl PageTable {
             cursor = next;
         }
         self.spare_len = 0;
+    }
+
+    /// Leave at most `n` (up to [`IDLE_HOPS`]) emptied hops linked; 0: every
+    /// emptied hop is detached at once, as upstream frees it (tests of that
+    /// path). Takes effect for later unmaps.
+    #[cfg(CONFIG_KUNIT)]
+    pub(crate) fn set_idle_limit(&mut self, n: usize) {
+        self.idle_limit = n.min(IDLE_HOPS);
+    }
+
+    /// Keep the emptied `hop` linked, if the list has room. O(1).
+    fn keep_idle(&mut self, hop: u64) -> bool {
+        if self.torn_down || self.idle_len >= self.idle_limit {
+            return false;
+        }
+        match self.idle.get_mut(self.idle_len) {
+            Some(slot) => {
+                *slot = hop;
+                self.idle_len += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `hop` is in use again: off the idle list. O(IDLE_HOPS).
+    fn unidle(&mut self, hop: u64) {
+        let live = self.idle.get(..self.idle_len).unwrap_or(&[]);
+        if let Some(i) = live.iter().position(|&h| h == hop) {
+            self.idle_len -= 1;
+            self.idle.swap(i, self.idle_len);
+        }
+    }
+
+    /// Empty hops left linked. O(1): tests and debugfs.
+    pub(crate) fn idle_count(&self) -> usize {
+        self.idle_len
+    }
+
+    /// Hops besides hop 0 on the way to a mapped page (the others are empty
+    /// hops left linked, and the links to them). O(hops x 512): debugfs and
+    /// tests.
+    pub(crate) fn hops_in_use(&self) -> usize {
+        fn walk(t: &PageTable, hop: u64, depth: usize, n: &mut usize) -> bool {
+            let Some(h) = t.hops.get(&hop) else {
+                return false;
+            };
+            let mut live = false;
+            for &e in h.shadow.iter() {
+                match Pte::decode(e) {
+                    Pte::Page(_) => live = true,
+                    Pte::Hop(next) if depth < 6 => live |= walk(t, next, depth + 1, n),
+                    _ => {}
+                }
+            }
+            if live && hop != t.hop0 {
+                *n += 1;
+            }
+            live
+        }
+        let mut n = 0;
+        walk(self, self.hop0, 0, &mut n);
+        n
     }
 
     /// Spare hops kept. O(1): tests and debugfs.
@@ -369,10 +445,16 @@ impl PageTable {
     }
 
     fn adjust(&mut self, hop: u64, delta: i32) {
-        if hop != self.hop0 {
-            if let Some(h) = self.hops.get_mut(&hop) {
-                h.num_ptes = h.num_ptes.saturating_add_signed(delta);
-            }
+        if hop == self.hop0 {
+            return;
+        }
+        let mut revived = false;
+        if let Some(h) = self.hops.get_mut(&hop) {
+            revived = h.num_ptes == 0 && delta > 0;
+            h.num_ptes = h.num_ptes.saturating_add_signed(delta);
+        }
+        if revived {
+            self.unidle(hop);
         }
     }
 
@@ -574,7 +656,10 @@ impl PageTable {
 
     /// Unmap the page at `va` (`unmap` of mmu_v2.c:58-128): clear its leaf, then
     /// unlink every hop that became empty, bottom-up, into `detached` (they go
-    /// back to the pool after an invalidation covering `va`). Returns the
+    /// back to the pool after an invalidation covering `va`), except that the
+    /// first emptied hop stays linked while the idle list has room (upstream
+    /// frees every emptied hop, and the next MAP there allocates, zeroes and
+    /// links a new chain). Returns the
     /// leaf's physical address. `EINVAL` if nothing is mapped there; a failed
     /// PTE write leaves the tree as it was (or, past the leaf, an empty hop
     /// that stays linked until teardown). O(hops) tree lookups, no allocation.
@@ -606,7 +691,7 @@ impl PageTable {
         let mut lvl = leaf;
         while lvl > 0 {
             let (h, _) = *path.get(lvl).ok_or(EINVAL)?;
-            if self.hops.get(&h).is_none_or(|x| x.num_ptes != 0) {
+            if self.hops.get(&h).is_none_or(|x| x.num_ptes != 0) || self.keep_idle(h) {
                 break;
             }
             let (parent, idx) = *path.get(lvl - 1).ok_or(EINVAL)?;
@@ -757,6 +842,7 @@ impl PageTable {
         let hop0 = self.hop0;
         // Unlinked and invalidated already: back to the pool at once.
         self.torn_down = true;
+        self.idle_len = 0;
         self.drain_spares(mem);
         let mut cleared = true;
         for i in 0..HOP_PTES {
@@ -1033,6 +1119,59 @@ mod tests {
     }
 
     #[test]
+    fn emptied_hops_stay_linked_for_the_next_map_up_to_the_limit() -> Result {
+        let (d, mut t) = setup()?;
+        t.set_idle_limit(2);
+        let mut mem = DrHops {
+            pool: &d.mmu.dr_hops,
+            backend: d.backend(),
+        };
+        let read = |a: u64| d.backend().read_pte(a);
+        let va = 0x1001_0020_0000_0000u64;
+        let pa = 0x1001_0000_4000_0000u64;
+        let before = d.sim.pte_writes();
+        t.map(&mut mem, va, pa, 3)?;
+        assert_eq!(d.sim.pte_writes() - before, 4);
+        let mut det = DetachedHops::new();
+        let before = d.sim.pte_writes();
+        t.unmap(&mut mem, va, &mut det)?;
+        // Only the leaf PTE is cleared; its hop stays linked, empty.
+        assert_eq!(d.sim.pte_writes() - before, 1);
+        assert_eq!(
+            (det.len(), t.idle_count(), t.hop_count(), t.hops_in_use()),
+            (0, 1, 3, 0)
+        );
+        assert!(translate(&MmuGeometry::DMMU, &read, t.hop0(), va, None).is_err());
+        // The next map there writes one PTE and takes the hop off the list.
+        let before = d.sim.pte_writes();
+        t.map(&mut mem, va + GIB, pa, 3)?;
+        assert_eq!(d.sim.pte_writes() - before, 1);
+        assert_eq!((t.idle_count(), t.hops_in_use()), (0, 3));
+        let w = translate(&MmuGeometry::DMMU, &read, t.hop0(), va + GIB + 7, None)
+            .map_err(|_| EINVAL)?;
+        assert_eq!(w.pa, pa + 7);
+        t.unmap(&mut mem, va + GIB, &mut det)?;
+        // Past the limit, emptied hops are detached as upstream frees them.
+        for i in 1..=3u64 {
+            t.map(&mut mem, va + (i << 48), pa, 3)?;
+        }
+        for i in 1..=3u64 {
+            t.unmap(&mut mem, va + (i << 48), &mut det)?;
+        }
+        assert_eq!(t.idle_count(), 2);
+        // Two chains of hop 2 + hop 3 each.
+        assert_eq!(det.len(), 4);
+        assert_eq!(t.hops_in_use(), 0);
+        // Teardown takes the linked empty hops with the rest.
+        let mut all = DetachedHops::new();
+        assert_eq!(t.teardown(&mut mem, &mut all), (5, true));
+        assert_eq!(t.idle_count(), 0);
+        all.absorb(det);
+        flush(&d, &mut mem, all, MmuKind::Dram)?;
+        Ok(())
+    }
+
+    #[test]
     fn out_of_hops_is_enomem_without_leaks() -> Result {
         let (d, mut t) = setup()?;
         let mut mem = DrHops {
@@ -1087,6 +1226,7 @@ mod tests {
             pool: &d.mmu.hr_hops,
         };
         let mut t = PageTable::new(MmuGeometry::PMMU, MmuKind::Host, 1, hop0, &mut mem)?;
+        t.set_idle_limit(0);
         let g = MmuGeometry::PMMU;
         let (l4k, l2m) = (
             g.leaf_hop(4096).ok_or(EINVAL)?,
@@ -1179,6 +1319,7 @@ mod tests {
             prefix: 0,
         };
         let mut t = PageTable::new(MmuGeometry::PMMU, MmuKind::Host, 1, hop0, &mut mem)?;
+        t.set_idle_limit(0);
         let g = MmuGeometry::PMMU;
         let l4k = g.leaf_hop(4096).ok_or(EINVAL)?;
         let read = |a: u64| d.mmu.hr_hops.lock().read(a);
@@ -1243,7 +1384,10 @@ mod tests {
             pool: &d.mmu.dr_hops,
             backend: d.backend(),
         };
-        let t = PageTable::new(MmuGeometry::DMMU, MmuKind::Dram, 1, hop0, &mut mem)?;
+        let mut t = PageTable::new(MmuGeometry::DMMU, MmuKind::Dram, 1, hop0, &mut mem)?;
+        // These tests follow each emptied hop out of the tree; the idle hops
+        // left linked have their own test.
+        t.set_idle_limit(0);
         Ok((d, t))
     }
 }

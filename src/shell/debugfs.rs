@@ -497,19 +497,33 @@ fn show_mmu(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let Some(vm) = dev.state.lock().active_vm.clone() else {
         return writeln!(f, "no open compute context");
     };
-    let (hop0, hops, pmmu_hops, parked, spare) = {
+    let (hop0, hops, pmmu_hops, parked, spare, idle) = {
         let mmu = vm.mmu.lock();
         (
             mmu.dmmu.hop0(),
-            mmu.dmmu.hop_count(),
-            mmu.pmmu.hop_count(),
+            (mmu.dmmu.hops_in_use(), mmu.dmmu.hop_count()),
+            (mmu.pmmu.hops_in_use(), mmu.pmmu.hop_count()),
             (mmu.dmmu.stale_count(), mmu.pmmu.stale_count()),
             (mmu.dmmu.spare_count(), mmu.pmmu.spare_count()),
+            (mmu.dmmu.idle_count(), mmu.pmmu.idle_count()),
         )
     };
     writeln!(f, "asid:            {}", vm.asid)?;
-    writeln!(f, "dmmu hop0:       {:#x}, {} more hop(s)", hop0, hops)?;
-    writeln!(f, "pmmu hops:       {}", pmmu_hops)?;
+    writeln!(
+        f,
+        "dmmu hop0:       {:#x}, {} more hop(s) in use, {} linked",
+        hop0, hops.0, hops.1
+    )?;
+    writeln!(
+        f,
+        "pmmu hops:       {} in use, {} linked",
+        pmmu_hops.0, pmmu_hops.1
+    )?;
+    writeln!(
+        f,
+        "idle hops:       {} dmmu, {} pmmu (emptied, left linked for the next MAP)",
+        idle.0, idle.1
+    )?;
     writeln!(
         f,
         "parked hops:     {} dmmu, {} pmmu (waiting for an invalidation)",

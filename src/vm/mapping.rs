@@ -626,7 +626,7 @@ mod tests {
             for i in 0..5 {
                 assert_eq!(oracle(&d, &ctx, va + i * PAGE), None);
             }
-            assert_eq!(ctx.vm().mmu.lock().dmmu.hop_count(), 0);
+            assert_eq!(ctx.vm().mmu.lock().dmmu.hops_in_use(), 0);
             free_device_memory(ctx.vm(), u64::from(h))?;
         }
         assert!(ctx.vm().is_pristine());
@@ -693,6 +693,8 @@ mod tests {
     #[test]
     fn rollback_after_a_failure_at_every_pte_write() -> Result {
         let (d, ctx) = setup()?;
+        // Every MAP builds its whole chain (no emptied hop left linked).
+        ctx.vm().mmu.lock().dmmu.set_idle_limit(0);
         let h = u64::from(alloc_device_memory(ctx.vm(), 3 * PAGE, 0)?);
         let before = d.sim.pte_writes();
         let va = map_device_va(ctx.vm(), h, 0, 0)?;
@@ -707,7 +709,7 @@ mod tests {
             for i in 0..3 {
                 assert_eq!(oracle(&d, &ctx, va + i * PAGE), None);
             }
-            assert_eq!(ctx.vm().mmu.lock().dmmu.hop_count(), 0);
+            assert_eq!(ctx.vm().mmu.lock().dmmu.hops_in_use(), 0);
             assert_eq!(d.mmu.dr_hops.lock().free_slots(), slots);
             assert!(ctx.vm().is_pristine());
             assert_eq!(ctx.vm().mapping_count(), 0);
@@ -728,6 +730,8 @@ mod tests {
     #[test]
     fn unmap_whose_invalidation_fails_keeps_the_dram_mapped_until_a_later_one() -> Result {
         let (d, ctx) = setup()?;
+        // Every emptied hop detached (none left linked): they park too.
+        ctx.vm().mmu.lock().dmmu.set_idle_limit(0);
         let h = u64::from(alloc_device_memory(ctx.vm(), 2 * PAGE, 0)?);
         let va = map_device_va(ctx.vm(), h, 0, 0)?;
         let slots = d.mmu.dr_hops.lock().free_slots();
@@ -981,7 +985,7 @@ mod tests {
         pr_info!("@@BENCH kmap.map_64g {} ns\n", map_ns);
         pr_info!("@@BENCH kmap.unmap_64g {} ns\n", unmap_ns);
         pr_info!("@@BENCH kmap.map_64g.pte_writes {} writes\n", w1 - w0);
-        assert_eq!(ctx.vm().mmu.lock().dmmu.hop_count(), 0);
+        assert_eq!(ctx.vm().mmu.lock().dmmu.hops_in_use(), 0);
         Ok(())
     }
 

@@ -34,7 +34,7 @@ fn assert_idle_views(open: bool) {
         assert!(mmu.contains("mappings:        0"), "{mmu}");
         assert!(mmu.contains("userptr pins:    0"), "{mmu}");
         assert!(
-            mmu.contains("dmmu hop0:") && mmu.contains(", 0 more hop(s)"),
+            mmu.contains("dmmu hop0:") && mmu.contains(", 0 more hop(s) in use"),
             "{mmu}"
         );
         let va = debugfs(0, "va");
