@@ -42,6 +42,7 @@ use crate::{
     },
     mmu::walk::WalkFault,
     vm::{
+        context_vm::ContextVm,
         mapping_table::Backing,
         op_profile::{OP_NAMES, PHASE_NAMES},
         va_range::VaRangeType,
@@ -125,7 +126,7 @@ pub(crate) fn prepare(dev: &Arc<HlDevice>) -> Result<PreparedFiles> {
 }
 
 /// The VA/MMU state of the device's open compute context, if any.
-fn active_vm(dev: &HlDevice) -> Option<Arc<crate::vm::context_vm::ContextVm>> {
+fn active_vm(dev: &HlDevice) -> Option<Arc<ContextVm>> {
     dev.state.lock().active_vm.clone()
 }
 
@@ -483,20 +484,9 @@ fn show_dmabuf(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     Ok(())
 }
 
-/// Upstream's `mmu` debugfs: page-table statistics and the translation of the
-/// VA last written, by the page-walk oracle (from device memory, as the
-/// hardware reads it).
-fn show_mmu(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    let dev = &p.dev;
-    writeln!(
-        f,
-        "hop slots free:  {}",
-        dev.mmu.dr_hops.lock().free_slots()
-    )?;
-    writeln!(f, "PTE writes:      {}", dev.sim.pte_writes())?;
-    let Some(vm) = dev.state.lock().active_vm.clone() else {
-        return writeln!(f, "no open compute context");
-    };
+/// The `mmu` file's hop lines: hop 0, hops in use and linked per tree,
+/// parked, spare and idle hops.
+fn write_hop_stats(f: &mut fmt::Formatter<'_>, vm: &ContextVm) -> fmt::Result {
     let (hop0, hops, pmmu_hops, parked, spare, idle) = {
         let mmu = vm.mmu.lock();
         (
@@ -534,6 +524,24 @@ fn show_mmu(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         "spare hops:      {} dmmu, {} pmmu (emptied, invalidated, kept for the next MAP)",
         spare.0, spare.1
     )?;
+    Ok(())
+}
+
+/// Upstream's `mmu` debugfs: page-table statistics and the translation of the
+/// VA last written, by the page-walk oracle (from device memory, as the
+/// hardware reads it).
+fn show_mmu(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let dev = &p.dev;
+    writeln!(
+        f,
+        "hop slots free:  {}",
+        dev.mmu.dr_hops.lock().free_slots()
+    )?;
+    writeln!(f, "PTE writes:      {}", dev.sim.pte_writes())?;
+    let Some(vm) = dev.state.lock().active_vm.clone() else {
+        return writeln!(f, "no open compute context");
+    };
+    write_hop_stats(f, &vm)?;
     {
         // Kept in step by MAP/UNMAP under one lock: the last two are equal.
         let maps = vm.mappings.lock();
