@@ -9,7 +9,7 @@
 //!    MMUs), [`va_range`] and [`va_alloc`] (a context's VA ranges and their
 //!    block allocator), [`mapping_table`] and [`userptr`], [`export_list`],
 //!    [`hw_block`], [`one_mmap`], [`ts_buffer`], [`command_buffer`],
-//!    [`op_profile`];
+//!    [`op_profile`], [`spares`];
 //! 2. [`context_vm`]: one context's VM, the aggregate of the tables (it
 //!    holds an `Arc` of the [`device_vm::DeviceVm`], never the device or the
 //!    context);
@@ -39,6 +39,7 @@ pub(crate) mod mapping_table;
 pub(crate) mod one_mmap;
 pub(crate) mod op_profile;
 pub(crate) mod page_pack;
+pub(crate) mod spares;
 pub(crate) mod teardown;
 #[cfg(CONFIG_KUNIT)]
 pub(crate) mod test_vm;

@@ -147,7 +147,8 @@ pub(crate) fn invalidate_all(backend: &dyn Backend, kind: MmuKind) -> Result<Inv
 /// # Invariants
 ///
 /// `value` is `Some` from [`Held::new`] until [`Held::release`] consumes the
-/// `Held`; a `Held` dropped with its value leaks it (never drops it).
+/// `Held` or [`Held::take`] empties it, both against a covering proof; a
+/// `Held` dropped with its value leaks it (never drops it).
 pub(crate) struct Held<T> {
     value: Option<T>,
     area: MmuArea,
@@ -178,6 +179,16 @@ impl<T> Held<T> {
             return Err(self);
         }
         self.value.take().ok_or(self)
+    }
+
+    /// [`Self::release`] in place: the value, if `proof` covers its area,
+    /// leaving the `Held` empty (dropping it then releases nothing and
+    /// warns of nothing); otherwise `None` and the `Held` unchanged.
+    pub(crate) fn take(&mut self, proof: &Invalidated) -> Option<T> {
+        if !proof.covers(&self.area) {
+            return None;
+        }
+        self.value.take()
     }
 }
 

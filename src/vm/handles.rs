@@ -16,7 +16,7 @@
 //! in O(1).
 //!
 //! ALLOC and FREE in a steady state allocate nothing: a FREE keeps its
-//! entry's tree node as a spare (up to [`SPARE_NODES`]) and its page pack's
+//! entry's tree node as a spare (up to [`SPARES`](crate::vm::spares::SPARES)) and its page pack's
 //! allocation ([`VacantPack`]), and an insertion
 //! that reuses a free id keeps that id's node, so the next ALLOC takes both
 //! from the table ([`HandleTable::insert_recycled`]); three allocations and
@@ -28,7 +28,10 @@
 
 use crate::{
     asic::MAX_ASID,
-    vm::page_pack::{PhysPgPack, VacantPack},
+    vm::{
+        page_pack::{PhysPgPack, VacantPack},
+        spares::Spares,
+    },
 };
 use kernel::{
     prelude::*,
@@ -45,33 +48,6 @@ pub(crate) struct HandleEntry {
     /// The node this id will take in the free-id set when it is released
     /// (`Some` while the entry is in the table).
     free_node: Option<RBTreeNodeReservation<u32, ()>>,
-}
-
-/// Spare tree nodes of each kind a table keeps.
-pub(crate) const SPARE_NODES: usize = 4;
-
-/// Up to [`SPARE_NODES`] node reservations. O(SPARE_NODES) per call.
-struct Spares<T>([Option<T>; SPARE_NODES]);
-
-impl<T> Spares<T> {
-    const fn new() -> Self {
-        Self([const { None }; SPARE_NODES])
-    }
-
-    fn take(&mut self) -> Option<T> {
-        self.0.iter_mut().find_map(Option::take)
-    }
-
-    fn has(&self) -> bool {
-        self.0.iter().any(Option::is_some)
-    }
-
-    /// Keep `v` if there is room (else it is dropped).
-    fn put(&mut self, v: T) {
-        if let Some(slot) = self.0.iter_mut().find(|s| s.is_none()) {
-            *slot = Some(v);
-        }
-    }
 }
 
 /// The tree nodes one insertion needs, allocated before the table is locked.
@@ -137,7 +113,7 @@ impl HandleTable {
     /// Store `pack` under the lowest free handle with the table's spare
     /// nodes, if it has what the insertion needs; otherwise `Err(pack)`
     /// (reserve with [`HandleReservation::new`] and use [`Self::insert`]).
-    /// O(log n + SPARE_NODES), no allocation.
+    /// O(log n + SPARES), no allocation.
     pub(crate) fn insert_recycled(
         &mut self,
         pack: Arc<PhysPgPack>,

@@ -245,11 +245,13 @@ fn release_or_keep(
     proof: &Invalidated,
     kept: &mut RBTree<u64, Mapping>,
 ) {
-    if one.get().is_some_and(|m| m.releasable(proof)) {
-        if let Some(m) = one.tree.remove(&one.key) {
-            // Checked just above: `release` cannot refuse (if it did, the
-            // mapping's `Held` would leak it, never release it).
-            let _ = m.release(&vm.ranges, dev, proof).map_err(drop);
+    let released = one
+        .get_mut()
+        .is_some_and(|m| m.releasable(proof) && m.release(&vm.ranges, dev, proof));
+    if released {
+        // Emptied by its release: the node serves a later MAP.
+        if let Some(node) = one.tree.remove_node(&one.key) {
+            vm.mappings.lock().keep_node(node.into_reservation());
         }
     } else if let Some(node) = one.tree.remove_node(&one.key) {
         kept.insert(node);
@@ -336,7 +338,7 @@ pub(crate) fn map_device_va(vm: &ContextVm, handle: u64, hint: u64, flags: u32) 
     timer.lap(Phase::Handle);
     let size = pack.total_size;
     // The DRAM range's page is not a power of two: the page is the alignment.
-    let placed = MappingReservation::new(false).and_then(|res| {
+    let placed = MappingReservation::new(false, &vm.mappings).and_then(|res| {
         let req = va_request(size, 0, hint, flags);
         Ok((res, vm.alloc(VaRangeType::Dram, req).map_err(Error::from)?))
     });
@@ -525,7 +527,7 @@ pub(crate) fn map_host_va(
     let bytes = pinned.npages() as u64 * PAGE_SIZE as u64;
     let dma = host_dma_addrs(dev, &pinned, page_size)?;
     timer.lap(Phase::Lookup);
-    let res = MappingReservation::new(true)?;
+    let res = MappingReservation::new(true, &vm.mappings)?;
     let req = va_request(bytes, align, hint, flags);
     let va = vm.alloc(kind, req).map_err(Error::from)?;
     timer.lap(Phase::Va);
@@ -556,7 +558,7 @@ pub(crate) fn map_cb_va(vm: &ContextVm, cb: &Arc<CommandBuffer>) -> Result<u64> 
     }
     let dma = map_kernel_pages(dev.mmu.backend_arc(), cb.page_refs()?)?;
     let size = dma.len() as u64 * PAGE_SIZE as u64;
-    let res = MappingReservation::new(false)?;
+    let res = MappingReservation::new(false, &vm.mappings)?;
     let req = va_request(size, PAGE_SIZE as u64, 0, 0);
     let kind = VaRangeType::Host;
     let va = vm.alloc(kind, req).map_err(Error::from)?;

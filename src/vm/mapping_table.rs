@@ -18,6 +18,7 @@ use crate::{
         command_buffer::CommandBuffer,
         device_vm::DeviceVm,
         page_pack::PhysPgPack,
+        spares::Spares,
         userptr::{UserptrIndex, UserptrReservation},
         va_range::{VaRangeType, VaRanges},
     },
@@ -25,7 +26,7 @@ use crate::{
 use kernel::{
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation},
-    sync::Arc, //
+    sync::{Arc, Mutex}, //
 };
 
 /// What a mapping maps.
@@ -135,50 +136,31 @@ impl Mapping {
     /// Give the backing back (unpin the host pages, or drop the pack reference
     /// and the handle's mapping count) and free the VA, if `proof` covers the
     /// mapping and no PTE was left; otherwise `Err(self)` unchanged. O(log n).
-    // The refused mapping comes back whole (boxing it would allocate on the
-    // teardown path).
-    #[allow(clippy::result_large_err)]
-    pub(super) fn release(
-        self,
-        ranges: &VaRanges,
-        dev: &DeviceVm,
-        proof: &Invalidated,
-    ) -> Result<(), Self> {
+    /// Give back what the mapping held and its VA, if `proof` covers it and
+    /// its PTEs are gone (`false` and nothing changed otherwise); the
+    /// mapping is left empty, so its tree node can be kept for another
+    /// mapping. The VA goes back to `ranges`, a DRAM handle's mapping count
+    /// down, a host buffer is unpinned. O(log n).
+    pub(super) fn release(&mut self, ranges: &VaRanges, dev: &DeviceVm, proof: &Invalidated) -> bool {
         if self.ptes_left {
-            return Err(self);
+            return false;
         }
-        let Self {
-            held,
-            kind,
-            va,
-            size,
-            export_cnt,
-            ptes_left,
-        } = self;
-        let backing = held.release(proof).map_err(|held| Self {
-            held,
-            kind,
-            va,
-            size,
-            export_cnt,
-            ptes_left,
-        })?;
+        let Some(backing) = self.held.take(proof) else {
+            return false;
+        };
         // The VA of a mapping is an allocation until here: this cannot fail.
-        if ranges.free(kind, va, size).is_err() {
-            hl_err!("mapping: VA {:#x} was not an allocation\n", va);
+        if ranges.free(self.kind, self.va, self.size).is_err() {
+            hl_err!("mapping: VA {:#x} was not an allocation\n", self.va);
         }
         if let Backing::Dram { handle, pack } = &backing {
             release_mapping_count(dev, *handle, pack);
         }
         // A host buffer is unpinned here.
         drop(backing);
-        Ok(())
+        true
     }
 }
 
-/// Exactly one mapping in a tree of its own: a mapping in flight (being
-/// mapped, or unmapped and waiting for its invalidation). Its node moves to
-/// the mapping table or the quarantine without an allocation.
 pub(super) struct OneMapping {
     pub(super) tree: RBTree<u64, Mapping>,
     pub(super) key: u64,
@@ -210,6 +192,8 @@ pub(crate) struct MappingTable {
     pub(super) by_va: RBTree<u64, Mapping>,
     pub(super) userptrs: UserptrIndex,
     pub(super) quarantine: RBTree<u64, Mapping>,
+    /// Nodes of released mappings, for the next MAPs.
+    spare: Spares<RBTreeNodeReservation<u64, Mapping>>,
 }
 
 /// The tree nodes publishing one mapping needs, reserved before the lock.
@@ -219,14 +203,24 @@ pub(crate) struct MappingReservation {
 }
 
 impl MappingReservation {
-    /// Reserve the nodes for a mapping (with `host`: and its index entry).
-    pub(crate) fn new(host: bool) -> Result<Self> {
+    /// Reserve the nodes for a mapping (with `host`: and its index entry):
+    /// `table`'s spares if it has them (its lock taken once), allocated
+    /// otherwise (without the lock).
+    pub(crate) fn new(host: bool, table: &Mutex<MappingTable>) -> Result<Self> {
+        let (node, pin) = {
+            let mut t = table.lock();
+            let pin = if host { t.userptrs.take_spare() } else { None };
+            (t.spare.take(), pin)
+        };
         Ok(Self {
-            node: RBTreeNodeReservation::new(GFP_KERNEL)?,
-            pin_node: if host {
-                Some(RBTreeNodeReservation::new(GFP_KERNEL)?)
-            } else {
-                None
+            node: match node {
+                Some(n) => n,
+                None => RBTreeNodeReservation::new(GFP_KERNEL)?,
+            },
+            pin_node: match (host, pin) {
+                (false, _) => None,
+                (true, Some(p)) => Some(p),
+                (true, None) => Some(RBTreeNodeReservation::new(GFP_KERNEL)?),
             },
         })
     }
@@ -239,7 +233,13 @@ impl MappingTable {
             by_va: RBTree::new(),
             userptrs: UserptrIndex::new(),
             quarantine: RBTree::new(),
+            spare: Spares::new(),
         }
+    }
+
+    /// Keep the node of a released mapping for a later MAP. O(1).
+    pub(super) fn keep_node(&mut self, node: RBTreeNodeReservation<u64, Mapping>) {
+        self.spare.put(node);
     }
 
     /// Publish the mapping in flight `one`, with its index entry when it maps

@@ -11,6 +11,7 @@
 //! (`mapping.rs`), which adds and removes an entry in the same critical
 //! section as the host mapping it belongs to, and debugfs reads it.
 
+use crate::vm::spares::Spares;
 use kernel::{
     prelude::*,
     rbtree::{RBTree, RBTreeNodeReservation}, //
@@ -22,6 +23,9 @@ pub(crate) type UserptrReservation = RBTreeNodeReservation<(u64, u64), u32>;
 /// Host ranges pinned by a context, with how many mappings pin each.
 pub(crate) struct UserptrIndex {
     by_range: RBTree<(u64, u64), u32>,
+    /// Nodes of removed ranges (and unused reservations), for the next
+    /// insertions.
+    spare: Spares<UserptrReservation>,
 }
 
 impl UserptrIndex {
@@ -29,14 +33,21 @@ impl UserptrIndex {
     pub(crate) fn new() -> Self {
         Self {
             by_range: RBTree::new(),
+            spare: Spares::new(),
         }
     }
 
+    /// A node kept from an earlier removal, if any. O(1).
+    pub(crate) fn take_spare(&mut self) -> Option<UserptrReservation> {
+        self.spare.take()
+    }
+
     /// Record one more pin of `[addr, addr + size)`. O(log n), no allocation
-    /// (the node is `res`, dropped when the range is already known).
+    /// (the node is `res`, kept as a spare when the range is already known).
     pub(crate) fn insert(&mut self, addr: u64, size: u64, res: UserptrReservation) {
         if let Some(n) = self.by_range.get_mut(&(addr, size)) {
             *n += 1;
+            self.spare.put(res);
         } else {
             self.by_range.insert(res.into_node((addr, size), 1));
         }
@@ -51,7 +62,9 @@ impl UserptrIndex {
         };
         *n = n.saturating_sub(1);
         if *n == 0 {
-            self.by_range.remove(&(addr, size));
+            if let Some(node) = self.by_range.remove_node(&(addr, size)) {
+                self.spare.put(node.into_reservation());
+            }
         }
         true
     }
