@@ -141,7 +141,12 @@ impl Mapping {
     /// mapping is left empty, so its tree node can be kept for another
     /// mapping. The VA goes back to `ranges`, a DRAM handle's mapping count
     /// down, a host buffer is unpinned. O(log n).
-    pub(super) fn release(&mut self, ranges: &VaRanges, dev: &DeviceVm, proof: &Invalidated) -> bool {
+    pub(super) fn release(
+        &mut self,
+        ranges: &VaRanges,
+        dev: &DeviceVm,
+        proof: &Invalidated,
+    ) -> bool {
         if self.ptes_left {
             return false;
         }
