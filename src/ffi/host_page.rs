@@ -112,6 +112,13 @@ impl HostPage {
             return Err(EINVAL);
         }
         self.with_mapped(|addr| {
+            if cfg!(target_endian = "little") {
+                // The words are already little-endian in memory: one copy.
+                // SAFETY: `[off, off + len)` is inside the mapped page
+                // (checked above); `values` is `len` readable bytes.
+                unsafe { bindings::memcpy(addr.add(off).cast(), values.as_ptr().cast(), len) };
+                return;
+            }
             for (i, v) in values.iter().enumerate() {
                 let b = v.to_le_bytes();
                 // SAFETY: `off + 8 i + 8 <= off + len`, inside the mapped
