@@ -175,17 +175,24 @@ impl PinnedUserPages {
         {
             return false;
         }
+        // One physical address per huge page: inside a `huge`-aligned
+        // physical range the `struct page`s are consecutive in every memory
+        // model (a sparsemem section is larger), so page `k` of the piece is
+        // physically `k` pages after its first exactly when its `struct page`
+        // is `k` after the first's: a pointer comparison, no call.
         (0..self.pages.len()).all(|i| {
             let k = i.checked_rem(per).unwrap_or(0);
-            if k == 0 && i > 0 {
+            if k != 0 {
+                let first = self.pages.get(i - k).copied();
+                return first.is_some_and(|f| self.pages.get(i) == Some(&f.wrapping_add(k)));
+            }
+            if i > 0 {
                 // Once per huge page (512 small ones): a 1 GiB buffer is
                 // 262,144 pages.
                 super::sched::cond_resched();
             }
-            let (Some(first), Some(this)) = (self.phys(i - k), self.phys(i)) else {
-                return false;
-            };
-            first.checked_rem(huge) == Some(0) && this == first + k as u64 * page
+            self.phys(i)
+                .is_some_and(|first| first.checked_rem(huge) == Some(0))
         })
     }
 
