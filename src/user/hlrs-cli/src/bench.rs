@@ -201,18 +201,26 @@ fn pin_floor(index: u32) -> io::Result<()> {
     let path = format!("/sys/kernel/debug/habanalabs_rs/{index}/bench");
     let (mut map, mut unmap, mut pin, mut unpin) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let mut phases = [f64::MAX; PHASES.len()];
+    const UNMAP_PHASES: [&str; 4] = ["publish", "pte", "invalidate", "release"];
+    let mut unmap_phases = [f64::MAX; UNMAP_PHASES.len()];
     set_profiling(index, true)?;
     for _ in 0..3 {
         let before = read_profile(index)?;
         let t = Instant::now();
         let va = dev.map_host(buf.addr(), SIZE as u64, 0, 0)?;
         map.push(t.elapsed().as_nanos() as f64);
-        let d = delta(&before, &read_profile(index)?);
+        let mid = read_profile(index)?;
+        let d = delta(&before, &mid);
         let t = Instant::now();
         dev.unmap(va)?;
         unmap.push(t.elapsed().as_nanos() as f64);
+        let du = delta(&mid, &read_profile(index)?);
         for (p, name) in phases.iter_mut().zip(PHASES) {
             let ns = d.get(&format!("map_host.{name}_ns")).copied().unwrap_or(0);
+            *p = p.min(ns as f64);
+        }
+        for (p, name) in unmap_phases.iter_mut().zip(UNMAP_PHASES) {
+            let ns = du.get(&format!("unmap_host.{name}_ns")).copied().unwrap_or(0);
             *p = p.min(ns as f64);
         }
         std::fs::write(&path, format!("pin {:#x} {}", buf.addr(), SIZE))?;
@@ -231,6 +239,9 @@ fn pin_floor(index: u32) -> io::Result<()> {
     }
     for (name, v) in PHASES.iter().zip(phases) {
         emit(&format!("pin.map_1g.phase.{name}"), v, "ns");
+    }
+    for (name, v) in UNMAP_PHASES.iter().zip(unmap_phases) {
+        emit(&format!("pin.unmap_1g.phase.{name}"), v, "ns");
     }
     emit("pin.pages", (SIZE / 4096) as f64, "pages");
     Ok(())
