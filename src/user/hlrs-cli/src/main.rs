@@ -5,6 +5,7 @@ use hlrs::{uapi::HlInfoHwIpInfo, Device};
 use std::process::ExitCode;
 
 mod bench;
+mod bench_dma;
 mod dma;
 mod format;
 mod fuzz;
