@@ -96,7 +96,9 @@ fn lin_dma_size(dev: &Device, size: usize, name: &str, reps: usize) -> io::Resul
         cpu.push(t.elapsed().as_nanos() as f64);
     }
     if crate::dma::checksum(dst.as_slice()) != crate::dma::checksum(src.as_slice()) {
-        return Err(io::Error::other(format!("DMA of {name}: the bytes came back different")));
+        return Err(io::Error::other(format!(
+            "DMA of {name}: the bytes came back different"
+        )));
     }
     let memcpy = median_best(cpu).0;
     for (dir, v) in [("h2d", h2d), ("d2h", d2h)] {
