@@ -132,6 +132,16 @@ def command_submission(get, row):
             mib_s = lambda ns: size / (1 << 20) / (ns / 1e9)
             row(sec, f"{dlabel}, {label}", mib_s(t), "MiB/s", mib_s(m),
                 goal="dma.throughput" if name != "4k" else None)
+    # The same 2 MiB by other routes: what the host side's page walks and
+    # the IOMMU cost (hugetlbfs: one walk), and the copies alone (DRAM ->
+    # DRAM, SRAM -> SRAM), against the same memcpy.
+    size, m = get("dma.2m.bytes"), get("dma.h2d.2m.memcpy_ns")
+    for r, label in [("h2d_huge", "hugetlbfs host -> DRAM"), ("d2d", "DRAM -> DRAM"),
+                     ("s2s", "SRAM -> SRAM")]:
+        t = get(f"dma.route.{r}.2m")
+        if size and m and t:
+            mib_s = lambda ns: size / (1 << 20) / (ns / 1e9)
+            row(sec, f"{label}, 2 MiB", mib_s(t), "MiB/s", mib_s(m))
 
 
 def main():

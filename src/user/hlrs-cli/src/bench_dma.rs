@@ -112,6 +112,45 @@ fn lin_dma_size(dev: &Device, size: usize, name: &str, reps: usize) -> io::Resul
     dev.unmap(dva_host)
 }
 
+/// The median time of `reps` CSs of the CB mapped at `cb`. O(reps).
+fn median_cs(dev: &Device, cb: u64, len: u32, reps: usize) -> io::Result<f64> {
+    run_cb(dev, cb, len)?;
+    let mut v = Vec::new();
+    for _ in 0..reps {
+        let t = Instant::now();
+        run_cb(dev, cb, len)?;
+        v.push(t.elapsed().as_nanos() as f64);
+    }
+    Ok(median_best(v).0)
+}
+
+/// Where a 2 MiB LIN_DMA's time goes, by route (`dma.route.<r>.2m`): from
+/// a hugetlbfs buffer (one PMMU walk for the 2 MiB instead of 512),
+/// DRAM -> DRAM (no host page, no IOMMU: two copies through the bounce
+/// buffer and the DRAM chunks' lookups), SRAM -> SRAM (no MMU at all).
+/// O(reps x 2 MiB).
+fn lin_dma_routes(dev: &Device) -> io::Result<()> {
+    const SIZE: u32 = 2 << 20;
+    const SRAM: u64 = 0x1000_FFFF_FD00_0000;
+    let huge = HostBuffer::hugetlb(SIZE as usize)?;
+    let hva = dev.map_host(huge.addr(), u64::from(SIZE), 0, 0)?;
+    let h = dev.alloc(2 * u64::from(SIZE), 0)?;
+    let dram = dev.map(h, 0, 0)?;
+    for (route, src, dst) in [
+        ("h2d_huge", hva, dram),
+        ("d2d", dram, dram + u64::from(SIZE)),
+        ("s2s", SRAM, SRAM + u64::from(SIZE)),
+    ] {
+        let cb = Cb::new().lin_dma(src, dst, SIZE);
+        let (_b, va) = map_cb(dev, &cb)?;
+        let t = median_cs(dev, va, cb.len(), 9)?;
+        emit(&format!("dma.route.{route}.2m"), t, "ns");
+    }
+    dev.unmap(dram)?;
+    dev.free(h)?;
+    dev.unmap(hva)
+}
+
 /// Section 2: one NOP CS waited for, against the null ioctl; then
 /// pipelined. O(CSs).
 fn nop_cs(dev: &Device) -> io::Result<()> {
@@ -186,5 +225,5 @@ pub fn run(index: u32) -> io::Result<()> {
     for (size, name, reps) in SIZES {
         lin_dma_size(&dev, size, name, reps)?;
     }
-    Ok(())
+    lin_dma_routes(&dev)
 }
