@@ -32,12 +32,36 @@ pub(crate) enum CsStatus {
     TimedOut,
 }
 
-/// How long a wait polls the fence before it sleeps (ns): a CS that ends
-/// by then (a NOP, a DMA of a few pages) is seen without a sleep and the
-/// wake-up that ends it (an IPI to an idle CPU, under TCG 11 us for the
+/// The longest a wait polls the fence before it sleeps (ns): a CS that
+/// ends by then (a NOP, a DMA of a few pages) is seen without a sleep and
+/// the wake-up that ends it (an IPI to an idle CPU: under TCG 11 us for the
 /// engine that signals and 27 us until the waiter runs), as i915 spins on a
 /// request before sleeping.
-const WAIT_POLL_NS: i64 = 100_000;
+const WAIT_POLL_MAX_NS: i64 = 100_000;
+/// The first window after polling was off (ns).
+const WAIT_POLL_START_NS: i64 = 10_000;
+
+/// How long waits poll now (ns), adapted as KVM adapts its halt polling
+/// (`halt_poll_ns`, grow from 10 us by doubling, shrink to 0): doubled up to
+/// [`WAIT_POLL_MAX_NS`] after a wait that ended within that bound, 0 after
+/// one that did not. Polling pays only while CSs end quickly and the
+/// engine's CPU is free; after a long DMA, or on a loaded host where the
+/// engine's (virtual) CPU runs late, waits sleep at once. Shared by every
+/// device (a hint, updated without ordering).
+static WAIT_POLL_NS: Atomic<i64> = Atomic::new(WAIT_POLL_START_NS);
+
+/// Adapt [`WAIT_POLL_NS`] to a wait that took `took` ns to see its fence
+/// done (`None`: not done). O(1).
+fn adapt_poll(took: Option<i64>) {
+    let next = match took {
+        Some(ns) if ns <= WAIT_POLL_MAX_NS => WAIT_POLL_NS
+            .load(Relaxed)
+            .saturating_mul(2)
+            .clamp(WAIT_POLL_START_NS, WAIT_POLL_MAX_NS),
+        _ => 0,
+    };
+    WAIT_POLL_NS.store(next, Relaxed);
+}
 
 /// Poll `ready` until it answers `true`, `ns` nanoseconds have passed or
 /// another task wants the CPU ([`alone_on_cpu`]: it may be the engine's
@@ -130,15 +154,28 @@ impl Fence {
     }
 
     /// Wait until the fence is done, `timeout_us` microseconds pass (0: do
-    /// not wait), or a signal comes: polled for up to [`WAIT_POLL_NS`]
-    /// first, then asleep. Timeouts count in whole jiffies, rounded up, as
+    /// not wait), or a signal comes: polled for [`WAIT_POLL_NS`] first (at
+    /// most [`WAIT_POLL_MAX_NS`]), then asleep. Timeouts count in whole jiffies, rounded up, as
     /// upstream's `usecs_to_jiffies`; a timeout beyond `u32::MAX` ms waits
     /// for ever. O(1) besides the poll and the sleep.
     pub(crate) fn wait(&self, timeout_us: u64) -> Waited {
-        if timeout_us > 0 {
-            let ns = i64::try_from(timeout_us.saturating_mul(1000)).unwrap_or(i64::MAX);
-            poll_for(ns.min(WAIT_POLL_NS), || self.finished.load(Acquire));
+        if timeout_us == 0 || self.finished.load(Acquire) {
+            return self.wait_for(timeout_us);
         }
+        let start = ktime_ns();
+        let ns = i64::try_from(timeout_us.saturating_mul(1000)).unwrap_or(i64::MAX);
+        let window = WAIT_POLL_NS.load(Relaxed).min(ns);
+        if window > 0 {
+            poll_for(window, || self.finished.load(Acquire));
+        }
+        let r = self.wait_for(timeout_us);
+        let took = ktime_ns().saturating_sub(start);
+        adapt_poll(matches!(r, Waited::Done(_)).then_some(took));
+        r
+    }
+
+    /// [`Self::wait`] without the poll.
+    fn wait_for(&self, timeout_us: u64) -> Waited {
         let mut state = self.state.lock();
         if let Some(f) = *state {
             return Waited::Done(f);
