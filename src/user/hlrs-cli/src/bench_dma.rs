@@ -16,7 +16,10 @@
 //! Every transfer is checked (the destination's checksum), so a wrong byte
 //! fails the run; no figure fails it.
 
-use crate::bench::{against_null, emit, median_best};
+use crate::{
+    bench::{against_null, emit, median_best},
+    dma::map_cb,
+};
 use hlrs::{
     cs::{Cb, Cs},
     uapi::*,
@@ -54,13 +57,6 @@ fn run_cb(dev: &Device, cb: u64, len: u32) -> io::Result<()> {
         hlrs::cs::CsDone::Completed { .. } => Ok(()),
         other => Err(io::Error::other(format!("CS {}: {other:?}", f.seq))),
     }
-}
-
-/// A CB in a host buffer of its own, mapped; the buffer and its VA.
-fn map_cb(dev: &Device, cb: &Cb) -> io::Result<(HostBuffer, u64)> {
-    let b = cb.to_host_buffer()?;
-    let va = dev.map_host(b.addr(), b.len() as u64, 0, 0)?;
-    Ok((b, va))
 }
 
 /// Section 1 for one size: host -> DRAM then DRAM -> host, each timed

@@ -397,27 +397,19 @@ fn run(cli: &Cli) -> std::io::Result<String> {
                 println!("mapped {host} {kind}host bytes at {va:#x}");
                 host_va = Some(va);
             }
-            let busy_cb = if busy {
-                let cb = dma::busy_cb(host_va.zip(first).map(|(h, d)| (h, d, host)));
-                let (b, va) = dma::map_cb(&dev, &cb)?;
-                let f = hlrs::cs::Cs::new()
-                    .chunk(dma::DEFAULT_QUEUE, va, cb.len())
-                    .submit(&dev)?;
-                println!("submitted CS {} (busy)", f.seq);
-                Some(b)
-            } else {
-                None
+            let busy_cb = match busy {
+                true => {
+                    let cb = dma::busy_cb(host_va.zip(first).map(|(h, d)| (h, d, host)));
+                    Some(dma::submit_mapped(&dev, &cb, "busy")?)
+                }
+                false => None,
             };
             let busy_dram_cb = match (busy_dram, vas.as_slice()) {
                 (None, _) => None,
                 (Some(n), [dst, src, ..]) => {
                     let cb = hlrs::cs::Cb::new().lin_dma(*src, *dst, n);
-                    let (b, va) = dma::map_cb(&dev, &cb)?;
-                    let f = hlrs::cs::Cs::new()
-                        .chunk(dma::DEFAULT_QUEUE, va, cb.len())
-                        .submit(&dev)?;
-                    println!("submitted CS {} (a {n}-byte DRAM -> DRAM LIN_DMA)", f.seq);
-                    Some(b)
+                    let what = format!("a {n}-byte DRAM -> DRAM LIN_DMA");
+                    Some(dma::submit_mapped(&dev, &cb, &what)?)
                 }
                 (Some(_), _) => return Err(std::io::Error::from_raw_os_error(22)),
             };
