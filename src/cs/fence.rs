@@ -35,23 +35,25 @@ pub(crate) enum CsStatus {
 /// The longest a wait polls the fence before it sleeps (ns): a CS that
 /// ends by then (a NOP, a DMA of a few pages) is seen without a sleep and
 /// the wake-up that ends it (an IPI to an idle CPU: under TCG 11 us for the
-/// engine that signals and 27 us until the waiter runs), as i915 spins on a
-/// request before sleeping.
-const WAIT_POLL_MAX_NS: i64 = 100_000;
+/// engine that signals and 27 us until the waiter runs on the production
+/// kernel, milliseconds on the debug kernel, where a NOP CS ends 150-250 us
+/// into its wait), as i915 spins on a request before sleeping.
+const WAIT_POLL_MAX_NS: i64 = 500_000;
 /// The first window after polling was off (ns).
 const WAIT_POLL_START_NS: i64 = 10_000;
 
 /// How long waits poll now (ns), adapted as KVM adapts its halt polling
 /// (`halt_poll_ns`, grow from 10 us by doubling, shrink to 0): doubled up to
-/// [`WAIT_POLL_MAX_NS`] after a wait that ended within that bound, 0 after
-/// one that did not. Polling pays only while CSs end quickly and the
+/// [`WAIT_POLL_MAX_NS`] after a wait whose fence was signalled within that
+/// bound of the wait's start (whether or not the poll lasted that long),
+/// 0 after one whose fence was not. Polling pays only while CSs end quickly and the
 /// engine's CPU is free; after a long DMA, or on a loaded host where the
 /// engine's (virtual) CPU runs late, waits sleep at once. Shared by every
 /// device (a hint, updated without ordering).
 static WAIT_POLL_NS: Atomic<i64> = Atomic::new(WAIT_POLL_START_NS);
 
-/// Adapt [`WAIT_POLL_NS`] to a wait that took `took` ns to see its fence
-/// done (`None`: not done). O(1).
+/// Adapt [`WAIT_POLL_NS`] to a wait whose fence was signalled `took` ns
+/// after the wait began (`None`: not done). O(1).
 fn adapt_poll(took: Option<i64>) {
     let next = match took {
         Some(ns) if ns <= WAIT_POLL_MAX_NS => WAIT_POLL_NS
@@ -105,6 +107,8 @@ pub(crate) struct Fence {
     state: Mutex<Option<Finished>>,
     /// `state` is set (polled without its lock).
     finished: Atomic<bool>,
+    /// When it was signalled (ktime ns), for the wait's poll window.
+    signalled_ns: Atomic<i64>,
     #[pin]
     done: CondVar,
 }
@@ -117,6 +121,7 @@ impl Fence {
                 seq: Atomic::new(seq),
                 state <- new_mutex!(None),
                 finished: Atomic::new(false),
+                signalled_ns: Atomic::new(0),
                 done <- new_condvar!("Fence::done"),
             }),
             GFP_KERNEL,
@@ -137,13 +142,19 @@ impl Fence {
         this.seq.store(seq, Relaxed);
         *this.state.lock() = None;
         this.finished.store(false, Relaxed);
+        this.signalled_ns.store(0, Relaxed);
         this.into()
     }
 
     /// Mark the fence done with `f` (only the first call counts) and wake
     /// every waiter. O(waiters).
     pub(crate) fn signal(&self, f: Finished) {
-        self.state.lock().get_or_insert(f);
+        let mut state = self.state.lock();
+        if state.is_none() {
+            *state = Some(f);
+            self.signalled_ns.store(ktime_ns(), Relaxed);
+        }
+        drop(state);
         self.finished.store(true, Release);
         self.done.notify_all();
     }
@@ -169,7 +180,8 @@ impl Fence {
             poll_for(window, || self.finished.load(Acquire));
         }
         let r = self.wait_for(timeout_us);
-        let took = ktime_ns().saturating_sub(start);
+        // Seen done: `signalled_ns` was stored before `finished`.
+        let took = self.signalled_ns.load(Relaxed).saturating_sub(start);
         adapt_poll(matches!(r, Waited::Done(_)).then_some(took));
         r
     }

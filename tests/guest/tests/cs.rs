@@ -902,6 +902,7 @@ fn a_256_mib_round_trip_across_the_pages_of_a_scattered_handle() {
     let tw = two.map(0, 0).unwrap();
     let across = tw.va() + page - (100 << 20) - 1;
     let len = SIZE - 4093;
+    let t = std::time::Instant::now();
     round_trip(
         &d,
         EDMA,
@@ -910,6 +911,7 @@ fn a_256_mib_round_trip_across_the_pages_of_a_scattered_handle() {
         across,
         len,
     );
+    eprintln!("256 MiB there and back: {:?}", t.elapsed());
     tw.unmap().unwrap();
     two.free().unwrap();
     d.free(a).unwrap();
