@@ -375,6 +375,8 @@ pub const GAUDI2_ENGINE_IDS_PER_DCORE: u16 = 11;
 pub const GAUDI2_ENGINE_ID_PDMA_0: u16 = 45;
 /// `GAUDI2_ENGINE_ID_PDMA_1`.
 pub const GAUDI2_ENGINE_ID_PDMA_1: u16 = 46;
+/// `GAUDI2_ENGINE_ID_KDMA` (the driver's own DMA engine).
+pub const GAUDI2_ENGINE_ID_KDMA: u16 = 78;
 
 // --- Gaudi2 packets (include/gaudi2/gaudi2_packets.h) --------------------------------------------
 //

@@ -175,7 +175,17 @@ impl ContextCs {
             self.count_drop(DropKind::MaxCsInFlight);
             return Err(EAGAIN);
         }
-        let fence = Fence::new(seq).inspect_err(|_| self.count_drop(DropKind::OutOfMem))?;
+        // The slot's fence (of CS seq - 64, finished) is reused if no
+        // waiter holds it.
+        let fence = match track
+            .fences
+            .get_mut(at)
+            .and_then(Option::take)
+            .and_then(Arc::into_unique_or_drop)
+        {
+            Some(old) => Fence::reuse(old, seq),
+            None => Fence::new(seq).inspect_err(|_| self.count_drop(DropKind::OutOfMem))?,
+        };
         let flight = Arc::new(
             Flight {
                 seq,
@@ -276,7 +286,7 @@ impl ContextCs {
             return Ok(None);
         }
         let f = track.fences.get(slot(seq)).and_then(Option::as_ref);
-        Ok(f.filter(|f| f.seq == seq).cloned())
+        Ok(f.filter(|f| f.seq() == seq).cloned())
     }
 
     /// Take the kept outcome of `seq` (`hl_pop_cs_outcome`). O(256).

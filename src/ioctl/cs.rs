@@ -22,7 +22,7 @@
 
 use crate::{
     cs::{
-        submit::{self, ChunkSource, CsIn},
+        submit::{self, ChunkSource, Chunks, CsIn, INLINE_CHUNKS},
         wait::{wait_cs, WaitCs},
     },
     file::ComputeFile,
@@ -38,20 +38,27 @@ use kernel::{
 pub(crate) struct UserChunks;
 
 impl ChunkSource for UserChunks {
-    fn read(&self, addr: u64, n: u32) -> Result<KVVec<HlCsChunk>> {
+    fn read(&self, addr: u64, n: u32) -> Result<Chunks> {
         let n = n as usize;
         let len = n
             .checked_mul(core::mem::size_of::<HlCsChunk>())
             .ok_or(EINVAL)?;
         let addr = usize::try_from(addr).map_err(|_| EFAULT)?;
         let mut reader = UserSlice::new(UserPtr::from_addr(addr), len).reader();
+        if n <= INLINE_CHUNKS {
+            let mut a = [HlCsChunk::default(); INLINE_CHUNKS];
+            for c in a.iter_mut().take(n) {
+                *c = reader.read::<HlCsChunk>()?;
+            }
+            return Ok(Chunks::inline(a, n));
+        }
         let mut chunks = KVVec::with_capacity(n, GFP_KERNEL)?;
         for _ in 0..n {
             chunks
                 .push_within_capacity(reader.read::<HlCsChunk>()?)
                 .map_err(|_| ENOMEM)?;
         }
-        Ok(chunks)
+        Ok(Chunks::heap(chunks))
     }
 }
 
@@ -524,7 +531,7 @@ mod tests {
     struct Src<'a>(&'a [HlCsChunk], &'a [HlCsChunk]);
 
     impl ChunkSource for Src<'_> {
-        fn read(&self, addr: u64, n: u32) -> Result<KVVec<HlCsChunk>> {
+        fn read(&self, addr: u64, n: u32) -> Result<Chunks> {
             let from = match addr {
                 1 => self.1,
                 0xBAD => return Err(EFAULT),
@@ -534,7 +541,7 @@ mod tests {
             for c in from.iter().take(n as usize) {
                 v.push(*c, GFP_KERNEL)?;
             }
-            Ok(v)
+            Ok(Chunks::heap(v))
         }
     }
 

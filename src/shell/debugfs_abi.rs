@@ -20,7 +20,7 @@
 //! | `clk_gate` | empty | accepted and ignored (as upstream) |
 //! | `memory_scrub` | - | anything: write `memory_scrub_val` over the user DRAM (`EBUSY` while a compute context exists, `EIO` when not operational) |
 //! | `memory_scrub_val` | `0x%016llx` | the scrub pattern (`kstrtoull` base 0, as `debugfs_create_x64`) |
-//! | `dma_size` | - | a hexadecimal size (1..128 MiB): read that much at `addr` (a DRAM VA of the open context or SRAM) into `data_dma`; `EINVAL` for a bad size or address, `EIO` when the read fails (no context, an unmapped page) |
+//! | `dma_size` | - | a hexadecimal size (1..128 MiB): read that much at `addr` (a DRAM VA of the open context or SRAM) into `data_dma`, by the simulated KDMA through the device's MMU model (STLB, hardware walk), as upstream's KDMA reads; `EINVAL` for a bad size or address, `EIO` when the read fails (no context, an unmapped page) |
 //! | `data_dma` | the bytes the last `dma_size` read (a blob) | - |
 //!
 //! `data32`/`data64` follow `hl_access_mem` (debugfs.c:1091-1136): an address
@@ -42,7 +42,9 @@ use crate::{
         debugfs::{Dir, FileDef, Prepared},
         pin::PinnedUserPages,
     },
+    hw::sim::engine_mem::EngineAccess,
     mmu::walk::Translation,
+    uapi::GAUDI2_ENGINE_ID_KDMA,
     vm::{context_vm::ContextVm, mapping_table::Backing, va_range::VaRangeType},
 };
 use kernel::{
@@ -210,27 +212,23 @@ fn data_dma(p: &AbiFiles) -> Option<Arc<KVVec<u8>>> {
     p.data_dma.lock().clone()
 }
 
-/// What upstream's KDMA read under the compute context reaches: SRAM
-/// directly; a DRAM VA through the context's tables, 4 KiB at a time (the
-/// smallest page, so each piece is physically contiguous). An unmapped page
-/// is `EFAULT` (the KDMA's MMU fault). O(size / 4 KiB x hops).
+/// What upstream's KDMA read under the compute context reaches, read by
+/// the simulated KDMA ([`GAUDI2_ENGINE_ID_KDMA`]) as the engines read: SRAM
+/// by address; a DRAM VA with the context's ASID through the HMMU's STLB
+/// and hardware walk (not the page-walk oracle), so it sees what an engine
+/// sees, a skipped invalidation included. A DRAM VA without a compute
+/// context is `EINVAL`; an unmapped page `EFAULT` (the KDMA's MMU fault,
+/// recorded in the device's engine-fault log like any engine's).
+/// O(size / 4 KiB x (ways + hops on a miss)).
 fn read_internal(dev: &HlDevice, addr: u64, buf: &mut [u8]) -> Result {
-    let backend = dev.backend();
-    if !dev.asic.dram_va.contains_area(addr, 1) {
-        return backend.sram_read(addr, buf);
-    }
-    let vm = dev.state.lock().active_vm.clone().ok_or(EINVAL)?;
-    let page = PAGE_SIZE as u64;
-    let mut done = 0usize;
-    while done < buf.len() {
-        let va = addr.checked_add(done as u64).ok_or(EINVAL)?;
-        let n = core::cmp::min((page - va % page) as usize, buf.len() - done);
-        let pa = vm.translate(va).map_err(|_| EFAULT)?.pa;
-        let dst = buf.get_mut(done..done + n).ok_or(EINVAL)?;
-        backend.dram_read(pa, dst)?;
-        done += n;
-    }
-    Ok(())
+    let asid = if dev.asic.dram_va.contains_area(addr, 1) {
+        dev.state.lock().active_vm.as_ref().ok_or(EINVAL)?.asid
+    } else {
+        0
+    };
+    dev.sim
+        .engine_read(EngineAccess::new(GAUDI2_ENGINE_ID_KDMA, asid), addr, buf)
+        .map_err(|_| EFAULT)
 }
 
 fn show_data32(p: &AbiFiles, f: &mut fmt::Formatter<'_>) -> Result {

@@ -22,7 +22,10 @@
 //! [`JobOwner::done`], with no lock of the engine held; the owner (the
 //! driver's CS) is told to stop through [`JobOwner::stop`], polled between
 //! packets and DMA chunks. An engine is busy (HW_IDLE) while it runs a job
-//! or has one queued.
+//! or has one queued. A submission enqueues an engine's work item only when
+//! the item is not already queued or draining the FIFO (`Fifo::active`):
+//! re-queueing a running work item on an unbound workqueue wakes an idle
+//! worker (an IPI to an idle CPU) only for it to hand the item back.
 //!
 //! **Bounds.** Like a QMAN's PQ of `HL_QUEUE_LENGTH` entries, a stream
 //! takes at most [`QUEUE_LENGTH`] jobs that have not ended; a batch that
@@ -165,6 +168,10 @@ struct Fifo {
     jobs: List<HwJob>,
     /// A job was taken and has not ended.
     running: bool,
+    /// The engine's work item is queued or in its loop, and takes every job
+    /// pushed before it clears this (under the lock): a submission enqueues
+    /// the work item only when it is not set.
+    active: bool,
 }
 
 /// One engine: its FIFO, its buffers and the work item that drains it.
@@ -199,7 +206,11 @@ impl WorkItem for Engine {
                 fifo.running = job.is_some();
                 match job {
                     Some(j) => j,
-                    None => return,
+                    None => {
+                        // The next submission enqueues the work item again.
+                        fifo.active = false;
+                        return;
+                    }
                 }
             };
             let who = EngineAccess::new(this.id, job.asid);
@@ -225,6 +236,7 @@ impl Engine {
                 fifo <- new_mutex!(Fifo {
                     jobs: List::new(),
                     running: false,
+                    active: false,
                 }),
                 scratch <- new_mutex!(scratch),
                 streams: core::array::from_fn(|_| Atomic::new(0)),
@@ -299,14 +311,18 @@ impl Qman {
             if let Some(n) = engine.streams.get(s) {
                 n.add(1, Relaxed);
             }
-            engine.fifo.lock().jobs.push_back(job);
-            if let Some(st) = started.get_mut(e) {
-                *st = true;
+            let mut fifo = engine.fifo.lock();
+            fifo.jobs.push_back(job);
+            if !fifo.active {
+                fifo.active = true;
+                if let Some(st) = started.get_mut(e) {
+                    *st = true;
+                }
             }
         }
         for (engine, _) in self.engines.iter().zip(started).filter(|(_, s)| *s) {
-            // Already queued: the running or pending work item will see
-            // the new jobs.
+            // Not active: the work item is idle, or past its last look at
+            // the FIFO (then queued again, it runs once more).
             let _ = wq.enqueue(engine.clone());
         }
         Ok(())

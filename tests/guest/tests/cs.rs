@@ -291,31 +291,63 @@ fn sixty_four_chunks_on_every_queue_in_one_cs() {
 }
 
 #[test]
-fn ten_thousand_back_to_back_nop_css() {
+fn a_hundred_thousand_back_to_back_nop_css() {
     guest_only!();
     let d = Device::open_compute(0).unwrap();
     let cb = host_cb(&d, &Cb::new().nop());
     let t = std::time::Instant::now();
-    let n = 10_000u64;
-    for i in 1..=n {
+    let serial = 1_000u64;
+    for i in 1..=serial {
         let f = Cs::new().chunk(PDMA, cb.va(), cb.len).submit(&d).unwrap();
         assert_eq!(f.seq, i);
         f.wait(&d, 10 * SEC).unwrap();
     }
-    let per = t.elapsed() / n as u32;
-    eprintln!("CS+WAIT_CS of one NOP: {per:?} each over {n}");
-    // Pipelined: up to 64 in flight, waited for in order.
-    let mut last = 0;
-    for _ in 0..n {
+    let per = t.elapsed() / serial as u32;
+    eprintln!("CS+WAIT_CS of one NOP: {per:?} each over {serial}");
+    // Back to back: 100,000 CSs submitted without waiting for each, the
+    // window of 64 kept by waiting, every 32 CSs, for the CS 32 back; every
+    // sequence in order, none refused.
+    let t = std::time::Instant::now();
+    let n = 100_000u64;
+    for i in serial + 1..=serial + n {
+        if i % 32 == 0 {
+            let done = d.wait_cs(i - 32, 10 * SEC).unwrap();
+            assert!(matches!(done, CsDone::Completed { .. }), "CS {}", i - 32);
+        }
+        let f = Cs::new().chunk(PDMA, cb.va(), cb.len).submit(&d).unwrap();
+        assert_eq!(f.seq, i);
+    }
+    let last = serial + n;
+    assert_eq!(
+        d.wait_cs(last, 10 * SEC).unwrap(),
+        CsDone::Completed {
+            gone: false,
+            timestamp: None
+        }
+    );
+    eprintln!(
+        "{n} NOP CSs back to back: {:?} each",
+        t.elapsed() / n as u32
+    );
+    // Past the window: EAGAIN, not a lost CS.
+    let mut refused = 0;
+    let mut top = last;
+    for _ in 0..200 {
         match Cs::new().chunk(PDMA, cb.va(), cb.len).submit(&d) {
-            Ok(f) => last = f.seq,
+            Ok(f) => {
+                top += 1;
+                assert_eq!(f.seq, top);
+            }
             Err(e) => {
                 assert_eq!(hlrs::errno(&e), EAGAIN);
-                d.wait_cs(last, 10 * SEC).unwrap();
+                refused += 1;
+                d.wait_cs(top, 10 * SEC).unwrap();
             }
         }
     }
-    d.wait_cs(last, 10 * SEC).unwrap();
+    d.wait_cs(top, 10 * SEC).unwrap();
+    assert_eq!(top - last + refused, 200);
+    assert_eq!(d.hw_idle().unwrap().is_idle, 1);
 }
 
 #[test]
@@ -789,10 +821,10 @@ fn closing_with_dmas_in_flight_stops_them_and_unpins() {
 }
 
 #[test]
-fn big_round_trips_64_mib_through_dram_and_48_mib_through_sram() {
+fn big_round_trips_64_mib_through_contiguous_dram_and_48_mib_through_sram() {
     guest_only!();
     let d = Device::open_compute(0).unwrap();
-    let dram = d.allocate(1 << 30, 0).unwrap();
+    let dram = d.allocate(1 << 30, HL_MEM_CONTIGUOUS).unwrap();
     let dm = dram.map(0, 0).unwrap();
     for (size, mid, queue) in [
         (64usize << 20, dm.va() + 4096 + 3, PDMA),
@@ -817,6 +849,123 @@ fn big_round_trips_64_mib_through_dram_and_48_mib_through_sram() {
         );
         assert_eq!(checksum(dst.as_slice()), checksum(src.as_slice()));
     }
+}
+
+/// Host -> DRAM at `dram` -> host of `len` bytes of `src` into `dst` (both
+/// mapped at `sva`/`dva`, at byte offsets `so`/`dof` of them), one CS of
+/// two LIN_DMAs on `queue`; `dst` must come back equal.
+fn round_trip(
+    d: &Device,
+    queue: u32,
+    (src, sva, so): (&HostBuffer, u64, usize),
+    (dst, dva, dof): (&HostBuffer, u64, usize),
+    dram: u64,
+    len: usize,
+) {
+    let n = u32::try_from(len).unwrap();
+    let cb = Cb::new()
+        .lin_dma(sva + so as u64, dram, n)
+        .lin_dma(dram, dva + dof as u64, n);
+    assert_eq!(
+        run(d, queue, &cb).unwrap(),
+        CsDone::Completed {
+            gone: false,
+            timestamp: None
+        },
+        "{len} bytes through {dram:#x}"
+    );
+    assert!(
+        dst.as_slice()[dof..dof + len] == src.as_slice()[so..so + len],
+        "{len} bytes through {dram:#x} came back different"
+    );
+}
+
+#[test]
+fn a_256_mib_round_trip_across_the_pages_of_a_scattered_handle() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let page = d.hw_ip_info().unwrap().dram_page_size;
+    const SIZE: usize = 256 << 20;
+    let mut src = HostBuffer::new(SIZE + 8).unwrap();
+    pattern(src.as_mut_slice(), 256);
+    let dst = HostBuffer::new(SIZE + 8).unwrap();
+    let sm = d.map_buffer(src.as_slice(), 0, 0).unwrap();
+    let tm = d.map_buffer(dst.as_slice(), 0, 0).unwrap();
+    // A scattered handle of two pages, with a page freed between them, so
+    // they are not adjacent: an odd size across the boundary of its pages,
+    // at odd host offsets (a contiguous handle: the 64 MiB round trip).
+    let a = d.alloc(page, 0).unwrap();
+    let hole = d.alloc(page, 0).unwrap();
+    let b = d.alloc(page, 0).unwrap();
+    d.free(hole).unwrap();
+    let two = d.allocate(2 * page, 0).unwrap();
+    let tw = two.map(0, 0).unwrap();
+    let across = tw.va() + page - (100 << 20) - 1;
+    let len = SIZE - 4093;
+    let t = std::time::Instant::now();
+    round_trip(
+        &d,
+        EDMA,
+        (&src, sm.va(), 8),
+        (&dst, tm.va(), 1),
+        across,
+        len,
+    );
+    eprintln!("256 MiB there and back: {:?}", t.elapsed());
+    tw.unmap().unwrap();
+    two.free().unwrap();
+    d.free(a).unwrap();
+    d.free(b).unwrap();
+    let u = d.dram_usage().unwrap();
+    assert_eq!(u.dram_free_mem, d.hw_ip_info().unwrap().dram_size);
+    drop((sm, tm));
+    drop(d);
+    release_dram_backing();
+}
+
+/// Give back the guest memory that backs the simulated DRAM written so far
+/// (it stays backed, freed or not, until a scrub or the unload): a scrub to
+/// zeros (debugfs `memory_scrub`), with no compute context open.
+fn release_dram_backing() {
+    hlrs::debugfs::DebugfsMem::new(0).scrub(0).unwrap();
+}
+
+#[test]
+fn round_trips_from_and_to_hugetlbfs_buffers() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    // Three 2 MiB pages each (the guest reserves 16): mapped with 2 MiB
+    // leaves, one STLB entry per page.
+    let mut src = HostBuffer::hugetlb(6 << 20).unwrap();
+    pattern(src.as_mut_slice(), 2);
+    let dst = HostBuffer::hugetlb(6 << 20).unwrap();
+    let sva = d.map_host(src.addr(), src.len() as u64, 0, 0).unwrap();
+    let dva = d.map_host(dst.addr(), dst.len() as u64, 0, 0).unwrap();
+    let dram = d.allocate(1 << 30, 0).unwrap();
+    let dm = dram.map(0, 0).unwrap();
+    // Across both huge-page boundaries, at odd offsets; through DRAM and
+    // through SRAM; and a few bytes astride one boundary.
+    let len = (6 << 20) - 4099;
+    round_trip(
+        &d,
+        PDMA,
+        (&src, sva, 1),
+        (&dst, dva, 4097),
+        dm.va() + 3,
+        len,
+    );
+    round_trip(&d, EDMA, (&src, sva, 2), (&dst, dva, 7), SRAM + 5, len);
+    let edge = (2 << 20) - 3;
+    round_trip(
+        &d,
+        PDMA,
+        (&src, sva, edge),
+        (&dst, dva, edge + 1),
+        dm.va(),
+        7,
+    );
+    d.unmap(sva).unwrap();
+    d.unmap(dva).unwrap();
 }
 
 #[test]
@@ -869,6 +1018,31 @@ fn killing_a_process_with_a_dma_in_flight() {
     let u = d.dram_usage().unwrap();
     assert_eq!(u.dram_free_mem, d.hw_ip_info().unwrap().dram_size);
     assert_eq!(run_seq(&d), 1);
+}
+
+#[test]
+fn killing_a_process_during_a_1_gib_dma() {
+    guest_only!();
+    // One LIN_DMA of 1 GiB from DRAM never written (nothing backs it) to
+    // another handle: the kill comes while it runs.
+    let gib = (1u64 << 30).to_string();
+    let mut child =
+        hlrs_guest_tests::spawn_hold(&["--count", "2", "--size", &gib, "--busy-dram", &gib]);
+    // Submitted before the child said it holds; 1 GiB takes the engine far
+    // longer than this (hundreds of ms at the fastest).
+    let control = Device::open_control(0).unwrap();
+    let busy = control.hw_idle().unwrap().is_idle == 0;
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // The release stopped the engine and freed both handles.
+    assert_eq!(control.hw_idle().unwrap().is_idle, 1);
+    let u = control.dram_usage().unwrap();
+    assert_eq!(u.dram_free_mem, control.hw_ip_info().unwrap().dram_size);
+    let d = Device::open_compute(0).unwrap();
+    assert_eq!(run_seq(&d), 1);
+    drop(d);
+    eprintln!("killed with the 1 GiB DMA in flight: {busy}");
+    release_dram_backing();
 }
 
 #[test]

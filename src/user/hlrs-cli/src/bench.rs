@@ -27,7 +27,7 @@ use std::time::Instant;
 const BATCHES: usize = 7;
 
 /// Print one figure.
-pub fn emit(id: &str, value: f64, unit: &str) {
+pub(crate) fn emit(id: &str, value: f64, unit: &str) {
     println!("@@BENCH {id} {value:.1} {unit}");
 }
 
@@ -41,7 +41,7 @@ fn batch(per: u32, f: &mut dyn FnMut() -> io::Result<()>) -> io::Result<f64> {
 }
 
 /// Median and best of a set of batch times.
-fn median_best(mut v: Vec<f64>) -> (f64, f64) {
+pub(crate) fn median_best(mut v: Vec<f64>) -> (f64, f64) {
     v.sort_by(f64::total_cmp);
     (v[v.len() / 2], v[0])
 }
@@ -49,7 +49,7 @@ fn median_best(mut v: Vec<f64>) -> (f64, f64) {
 /// Time `f` against the null ioctl on `dev`: [`BATCHES`] batches of each,
 /// interleaved. Emits `<id>.median`, `<id>.best` and the baseline's median as
 /// `<id>.baseline`.
-fn against_null(
+pub(crate) fn against_null(
     dev: &Device,
     id: &str,
     per: u32,
@@ -220,7 +220,10 @@ fn pin_floor(index: u32) -> io::Result<()> {
             *p = p.min(ns as f64);
         }
         for (p, name) in unmap_phases.iter_mut().zip(UNMAP_PHASES) {
-            let ns = du.get(&format!("unmap_host.{name}_ns")).copied().unwrap_or(0);
+            let ns = du
+                .get(&format!("unmap_host.{name}_ns"))
+                .copied()
+                .unwrap_or(0);
             *p = p.min(ns as f64);
         }
         std::fs::write(&path, format!("pin {:#x} {}", buf.addr(), SIZE))?;
@@ -364,6 +367,7 @@ pub fn run(s: &Settings) -> io::Result<()> {
         step("pinning floor", pin_floor(0))?;
     }
     step("parallelism", parallelism(s.devices))?;
+    step("command submission", crate::bench_dma::run(0))?;
     emit("bench.userspace_seconds", t.elapsed().as_secs_f64(), "s");
     Ok(())
 }

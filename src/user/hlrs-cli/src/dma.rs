@@ -47,6 +47,16 @@ pub fn busy_cb(copy: Option<(u64, u64, u64)>) -> Cb {
     }
 }
 
+/// Submit `cb`, mapped from a host buffer of its own, on the default
+/// queue without waiting; prints `submitted CS <seq> (<what>)`. Returns the
+/// buffer (the mapping goes with the close).
+pub fn submit_mapped(dev: &Device, cb: &Cb, what: &str) -> io::Result<HostBuffer> {
+    let (b, va) = host_cb(dev, cb)?;
+    let f = Cs::new().chunk(DEFAULT_QUEUE, va, cb.len()).submit(dev)?;
+    println!("submitted CS {} ({what})", f.seq);
+    Ok(b)
+}
+
 /// A CB mapped from a host buffer of its own (unmapped by the close).
 pub fn map_cb(dev: &Device, cb: &Cb) -> io::Result<(HostBuffer, u64)> {
     host_cb(dev, cb)

@@ -5,6 +5,7 @@ use hlrs::{uapi::HlInfoHwIpInfo, Device};
 use std::process::ExitCode;
 
 mod bench;
+mod bench_dma;
 mod bench_phases;
 mod dma;
 mod format;
@@ -196,6 +197,11 @@ enum Command {
         /// the host buffer, or SRAM memsets), to die with it in flight.
         #[arg(long)]
         busy: bool,
+        /// Also submit a CS of one LIN_DMA of this many bytes from the
+        /// second device mapping to the first (needs --count 2): DRAM never
+        /// written, which the simulated device does not back until written.
+        #[arg(long)]
+        busy_dram: Option<u32>,
     },
 }
 
@@ -361,15 +367,17 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             export,
             cb,
             busy,
+            busy_dram,
         } => {
             let dev = Device::open_compute(cli.device)?;
-            let mut first = None;
+            let mut vas = Vec::new();
             for _ in 0..count {
                 let h = dev.alloc(size, 0)?;
                 let va = dev.map(h, 0, 0)?;
-                first.get_or_insert(va);
+                vas.push(va);
                 println!("mapped handle {h} at {va:#x}");
             }
+            let first = vas.first().copied();
             let dmabuf = match (export, first) {
                 (true, Some(va)) => {
                     let fd = dev.export_dmabuf(va, 4096, 0, hlrs::DMABUF_FLAGS)?;
@@ -390,16 +398,21 @@ fn run(cli: &Cli) -> std::io::Result<String> {
                 println!("mapped {host} {kind}host bytes at {va:#x}");
                 host_va = Some(va);
             }
-            let busy_cb = if busy {
-                let cb = dma::busy_cb(host_va.zip(first).map(|(h, d)| (h, d, host)));
-                let (b, va) = dma::map_cb(&dev, &cb)?;
-                let f = hlrs::cs::Cs::new()
-                    .chunk(dma::DEFAULT_QUEUE, va, cb.len())
-                    .submit(&dev)?;
-                println!("submitted CS {} (busy)", f.seq);
-                Some(b)
-            } else {
-                None
+            let busy_cb = match busy {
+                true => {
+                    let cb = dma::busy_cb(host_va.zip(first).map(|(h, d)| (h, d, host)));
+                    Some(dma::submit_mapped(&dev, &cb, "busy")?)
+                }
+                false => None,
+            };
+            let busy_dram_cb = match (busy_dram, vas.as_slice()) {
+                (None, _) => None,
+                (Some(n), [dst, src, ..]) => {
+                    let cb = hlrs::cs::Cb::new().lin_dma(*src, *dst, n);
+                    let what = format!("a {n}-byte DRAM -> DRAM LIN_DMA");
+                    Some(dma::submit_mapped(&dev, &cb, &what)?)
+                }
+                (Some(_), _) => return Err(std::io::Error::from_raw_os_error(22)),
             };
             let block = match hw_block {
                 Some(id) => {
@@ -433,7 +446,7 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             let mut sink = Vec::new();
             std::io::stdin().read_to_end(&mut sink)?;
             drop((block, stamps, dmabuf));
-            drop(busy_cb);
+            drop((busy_cb, busy_dram_cb));
             drop(buffer);
             Ok(String::new())
         }
