@@ -89,6 +89,7 @@ mod ioctl;
 mod mmu;
 mod params;
 mod shell;
+mod small_array;
 mod vm;
 
 module! {

@@ -14,6 +14,7 @@
 //! pin is undone and reported as `ENOMEM`, as upstream does; unpinning marks
 //! the pages dirty.
 
+use crate::small_array::SmallArray;
 use kernel::{
     bindings,
     mm::Mm,
@@ -35,6 +36,13 @@ extern "C" {
 /// Pages pinned by one `pin_user_pages_fast` call: between chunks a fatal
 /// signal ends the pin (so a killed process inside a 1 GiB MAP exits soon).
 const PIN_CHUNK: usize = 4096;
+
+/// Pages of a buffer whose page array (and bus-address array) is kept
+/// inline: a buffer of up to 64 KiB costs no allocation for them.
+pub(crate) const INLINE_PAGES: usize = 16;
+
+/// The page array of a pinned buffer.
+type PageArray = SmallArray<*mut bindings::page, INLINE_PAGES>;
 
 /// The first page and the page count of `[addr, addr + size)`: `EINVAL` for
 /// a zero size or a range that wraps (also after rounding to pages), `ENOMEM`
@@ -63,7 +71,7 @@ fn page_span(addr: u64, size: u64) -> Result<(u64, usize)> {
 /// `accounted` pages are charged to `mm`'s `locked_vm`. Both are undone
 /// exactly once, in `Drop`.
 pub(crate) struct PinnedUserPages {
-    pages: KVVec<*mut bindings::page>,
+    pages: PageArray,
     accounted: usize,
     mm: ARef<Mm>,
     /// User address as given.
@@ -112,7 +120,10 @@ impl PinnedUserPages {
         // INVARIANT: `nr` pages are charged and none is pinned yet; from here
         // on `Drop` undoes whatever was done.
         let mut this = Self {
-            pages: KVVec::new(),
+            pages: PageArray::Inline {
+                items: [core::ptr::null_mut(); INLINE_PAGES],
+                len: 0,
+            },
             accounted: nr,
             mm,
             addr,
@@ -120,34 +131,16 @@ impl PinnedUserPages {
             offset: addr - start,
             pid,
         };
-        this.pages = KVVec::with_capacity(nr, GFP_KERNEL | __GFP_NOWARN)?;
-        let flags = bindings::FOLL_WRITE | bindings::FOLL_LONGTERM;
+        this.pages =
+            PageArray::with_capacity(nr, core::ptr::null_mut(), GFP_KERNEL | __GFP_NOWARN)?;
         while this.pages.len() < nr {
             if super::sched::fatal_signal_pending() {
                 return Err(EINTR);
             }
             let done = this.pages.len();
             let chunk = (nr - done).min(PIN_CHUNK);
-            let spare = this.pages.spare_capacity_mut();
             let at = start + done as u64 * page;
-            // SAFETY: `spare` has room for at least `chunk` pointers (capacity
-            // `nr`); `chunk` fits a `c_int`; the kernel checks the user range.
-            let got = unsafe {
-                bindings::pin_user_pages_fast(
-                    at as c_ulong,
-                    chunk as c_int,
-                    flags,
-                    spare.as_mut_ptr().cast(),
-                )
-            };
-            if got < 0 {
-                return Err(Error::from_errno(got));
-            }
-            let got = usize::try_from(got).unwrap_or(0).min(chunk);
-            // SAFETY: `pin_user_pages_fast` initialised the first `got` spare
-            // entries with pinned pages, and `got <= chunk <= nr - done`.
-            // INVARIANT: they are pinned and become part of `pages`.
-            unsafe { this.pages.inc_len(got) };
+            let got = pin_into(&mut this.pages, at, chunk)?;
             if got < chunk {
                 // Upstream reports a partial pin as ENOMEM (memory.c:2352-2362).
                 return Err(ENOMEM);
@@ -183,8 +176,8 @@ impl PinnedUserPages {
         (0..self.pages.len()).all(|i| {
             let k = i.checked_rem(per).unwrap_or(0);
             if k != 0 {
-                let first = self.pages.get(i - k).copied();
-                return first.is_some_and(|f| self.pages.get(i) == Some(&f.wrapping_add(k)));
+                let first = self.pages.at(i - k);
+                return first.is_some_and(|f| self.pages.at(i) == Some(f.wrapping_add(k)));
             }
             if i > 0 {
                 // Once per huge page (512 small ones): a 1 GiB buffer is
@@ -228,20 +221,20 @@ impl PinnedUserPages {
     /// The pinned page `i` (for the DMA map of `super::dma_pages`, which
     /// takes its own reference to it), `None` past the pages. O(1).
     pub(super) fn page_ptr(&self, i: usize) -> Option<*mut bindings::page> {
-        self.pages.get(i).copied()
+        self.pages.at(i)
     }
 
     fn page_at(&self, i: usize, off: usize, len: usize) -> Result<*mut bindings::page> {
         if off.checked_add(len).is_none_or(|end| end > PAGE_SIZE) {
             return Err(EINVAL);
         }
-        self.pages.get(i).copied().ok_or(EINVAL)
+        self.pages.at(i).ok_or(EINVAL)
     }
 
     /// Physical (device) address of pinned page `i`; the simulated Gaudi2 has
     /// no IOMMU, so this is what a DMA mapping would return.
     pub(crate) fn phys(&self, i: usize) -> Option<u64> {
-        let p = *self.pages.get(i)?;
+        let p = self.pages.at(i)?;
         // SAFETY: `p` is a page pinned by us for the lifetime of `self`.
         Some(unsafe { hlrs_page_to_phys(p) })
     }
@@ -254,13 +247,52 @@ impl Drop for PinnedUserPages {
             // SAFETY: by the type invariant these pages are pinned by us and
             // released exactly once, here.
             unsafe {
-                bindings::unpin_user_pages_dirty_lock(self.pages.as_mut_ptr(), n as c_ulong, true)
+                bindings::unpin_user_pages_dirty_lock(
+                    self.pages.as_mut_slice().as_mut_ptr(),
+                    n as c_ulong,
+                    true,
+                )
             };
         }
         // SAFETY: by the type invariant `accounted` pages were charged to this
         // mm; the charge is undone exactly once, here.
         unsafe { bindings::account_locked_vm(self.mm.as_raw(), self.accounted as c_ulong, false) };
     }
+}
+
+/// Pin `chunk` pages of the current process from user address `at` into the
+/// spare room of `pages` (at most the room there is); returns how many were
+/// pinned, each now an element of `pages`. The pinning errno if none could
+/// be. O(chunk).
+fn pin_into(pages: &mut PageArray, at: u64, chunk: usize) -> Result<usize> {
+    let (spare, room) = match pages {
+        SmallArray::Inline { items, len } => {
+            let s = items.get_mut(*len..).ok_or(EINVAL)?;
+            (s.as_mut_ptr(), s.len())
+        }
+        SmallArray::Heap(vec) => {
+            let s = vec.spare_capacity_mut();
+            (s.as_mut_ptr().cast::<*mut bindings::page>(), s.len())
+        }
+    };
+    let chunk = chunk.min(room);
+    let flags = bindings::FOLL_WRITE | bindings::FOLL_LONGTERM;
+    // SAFETY: `spare` has room for `chunk` pointers (at most the room left);
+    // `chunk <= PIN_CHUNK` fits a `c_int`; the kernel checks the user range.
+    let got = unsafe { bindings::pin_user_pages_fast(at as c_ulong, chunk as c_int, flags, spare) };
+    if got < 0 {
+        return Err(Error::from_errno(got));
+    }
+    let got = usize::try_from(got).unwrap_or(0).min(chunk);
+    match pages {
+        // INVARIANT: the first `got` spare slots hold pages pinned just above.
+        SmallArray::Inline { len, .. } => *len += got,
+        // SAFETY: `pin_user_pages_fast` initialised the first `got` spare
+        // entries with pinned pages, and `got <= chunk <= room`.
+        // INVARIANT: they are pinned and become part of `pages`.
+        SmallArray::Heap(vec) => unsafe { vec.inc_len(got) },
+    }
+    Ok(got)
 }
 
 /// The floor a host MAP+UNMAP is measured against (debugfs `bench`, `make

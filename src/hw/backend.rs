@@ -39,9 +39,14 @@
 use crate::ffi::{
     dma::{DmaDirection, Importer, ImporterSgt},
     host_page::HostPage,
-    pin::PinnedUserPages,
+    pin::{PinnedUserPages, INLINE_PAGES},
 };
+use crate::small_array::SmallArray;
 use kernel::{alloc::KVVec, prelude::*, sync::Arc};
+
+/// The device address of each page of a run: inline for a small run, so a
+/// MAP of a small host buffer allocates no array for them.
+pub(crate) type BusAddrs = SmallArray<u64, INLINE_PAGES>;
 
 /// Host pages mapped for a device's DMA: the device address of each page of
 /// a run, unmapped ([`Backend::dma_unmap_host`]) when dropped.
@@ -52,7 +57,7 @@ use kernel::{alloc::KVVec, prelude::*, sync::Arc};
 /// exactly once, by `Drop`.
 pub(crate) struct HostDma {
     backend: Arc<dyn Backend>,
-    addrs: KVVec<u64>,
+    addrs: BusAddrs,
     page_size: u64,
 }
 
@@ -64,7 +69,7 @@ impl HostDma {
 
     /// The device address of page `i`. O(1).
     pub(crate) fn get(&self, i: usize) -> Option<u64> {
-        self.addrs.get(i).copied()
+        self.addrs.at(i)
     }
 }
 
@@ -213,13 +218,13 @@ pub(crate) trait Backend: Sealed + Send + Sync {
     /// device, the buffer need not be. Undone by [`Backend::dma_unmap_host`]
     /// (use [`map_host_pages`], whose result undoes it when dropped).
     /// O(pages), yielding once per 512.
-    fn dma_map_host(&self, pinned: &PinnedUserPages, page_size: u64) -> Result<KVVec<u64>>;
+    fn dma_map_host(&self, pinned: &PinnedUserPages, page_size: u64) -> Result<BusAddrs>;
 
     /// Map kernel pages (a command buffer's, host-resident hop tables) for
     /// the device's DMA: their device addresses, in order. The device keeps
     /// the pages alive while they are mapped. Undone by
     /// [`Backend::dma_unmap_host`] with 4 KiB pages.
-    fn dma_map_kernel(&self, pages: KVVec<HostPage>) -> Result<KVVec<u64>>;
+    fn dma_map_kernel(&self, pages: KVVec<HostPage>) -> Result<BusAddrs>;
 
     /// Undo [`Backend::dma_map_host`] of `addrs` (pages of `page_size`).
     fn dma_unmap_host(&self, addrs: &[u64], page_size: u64);

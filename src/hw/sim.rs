@@ -57,7 +57,7 @@ pub(crate) mod stlb;
 pub(crate) mod walker;
 
 use crate::asic::{AsicProperties, MAX_ASID, SRAM_BASE_ADDR, SRAM_SIZE};
-use crate::hw::backend::{Backend, DeviceStatus, MmuKind};
+use crate::hw::backend::{Backend, BusAddrs, DeviceStatus, MmuKind};
 use crate::{
     ffi::{
         dma::{DmaDirection, Importer, ImporterSgt},
@@ -575,11 +575,11 @@ impl Backend for SimGaudi2 {
         true
     }
 
-    fn dma_map_host(&self, pinned: &PinnedUserPages, page_size: u64) -> Result<KVVec<u64>> {
+    fn dma_map_host(&self, pinned: &PinnedUserPages, page_size: u64) -> Result<BusAddrs> {
         self.map_pinned(pinned, page_size)
     }
 
-    fn dma_map_kernel(&self, pages: KVVec<HostPage>) -> Result<KVVec<u64>> {
+    fn dma_map_kernel(&self, pages: KVVec<HostPage>) -> Result<BusAddrs> {
         self.map_kernel(&pages)
     }
 

@@ -222,6 +222,34 @@ pub(crate) struct PageTable {
     idle: [u64; IDLE_HOPS],
     idle_len: usize,
     idle_limit: usize,
+    /// The hops down to the leaf hop of the last map or unmap.
+    last_walk: Option<LastWalk>,
+}
+
+/// The chain of hops from hop 0 to one leaf hop, as the last map or unmap
+/// walked it: the next one under the same leaf hop (a MAP+UNMAP cycle at one
+/// VA, the pages of a small buffer) skips the walk, one tree lookup per
+/// level. Forgotten whenever a link is cleared or a hop leaves the tree, so
+/// it never names a hop that is not linked where it says.
+#[derive(Clone, Copy)]
+struct LastWalk {
+    /// Level of the leaf hop.
+    leaf: usize,
+    /// The VA bits above the leaf hop's index ([`walk_key`]).
+    key: u64,
+    /// `path[l]` is the hop at level `l`, for `l <= leaf`.
+    path: [u64; 6],
+}
+
+/// A walk to a mapped page: the `(hop, index)` at each level down to the
+/// leaf, the leaf level, and the page's address.
+type FoundPage = ([(u64, u64); 6], usize, u64);
+
+/// What identifies the leaf hop of `va` at level `leaf` (the VA bits that
+/// index the levels above it); `None` for level 0. O(1).
+fn walk_key(geo: &MmuGeometry, va: u64, leaf: usize) -> Option<u64> {
+    let shift = *geo.hop_shifts.get(leaf.checked_sub(1)?)?;
+    va.checked_shr(shift)
 }
 
 impl PageTable {
@@ -259,6 +287,7 @@ impl PageTable {
             idle: [0; IDLE_HOPS],
             idle_len: 0,
             idle_limit: IDLE_HOPS,
+            last_walk: None,
         })
     }
 
@@ -424,6 +453,18 @@ impl PageTable {
         self.hops.iter().count().saturating_sub(1)
     }
 
+    /// The remembered chain to the leaf hop of `va` at level `leaf`, if the
+    /// last walk went there. O(1).
+    fn cached_path(&self, va: u64, leaf: usize) -> Option<[u64; 6]> {
+        let w = self.last_walk?;
+        (w.leaf == leaf && Some(w.key) == walk_key(&self.geo, va, leaf)).then_some(w.path)
+    }
+
+    /// Remember `path` as the chain to the leaf hop of `va` at `leaf`. O(1).
+    fn remember(&mut self, va: u64, leaf: usize, path: [u64; 6]) {
+        self.last_walk = walk_key(&self.geo, va, leaf).map(|key| LastWalk { leaf, key, path });
+    }
+
     fn entry(&self, hop: u64, idx: u64) -> Option<u64> {
         self.hops
             .get(&hop)?
@@ -463,6 +504,7 @@ impl PageTable {
     /// Only for new hops on a failed map, which were never linked (the
     /// hardware cannot have walked them).
     fn release_hop(&mut self, mem: &mut dyn HopMemory, hop: u64) {
+        self.last_walk = None;
         let Some(node) = self.hops.remove_node(&hop) else {
             return;
         };
@@ -491,7 +533,11 @@ impl PageTable {
         if leaf >= self.geo.num_hops {
             return Err(EINVAL);
         }
-        let (path, new_from) = self.path_to_leaf(mem, va, leaf)?;
+        let (path, new_from) = match self.cached_path(va, leaf) {
+            // Every hop of the chain is linked: nothing to allocate.
+            Some(path) => (path, None),
+            None => self.path_to_leaf(mem, va, leaf)?,
+        };
         let leaf_hop = *path.get(leaf).ok_or(EINVAL)?;
         let leaf_idx = self.geo.pte_index(leaf, va).ok_or(EINVAL)?;
         if new_from.is_none() && self.entry(leaf_hop, leaf_idx) != Some(0) {
@@ -505,6 +551,7 @@ impl PageTable {
                 self.adjust(parent, 1);
             }
         }
+        self.remember(va, leaf, path);
         Ok(())
     }
 
@@ -669,22 +716,10 @@ impl PageTable {
         va: u64,
         detached: &mut DetachedHops,
     ) -> Result<u64> {
-        let mut path = [(0u64, 0u64); 6];
-        let mut hop = self.hop0;
-        let mut found = None;
-        for lvl in 0..self.geo.num_hops {
-            let idx = self.geo.pte_index(lvl, va).ok_or(EINVAL)?;
-            *path.get_mut(lvl).ok_or(EINVAL)? = (hop, idx);
-            match Pte::decode(self.entry(hop, idx).ok_or(EINVAL)?) {
-                Pte::None => return Err(EINVAL),
-                Pte::Page(pa) => {
-                    found = Some((lvl, pa));
-                    break;
-                }
-                Pte::Hop(next) => hop = next,
-            }
-        }
-        let (leaf, pa) = found.ok_or(EINVAL)?;
+        let (path, leaf, pa) = match self.cached_leaf(va) {
+            Some(found) => found,
+            None => self.walk_to_page(va)?,
+        };
         let (leaf_hop, leaf_idx) = *path.get(leaf).ok_or(EINVAL)?;
         self.write(mem, leaf_hop, leaf_idx, 0)?;
         self.adjust(leaf_hop, -1);
@@ -694,6 +729,8 @@ impl PageTable {
             if self.hops.get(&h).is_none_or(|x| x.num_ptes != 0) || self.keep_idle(h) {
                 break;
             }
+            // A link goes: the remembered chain may run through it.
+            self.last_walk = None;
             let (parent, idx) = *path.get(lvl - 1).ok_or(EINVAL)?;
             if self.write(mem, parent, idx, 0).is_err() {
                 break;
@@ -704,7 +741,51 @@ impl PageTable {
             self.adjust(parent, -1);
             lvl -= 1;
         }
+        if lvl == leaf {
+            // No link cleared: the chain stays for the next map there.
+            let mut hops = [0u64; 6];
+            for (h, (hop, _)) in hops.iter_mut().zip(path.iter()).take(leaf + 1) {
+                *h = *hop;
+            }
+            self.remember(va, leaf, hops);
+        }
         Ok(pa)
+    }
+
+    /// The walk of [`Self::unmap`] from the remembered chain, if the last
+    /// walk went to the leaf hop of `va` and `va` is a page there: the
+    /// `(hop, index)` of each level, the leaf level and the page. O(1) tree
+    /// lookups.
+    fn cached_leaf(&self, va: u64) -> Option<FoundPage> {
+        let w = self.last_walk?;
+        let path = self.cached_path(va, w.leaf)?;
+        let mut out = [(0u64, 0u64); 6];
+        for (lvl, (o, hop)) in out.iter_mut().zip(path).enumerate().take(w.leaf + 1) {
+            *o = (hop, self.geo.pte_index(lvl, va)?);
+        }
+        let (leaf_hop, leaf_idx) = *out.get(w.leaf)?;
+        match Pte::decode(self.entry(leaf_hop, leaf_idx)?) {
+            Pte::Page(pa) => Some((out, w.leaf, pa)),
+            _ => None,
+        }
+    }
+
+    /// Walk from hop 0 to the page mapping `va`: the `(hop, index)` of each
+    /// level, the leaf level and the page. `EINVAL` if nothing maps `va`.
+    /// O(levels) tree lookups.
+    fn walk_to_page(&self, va: u64) -> Result<FoundPage> {
+        let mut path = [(0u64, 0u64); 6];
+        let mut hop = self.hop0;
+        for lvl in 0..self.geo.num_hops {
+            let idx = self.geo.pte_index(lvl, va).ok_or(EINVAL)?;
+            *path.get_mut(lvl).ok_or(EINVAL)? = (hop, idx);
+            match Pte::decode(self.entry(hop, idx).ok_or(EINVAL)?) {
+                Pte::None => return Err(EINVAL),
+                Pte::Page(pa) => return Ok((path, lvl, pa)),
+                Pte::Hop(next) => hop = next,
+            }
+        }
+        Err(EINVAL)
     }
 
     /// The leaf hop of an existing chain for `va` at level `leaf`, and the
@@ -743,6 +824,10 @@ impl PageTable {
         max: u64,
         pa_of: &mut dyn FnMut(u64) -> Option<u64>,
     ) -> Result<u64> {
+        if max == 0 {
+            // A run of one page (a 4 KiB MAP): no second walk.
+            return Ok(0);
+        }
         let (hop, idx) = self.leaf_of(va, leaf)?;
         let room = (HOP_PTES as usize).saturating_sub(idx + 1);
         let k = usize::try_from(max).unwrap_or(usize::MAX).min(room);
@@ -792,7 +877,7 @@ impl PageTable {
         span: u64,
         max: u64,
     ) -> Result<u64> {
-        let Some(leaf) = self.geo.leaf_hop(span) else {
+        let Some(leaf) = self.geo.leaf_hop(span).filter(|_| max > 0) else {
             return Ok(0);
         };
         let Ok((hop, idx)) = self.leaf_of(va, leaf) else {
@@ -840,6 +925,7 @@ impl PageTable {
         detached: &mut DetachedHops,
     ) -> (usize, bool) {
         let hop0 = self.hop0;
+        self.last_walk = None;
         // Unlinked and invalidated already: back to the pool at once.
         self.torn_down = true;
         self.idle_len = 0;
@@ -1116,6 +1202,68 @@ mod tests {
         assert_eq!(t.spare_count(), 0);
         assert_eq!(d.mmu.dr_hops.lock().free_slots(), free0);
         Ok(())
+    }
+
+    #[test]
+    fn the_remembered_walk_never_outlives_its_hops() -> Result {
+        let (d, mut t) = setup()?;
+        let mut mem = DrHops {
+            pool: &d.mmu.dr_hops,
+            backend: d.backend(),
+        };
+        let read = |a: u64| d.backend().read_pte(a);
+        let at = |t: &PageTable, va: u64| {
+            translate(&MmuGeometry::DMMU, &read, t.hop0(), va, None)
+                .ok()
+                .map(|w| w.pa)
+        };
+        let va = 0x1001_0020_0000_0000u64;
+        let pa = 0x1001_0000_4000_0000u64;
+        // Two pages under one leaf hop: the second map and both unmaps go
+        // by the remembered chain.
+        t.map(&mut mem, va, pa, 3)?;
+        t.map(&mut mem, va + GIB, pa + GIB, 3)?;
+        assert_eq!(
+            (at(&t, va + 1), at(&t, va + GIB + 1)),
+            (Some(pa + 1), Some(pa + GIB + 1))
+        );
+        // A second map of a mapped page is refused by that path too.
+        assert_eq!(t.map(&mut mem, va + GIB, pa, 3), Err(EINVAL));
+        let mut det = DetachedHops::new();
+        assert_eq!(t.unmap(&mut mem, va + GIB, &mut det)?, pa + GIB);
+        assert_eq!(t.unmap(&mut mem, va + GIB, &mut det), Err(EINVAL));
+        // The last page: the chain is detached (no idle hops here), and
+        // the invalidated hops become spares.
+        assert_eq!(t.unmap(&mut mem, va, &mut det)?, pa);
+        assert_eq!(flush_into_spares(&d, &mut t, &mut mem, det)?, 3);
+        // Another chain is built from the same hop slots...
+        let va2 = va + 5 * (1u64 << 48);
+        t.map(&mut mem, va2, pa, 3)?;
+        // ...so a map at the first VA must walk again and build its own.
+        t.map(&mut mem, va, pa + GIB, 3)?;
+        assert_eq!(
+            (at(&t, va2 + 7), at(&t, va + 7)),
+            (Some(pa + 7), Some(pa + GIB + 7))
+        );
+        assert_eq!(at(&t, va2 + GIB), None);
+        let mut det = DetachedHops::new();
+        t.unmap(&mut mem, va, &mut det)?;
+        t.unmap(&mut mem, va2, &mut det)?;
+        assert_eq!((at(&t, va), at(&t, va2)), (None, None));
+        assert_eq!(t.hop_count(), 0);
+        flush(&d, &mut mem, det, MmuKind::Dram)?;
+        Ok(())
+    }
+
+    /// Invalidate everything of the DMMU and give `det` back to `t`.
+    fn flush_into_spares(
+        d: &TestMmu,
+        t: &mut PageTable,
+        mem: &mut dyn HopMemory,
+        det: DetachedHops,
+    ) -> Result<usize> {
+        let p = invalidate_all(d.backend(), MmuKind::Dram)?;
+        t.recycle(mem, det, &p).map_err(|_| EINVAL)
     }
 
     #[test]

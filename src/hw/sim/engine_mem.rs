@@ -334,7 +334,7 @@ mod tests {
     }
 
     /// Map `pages` for the device; their bus addresses.
-    fn map(s: &SimGaudi2, pages: &[&HostPage]) -> Result<KVVec<u64>> {
+    fn map(s: &SimGaudi2, pages: &[&HostPage]) -> Result<crate::hw::backend::BusAddrs> {
         let mut v = KVVec::new();
         for p in pages {
             v.push((*p).clone(), GFP_KERNEL)?;

@@ -20,6 +20,7 @@
 
 use super::SimGaudi2;
 use crate::ffi::{host_page::HostPage, pin::PinnedUserPages, sched};
+use crate::hw::backend::BusAddrs;
 use kernel::{alloc::KVVec, page::PAGE_SIZE, prelude::*};
 
 /// Small pages mapped or unmapped per hold of the map's lock.
@@ -37,14 +38,10 @@ impl SimGaudi2 {
     /// pages physically consecutive: `EINVAL` otherwise) and return its bus
     /// address. On an error nothing stays mapped. O(pages x log n), yielding
     /// once per 512 small pages.
-    pub(super) fn map_pinned(
-        &self,
-        pinned: &PinnedUserPages,
-        page_size: u64,
-    ) -> Result<KVVec<u64>> {
+    pub(super) fn map_pinned(&self, pinned: &PinnedUserPages, page_size: u64) -> Result<BusAddrs> {
         let per = small_pages(page_size)?;
         let n = pinned.npages().checked_div(per).ok_or(EINVAL)?;
-        let mut bus = KVVec::with_capacity(n, GFP_KERNEL | __GFP_NOWARN)?;
+        let mut bus = BusAddrs::with_capacity(n, 0, GFP_KERNEL | __GFP_NOWARN)?;
         let step = BATCH.checked_div(per).unwrap_or(1).max(1);
         let mut i = 0;
         while i < n {
@@ -88,8 +85,8 @@ impl SimGaudi2 {
     /// `dma_map_kernel`: map each of `pages` (4 KiB) and return its bus
     /// address; the map holds its own reference. On an error nothing stays
     /// mapped. O(pages x log n).
-    pub(super) fn map_kernel(&self, pages: &[HostPage]) -> Result<KVVec<u64>> {
-        let mut bus = KVVec::with_capacity(pages.len(), GFP_KERNEL)?;
+    pub(super) fn map_kernel(&self, pages: &[HostPage]) -> Result<BusAddrs> {
+        let mut bus = BusAddrs::with_capacity(pages.len(), 0, GFP_KERNEL)?;
         let mut map = self.dma_pages.lock();
         for p in pages {
             let pushed = map.map_page(p).and_then(|a| {

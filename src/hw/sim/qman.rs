@@ -216,6 +216,9 @@ impl WorkItem for Engine {
             let who = EngineAccess::new(this.id, job.asid);
             let cb = (job.cb, job.cb_size);
             let end = cp::execute(&this.sim, &mut this.scratch.lock(), who, cb, &*job.owner);
+            // The job has ended before its owner hears of it: a WAIT_CS
+            // that returns for the last job finds the engine idle.
+            this.fifo.lock().running = false;
             if let Some(n) = this.streams.get(job.slot.1) {
                 n.fetch_sub(1, Relaxed);
             }
