@@ -308,7 +308,9 @@ def main():
                     ("dr_write_pte", "PTE write, device-resident table (simulated DRAM)"),
                     ("dr_read_pte", "PTE read, device-resident table"),
                     ("hr_write_pte", "PTE store into a host-resident hop"),
-                    ("invalidate_range_empty_stlb", "range invalidation, empty STLB")]:
+                    ("invalidate_range_empty_stlb", "range invalidation, empty STLB"),
+                    ("pmmu_cycle_remembered", "PMMU map+unmap of a 4 KiB page, walk remembered"),
+                    ("pmmu_cycle_walked", "PMMU map+unmap of a 4 KiB page, walked from hop 0")]:
         row("building blocks (KUnit, mean of 20,000 calls)", name, get(f"prim.{k}"), "ns")
 
     # Kernel side: one MAP of 64 GiB of DRAM (KUnit, no ioctl).

@@ -224,6 +224,8 @@ pub(crate) struct PageTable {
     idle_limit: usize,
     /// The hops down to the leaf hop of the last map or unmap.
     last_walk: Option<LastWalk>,
+    /// Whether walks are remembered (KUnit turns it off to measure).
+    remember_walks: bool,
 }
 
 /// The chain of hops from hop 0 to one leaf hop, as the last map or unmap
@@ -288,6 +290,7 @@ impl PageTable {
             idle_len: 0,
             idle_limit: IDLE_HOPS,
             last_walk: None,
+            remember_walks: true,
         })
     }
 
@@ -462,7 +465,16 @@ impl PageTable {
 
     /// Remember `path` as the chain to the leaf hop of `va` at `leaf`. O(1).
     fn remember(&mut self, va: u64, leaf: usize, path: [u64; 6]) {
-        self.last_walk = walk_key(&self.geo, va, leaf).map(|key| LastWalk { leaf, key, path });
+        self.last_walk = walk_key(&self.geo, va, leaf)
+            .filter(|_| self.remember_walks)
+            .map(|key| LastWalk { leaf, key, path });
+    }
+
+    /// Remember walks or not (the building-block benchmark measures both).
+    #[cfg(CONFIG_KUNIT)]
+    pub(crate) fn set_remember_walks(&mut self, on: bool) {
+        self.remember_walks = on;
+        self.last_walk = None;
     }
 
     fn entry(&self, hop: u64, idx: u64) -> Option<u64> {
