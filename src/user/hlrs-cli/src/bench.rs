@@ -18,57 +18,11 @@
 //!
 //! Benchmarks never fail on a time; they fail only when an operation fails.
 
+use crate::bench_common::{against_null, batch, emit, median_best, BATCHES};
 use crate::bench_phases::{delta, phases, read_profile, set_profiling};
 use hlrs::{errno, gaudi2, uapi::*, Device, HostBuffer};
 use std::io;
 use std::time::Instant;
-
-/// Batches per measurement (odd: the median is one batch).
-const BATCHES: usize = 7;
-
-/// Print one figure.
-pub(crate) fn emit(id: &str, value: f64, unit: &str) {
-    println!("@@BENCH {id} {value:.1} {unit}");
-}
-
-/// Nanoseconds per call of each batch of `per` calls of `f`.
-fn batch(per: u32, f: &mut dyn FnMut() -> io::Result<()>) -> io::Result<f64> {
-    let t = Instant::now();
-    for _ in 0..per {
-        f()?;
-    }
-    Ok(t.elapsed().as_nanos() as f64 / f64::from(per))
-}
-
-/// Median and best of a set of batch times.
-pub(crate) fn median_best(mut v: Vec<f64>) -> (f64, f64) {
-    v.sort_by(f64::total_cmp);
-    (v[v.len() / 2], v[0])
-}
-
-/// Time `f` against the null ioctl on `dev`: [`BATCHES`] batches of each,
-/// interleaved. Emits `<id>.median`, `<id>.best` and the baseline's median as
-/// `<id>.baseline`.
-pub(crate) fn against_null(
-    dev: &Device,
-    id: &str,
-    per: u32,
-    mut f: impl FnMut() -> io::Result<()>,
-) -> io::Result<()> {
-    let (mut base, mut op) = (Vec::new(), Vec::new());
-    // One warm-up call of each (first-use allocations, page faults).
-    f()?;
-    dev.device_status()?;
-    for _ in 0..BATCHES {
-        base.push(batch(per, &mut || dev.device_status().map(drop))?);
-        op.push(batch(per, &mut f)?);
-    }
-    let ((bm, _), (om, ob)) = (median_best(base), median_best(op));
-    emit(&format!("{id}.median"), om, "ns");
-    emit(&format!("{id}.best"), ob, "ns");
-    emit(&format!("{id}.baseline"), bm, "ns");
-    Ok(())
-}
 
 /// Section 1: the cost of each ioctl next to the null ioctl.
 fn ioctl_costs(index: u32) -> io::Result<()> {

@@ -17,7 +17,7 @@
 //! fails the run; no figure fails it.
 
 use crate::{
-    bench::{against_null, emit, median_best},
+    bench_common::{against_null, emit, median_best},
     dma::map_cb,
 };
 use hlrs::{

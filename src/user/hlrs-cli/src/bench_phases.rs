@@ -3,7 +3,7 @@
 //! table says where an ALLOC+FREE, a MAP+UNMAP of a one-page handle and of a
 //! 4 KiB host buffer spend their time, next to their wall time per call.
 
-use crate::bench::emit;
+use crate::bench_common::emit;
 use hlrs::{uapi::*, Device, HostBuffer};
 use std::collections::BTreeMap;
 use std::io;

@@ -5,6 +5,7 @@ use hlrs::{uapi::HlInfoHwIpInfo, Device};
 use std::process::ExitCode;
 
 mod bench;
+mod bench_common;
 mod bench_dma;
 mod bench_phases;
 mod dma;
