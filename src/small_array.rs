@@ -33,12 +33,17 @@ impl<T: Copy, const N: usize> SmallArray<T, N> {
     /// unused inline slots. O(N) or one allocation.
     pub(crate) fn with_capacity(cap: usize, fill: T, flags: Flags) -> Result<Self> {
         if cap <= N {
-            return Ok(Self::Inline {
-                items: [fill; N],
-                len: 0,
-            });
+            return Ok(Self::new(fill));
         }
         Ok(Self::Heap(KVVec::with_capacity(cap, flags)?))
+    }
+
+    /// Empty, inline, with `fill` in every slot. No allocation. O(N).
+    pub(crate) fn new(fill: T) -> Self {
+        Self::Inline {
+            items: [fill; N],
+            len: 0,
+        }
     }
 
     /// Append `v` if there is room (`Err(v)` otherwise). O(1).

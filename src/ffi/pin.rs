@@ -123,10 +123,7 @@ impl PinnedUserPages {
         // INVARIANT: `nr` pages are charged and none is pinned yet; from here
         // on `Drop` undoes whatever was done.
         let mut this = Self {
-            pages: PageArray::Inline {
-                items: [core::ptr::null_mut(); INLINE_PAGES],
-                len: 0,
-            },
+            pages: PageArray::new(core::ptr::null_mut()),
             accounted: nr,
             mm,
             addr,

@@ -770,9 +770,11 @@ impl PageTable {
     /// lookups.
     fn cached_leaf(&self, va: u64) -> Option<FoundPage> {
         let w = self.last_walk?;
-        let path = self.cached_path(va, w.leaf)?;
+        if Some(w.key) != walk_key(&self.geo, va, w.leaf) {
+            return None;
+        }
         let mut out = [(0u64, 0u64); 6];
-        for (lvl, (o, hop)) in out.iter_mut().zip(path).enumerate().take(w.leaf + 1) {
+        for (lvl, (o, hop)) in out.iter_mut().zip(w.path).enumerate().take(w.leaf + 1) {
             *o = (hop, self.geo.pte_index(lvl, va)?);
         }
         let (leaf_hop, leaf_idx) = *out.get(w.leaf)?;
@@ -992,13 +994,18 @@ mod tests {
 
     const GIB: u64 = 1 << 30;
 
+    /// The DMMU hop memory of `d`.
+    fn dr_mem(d: &TestMmu) -> DrHops<'_> {
+        DrHops {
+            pool: &d.mmu.dr_hops,
+            backend: d.backend(),
+        }
+    }
+
     #[test]
     fn map_unmap_round_trip_with_the_oracle() -> Result {
         let (d, mut t) = setup()?;
-        let mut mem = DrHops {
-            pool: &d.mmu.dr_hops,
-            backend: d.backend(),
-        };
+        let mut mem = dr_mem(&d);
         let free0 = d.mmu.dr_hops.lock().free_slots();
         let base_va = 0x1001_0020_0000_0000u64;
         for i in 0..8u64 {
@@ -1058,10 +1065,7 @@ mod tests {
     #[test]
     fn distant_vas_use_separate_hops_and_free_them() -> Result {
         let (d, mut t) = setup()?;
-        let mut mem = DrHops {
-            pool: &d.mmu.dr_hops,
-            backend: d.backend(),
-        };
+        let mut mem = dr_mem(&d);
         let a = 0x1001_0020_0000_0000u64;
         let b = a + (512 * GIB); // another hop-2 entry
         let c = a + (1u64 << 48); // another hop-1 entry
@@ -1088,10 +1092,7 @@ mod tests {
         let read = |a: u64| d.backend().read_pte(a);
         // A fresh map writes 4 PTEs (leaf + 3 links): fail each one in turn.
         for k in 1..=4u64 {
-            let mut mem = DrHops {
-                pool: &d.mmu.dr_hops,
-                backend: d.backend(),
-            };
+            let mut mem = dr_mem(&d);
             // The new hops go back (to the tree's spares or the pool).
             let free0 = d.mmu.dr_hops.lock().free_slots() + t.spare_count();
             d.sim.inject_pte_write_failure(k);
@@ -1103,10 +1104,7 @@ mod tests {
             assert!(tr.is_err());
         }
         // And the same map then works.
-        let mut mem = DrHops {
-            pool: &d.mmu.dr_hops,
-            backend: d.backend(),
-        };
+        let mut mem = dr_mem(&d);
         t.map(&mut mem, base_va, 0x1001_0000_4000_0000, 3)?;
         let mut det = DetachedHops::new();
         t.unmap(&mut mem, base_va, &mut det)?;
@@ -1117,10 +1115,7 @@ mod tests {
     #[test]
     fn emptied_hops_are_reused_only_after_an_invalidation() -> Result {
         let (d, mut t) = setup()?;
-        let mut mem = DrHops {
-            pool: &d.mmu.dr_hops,
-            backend: d.backend(),
-        };
+        let mut mem = dr_mem(&d);
         let free0 = d.mmu.dr_hops.lock().free_slots();
         let va = 0x1001_0020_0000_0000u64;
         let pa = 0x1001_0000_4000_0000u64;
@@ -1165,10 +1160,7 @@ mod tests {
     #[test]
     fn recycled_hops_are_spares_for_the_next_map_until_teardown() -> Result {
         let (d, mut t) = setup()?;
-        let mut mem = DrHops {
-            pool: &d.mmu.dr_hops,
-            backend: d.backend(),
-        };
+        let mut mem = dr_mem(&d);
         let free0 = d.mmu.dr_hops.lock().free_slots();
         let va = 0x1001_0020_0000_0000u64;
         let pa = 0x1001_0000_4000_0000u64;
@@ -1219,10 +1211,7 @@ mod tests {
     #[test]
     fn the_remembered_walk_never_outlives_its_hops() -> Result {
         let (d, mut t) = setup()?;
-        let mut mem = DrHops {
-            pool: &d.mmu.dr_hops,
-            backend: d.backend(),
-        };
+        let mut mem = dr_mem(&d);
         let read = |a: u64| d.backend().read_pte(a);
         let at = |t: &PageTable, va: u64| {
             translate(&MmuGeometry::DMMU, &read, t.hop0(), va, None)
@@ -1282,10 +1271,7 @@ mod tests {
     fn emptied_hops_stay_linked_for_the_next_map_up_to_the_limit() -> Result {
         let (d, mut t) = setup()?;
         t.set_idle_limit(2);
-        let mut mem = DrHops {
-            pool: &d.mmu.dr_hops,
-            backend: d.backend(),
-        };
+        let mut mem = dr_mem(&d);
         let read = |a: u64| d.backend().read_pte(a);
         let va = 0x1001_0020_0000_0000u64;
         let pa = 0x1001_0000_4000_0000u64;
@@ -1334,10 +1320,7 @@ mod tests {
     #[test]
     fn out_of_hops_is_enomem_without_leaks() -> Result {
         let (d, mut t) = setup()?;
-        let mut mem = DrHops {
-            pool: &d.mmu.dr_hops,
-            backend: d.backend(),
-        };
+        let mut mem = dr_mem(&d);
         // Use up all hop slots but two.
         let mut taken = KVec::new();
         while d.mmu.dr_hops.lock().free_slots() > 2 {
@@ -1358,10 +1341,7 @@ mod tests {
     #[test]
     fn teardown_frees_hops_left_behind() -> Result {
         let (d, mut t) = setup()?;
-        let mut mem = DrHops {
-            pool: &d.mmu.dr_hops,
-            backend: d.backend(),
-        };
+        let mut mem = dr_mem(&d);
         let free0 = d.mmu.dr_hops.lock().free_slots();
         t.map(&mut mem, 0x1001_0020_0000_0000, 0x1001_0000_4000_0000, 3)?;
         t.map(&mut mem, 0x1002_0020_0000_0000, 0x1001_0000_4000_0000, 3)?;
@@ -1540,10 +1520,7 @@ mod tests {
     fn setup() -> Result<(TestMmu, PageTable)> {
         let d = TestMmu::new()?;
         let hop0 = d.mmu.dr_hops.lock().hop0(1).ok_or(EINVAL)?;
-        let mut mem = DrHops {
-            pool: &d.mmu.dr_hops,
-            backend: d.backend(),
-        };
+        let mut mem = dr_mem(&d);
         let mut t = PageTable::new(MmuGeometry::DMMU, MmuKind::Dram, 1, hop0, &mut mem)?;
         // These tests follow each emptied hop out of the tree; the idle hops
         // left linked have their own test.
