@@ -194,7 +194,6 @@ impl kernel::Module for HabanaLabsRs {
         )
         .inspect_err(|e| pr_err!("invalid module parameters: {}\n", e.msg()))
         .map_err(|e| e.errno())?;
-        set_dram_host_limit();
         let p = &config.asic;
         pr_info!(
             "{} simulated Gaudi2 device(s): {} HBMs, DRAM {} MiB, DRAM page {} MiB\n",
@@ -285,8 +284,10 @@ type RegisteredDevice = (
 );
 
 /// Phase 1 of the load for every device: everything that can fail, with
-/// nothing a user can open.
+/// nothing a user can open (and the module-wide bound on simulated DRAM's
+/// host memory, before any device exists).
 fn prepare_devices(config: &params::Config) -> Result<KVec<PreparedDevice>> {
+    set_dram_host_limit();
     let mut prepared = KVec::with_capacity(config.devices as usize, GFP_KERNEL)?;
     for index in 0..config.devices {
         let hdev = device::HlDevice::new(index, config.asic.clone())?;
