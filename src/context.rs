@@ -6,6 +6,7 @@
 use crate::{
     cs::tracker::ContextCs,
     device::HlDevice,
+    ffi::memcg::MemCgroup,
     vm::{
         context_vm::ContextVm,
         teardown::{teardown, VmTeardown},
@@ -45,6 +46,9 @@ impl Context {
             }
         };
         dev.set_active_vm(Some(vm.clone()));
+        // Host memory the simulation takes for this user's DRAM is charged
+        // to the opener's memory cgroup, whichever thread allocates it.
+        dev.backend().set_memory_owner(MemCgroup::of_current());
         // INVARIANT: `open_compute` marked the context active and reserved `asid`.
         Ok(Self { dev, asid, vm, cs })
     }
@@ -125,6 +129,7 @@ impl Drop for Context {
                 self.asid
             );
             self.dev.cs.finish_reset();
+            self.dev.backend().set_memory_owner(None);
             self.dev.park_release(self.asid, self.vm.clone());
             return;
         }
@@ -137,6 +142,10 @@ impl Drop for Context {
                 va_left
             );
         }
+        // Every page pack of the context went back with its contents;
+        // upstream's `memory_scrub` scrubs all device memory on top.
+        self.dev.scrub_at_release();
+        self.dev.backend().set_memory_owner(None);
         // A reset a page fault asked for (`reset_on_page_fault`) ends here.
         self.dev.cs.finish_reset();
         self.dev.close_compute(self.asid);

@@ -21,7 +21,10 @@ use kernel::{
     new_mutex,
     prelude::*,
     str::CString,
-    sync::{Arc, Mutex},
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, Mutex,
+    },
     time::{Instant, Monotonic}, //
 };
 
@@ -104,7 +107,13 @@ pub(crate) struct HlDevice {
     /// Open/ASID bookkeeping.
     #[pin]
     pub(crate) state: Mutex<DeviceState>,
+    /// The pattern device memory is scrubbed with (upstream
+    /// `hdev->memory_scrub_val`, debugfs `memory_scrub_val`).
+    pub(crate) memory_scrub_val: Atomic<u64>,
 }
+
+/// Upstream's initial `memory_scrub_val` (common/device.c `MEM_SCRUB_DEFAULT_VAL`).
+pub(crate) const MEM_SCRUB_DEFAULT_VAL: u64 = 0x1122_3344_5566_7788;
 
 impl HlDevice {
     /// A new, operational device.
@@ -131,6 +140,7 @@ impl HlDevice {
                     last_session_ms: 0,
                     active_vm: None,
                 }),
+                memory_scrub_val: Atomic::new(MEM_SCRUB_DEFAULT_VAL),
             }),
             GFP_KERNEL,
         )
@@ -263,6 +273,27 @@ impl HlDevice {
         let r = self.backend().scrub_dram(self.asic.dram_user_base, val);
         self.state.lock().in_dram_scrub = false;
         r
+    }
+
+    /// The compute context is being released (`hl_device_release`): with
+    /// the `memory_scrub` parameter set, scrub SRAM and the user DRAM with
+    /// `memory_scrub_val` as upstream's `gaudi2_scrub_device_mem` does (its
+    /// pages read as the pattern from then on). Without it nothing is needed:
+    /// every page pack's contents went when it returned to the pool. O(backed
+    /// chunks).
+    pub(crate) fn scrub_at_release(&self) {
+        if !crate::module_parameters::memory_scrub.value() {
+            return;
+        }
+        let val = self.memory_scrub_val.load(Relaxed);
+        self.backend().scrub_sram(val);
+        if let Err(e) = self.backend().scrub_dram(self.asic.dram_user_base, val) {
+            hl_err!(
+                "device {}: scrubbing DRAM at release failed ({:?})\n",
+                self.index,
+                e
+            );
+        }
     }
 
     /// Publish the VA/MMU state of the active compute context (debugfs).

@@ -14,6 +14,8 @@
 //! - [`drm_mm`] (KUnit builds only): the kernel's `drm_mm` range allocator
 //!   behind a safe type, for the VA allocator benchmark.
 //! - [`host_page`]: a counted reference to a host page.
+//! - [`memcg`]: a reference to a memory cgroup and the scope that charges
+//!   allocations to it.
 //! - [`pin`]: pinning of user pages (`pin_user_pages_fast`) and their
 //!   accounting against `RLIMIT_MEMLOCK`.
 //! - [`register_page`]: contiguous zeroed memory standing for a window of
@@ -26,7 +28,8 @@
 //! these and the shell need (`page_to_phys`, `totalram_pages`,
 //! `pfn_to_page`, `fatal_signal_pending`, `access_ok`, `virt_to_pfn`, `get_page`,
 //! `put_page`, `page_count`, `sg_page`, `dma_get_max_seg_size`,
-//! `cond_resched`, `alloc_workqueue`).
+//! `cond_resched`, `alloc_workqueue`, `get_mem_cgroup_from_mm`,
+//! `mem_cgroup_put`, `set_active_memcg`).
 
 pub(crate) mod clock;
 pub(crate) mod debugfs;
@@ -36,6 +39,7 @@ pub(crate) mod dma_pages;
 pub(crate) mod drm_mm;
 pub(crate) mod eventfd;
 pub(crate) mod host_page;
+pub(crate) mod memcg;
 pub(crate) mod pin;
 pub(crate) mod register_page;
 pub(crate) mod sched;

@@ -124,6 +124,14 @@ module! {
             default: 30,
             description: "Seconds a command submission may run before it is aborted (0: never); upstream's timeout_locked",
         },
+        memory_scrub: bool {
+            default: false,
+            description: "Scrub device memory with memory_scrub_val (debugfs; default 0x1122334455667788) when the compute context is released, as upstream (0 = no, 1 = yes, default no; released DRAM never holds a previous user's bytes either way)",
+        },
+        sim_dram_host_mib: u64 {
+            default: 0,
+            description: "Most host memory, in MiB, behind the user DRAM of all simulated devices (0: an eighth of RAM); past it the access faults",
+        },
         reset_on_page_fault: bool {
             default: false,
             description: "Answer an engine page fault as upstream Gaudi2 does: the device needs a reset until its user closes it (default: abort the CS only)",
@@ -244,6 +252,20 @@ impl kernel::Module for HabanaLabsRs {
     }
 }
 
+/// The bound on host memory behind simulated user DRAM, from
+/// `sim_dram_host_mib` (0: an eighth of RAM).
+fn set_dram_host_limit() {
+    let limit = match module_parameters::sim_dram_host_mib.value() {
+        0 => hw::sim::host_backing::default_limit_bytes(ffi::pin::totalram_bytes()),
+        mib => mib.saturating_mul(1 << 20),
+    };
+    hw::sim::host_backing::set_limit_bytes(limit);
+    pr_info!(
+        "simulated DRAM takes at most {} MiB of host memory (sim_dram_host_mib)\n",
+        limit >> 20
+    );
+}
+
 /// A device and its debugfs files (ours and upstream's), allocated and not
 /// registered.
 type PreparedDevice = (
@@ -262,8 +284,10 @@ type RegisteredDevice = (
 );
 
 /// Phase 1 of the load for every device: everything that can fail, with
-/// nothing a user can open.
+/// nothing a user can open (and the module-wide bound on simulated DRAM's
+/// host memory, before any device exists).
 fn prepare_devices(config: &params::Config) -> Result<KVec<PreparedDevice>> {
+    set_dram_host_limit();
     let mut prepared = KVec::with_capacity(config.devices as usize, GFP_KERNEL)?;
     for index in 0..config.devices {
         let hdev = device::HlDevice::new(index, config.asic.clone())?;

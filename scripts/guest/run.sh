@@ -46,6 +46,9 @@ hlrs dma --size 1048576 --via sram --queue 8 2>&1 | sed 's/^/  /'
 echo "  a DMA to an unmapped VA: the CS is aborted and the page fault reported (hlrs dma --fault):"
 hlrs dma --fault 2>&1 | sed 's/^/    /'
 hlrs cs --count 2000 2>&1 | sed 's/^/  /'
+echo "  host memory behind the simulated DRAM after those DMAs (hlrs dram-host): bounded, charged to"
+echo "  the opener's memory cgroup, given back when the pages return to the pool:"
+hlrs dram-host | sed 's/^/    /'
 
 say "A walk through the memory ioctls (hlrs walk)"
 hlrs walk >/tmp/walk.txt 2>&1

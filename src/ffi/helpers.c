@@ -78,3 +78,23 @@ struct workqueue_struct *hlrs_alloc_workqueue(const char *name)
 {
 	return alloc_workqueue("%s", WQ_UNBOUND, 0, name);
 }
+
+/* the memory cgroup host memory behind simulated DRAM is charged to (ffi/memcg.rs) */
+#include <linux/memcontrol.h>
+#include <linux/sched/mm.h>
+
+struct mem_cgroup *hlrs_memcg_of_current(void)
+{
+	/* NULL without CONFIG_MEMCG or when the controller is disabled. */
+	return get_mem_cgroup_from_mm(current->mm);
+}
+
+void hlrs_memcg_put(struct mem_cgroup *memcg)
+{
+	mem_cgroup_put(memcg);
+}
+
+struct mem_cgroup *hlrs_set_active_memcg(struct mem_cgroup *memcg)
+{
+	return set_active_memcg(memcg);
+}

@@ -44,4 +44,10 @@ struct workqueue_struct;
 /* alloc_workqueue("%s", WQ_UNBOUND, 0, name) */
 struct workqueue_struct *hlrs_alloc_workqueue(const char *name);
 
+/* the memory cgroup of simulated DRAM's host memory (ffi/memcg.rs) */
+struct mem_cgroup;
+struct mem_cgroup *hlrs_memcg_of_current(void);
+void hlrs_memcg_put(struct mem_cgroup *memcg);
+struct mem_cgroup *hlrs_set_active_memcg(struct mem_cgroup *memcg);
+
 #endif /* HLRS_FFI_HELPERS_H */

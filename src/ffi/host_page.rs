@@ -23,7 +23,6 @@ extern "C" {
     /// `page_to_phys(page)`.
     fn hlrs_page_to_phys(page: *mut bindings::page) -> u64;
     /// `page_count(page)`.
-    #[cfg(CONFIG_KUNIT)]
     fn hlrs_page_count(page: *mut bindings::page) -> c_int;
 }
 
@@ -129,8 +128,7 @@ impl HostPage {
         Ok(())
     }
 
-    /// How many references the page has (`page_count`). Tests only.
-    #[cfg(CONFIG_KUNIT)]
+    /// How many references the page has (`page_count`). O(1).
     pub(crate) fn ref_count(&self) -> u32 {
         // SAFETY: the page is live: we own a reference (invariant).
         let n = unsafe { hlrs_page_count(self.page.as_ptr()) };

@@ -47,6 +47,13 @@ pub(crate) const INLINE_PAGES: usize = 4;
 /// The page array of a pinned buffer.
 type PageArray = SmallArray<*mut bindings::page, INLINE_PAGES>;
 
+/// Bytes of RAM the machine has (`totalram_pages`). O(1).
+pub(crate) fn totalram_bytes() -> u64 {
+    // SAFETY: `totalram_pages` only reads a counter.
+    let pages = unsafe { hlrs_totalram_pages() } as u64;
+    pages.saturating_mul(PAGE_SIZE as u64)
+}
+
 /// The first page and the page count of `[addr, addr + size)`: `EINVAL` for
 /// a zero size or a range that wraps (also after rounding to pages), `ENOMEM`
 /// for more pages than the machine has RAM. O(1).

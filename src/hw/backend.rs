@@ -260,6 +260,19 @@ pub(crate) trait Backend: Sealed + Send + Sync {
     /// the user DRAM). O(backed chunks above `from`).
     fn scrub_dram(&self, from: u64, val: u64) -> Result;
 
+    /// The DRAM `[pa, pa + len)` went back to the pool (a page pack's pages):
+    /// nothing of what was written there may reach the next user. The
+    /// simulation gives the host memory behind it back (it then reads as
+    /// never-written DRAM); silicon has nothing to do unless
+    /// `memory_scrub` asks for a scrub at release. O(backed chunks in the
+    /// range).
+    fn release_dram(&self, pa: u64, len: u64);
+
+    /// A compute context opened (`Some`: its opener's memory cgroup) or went
+    /// (`None`): host memory the simulation takes for user DRAM from now on
+    /// is charged to that cgroup. Nothing to do on silicon. O(1).
+    fn set_memory_owner(&self, owner: Option<crate::ffi::memcg::MemCgroup>);
+
     /// Read device SRAM at `addr` (`[SRAM_BASE_ADDR, + SRAM_SIZE)`) into
     /// `buf`; never-written SRAM reads as zeros. `EINVAL` outside SRAM.
     fn sram_read(&self, addr: u64, buf: &mut [u8]) -> Result;
@@ -271,6 +284,11 @@ pub(crate) trait Backend: Sealed + Send + Sync {
     /// upstream's reset upon device release leaves it). Returns how many
     /// 4 KiB chunks had been written.
     fn release_sram(&self) -> usize;
+
+    /// Scrub all of SRAM with the little-endian pattern `val`
+    /// (`gaudi2_scrub_device_mem`'s SRAM part): it reads as `val` until
+    /// written. O(backed chunks).
+    fn scrub_sram(&self, val: u64);
 
     /// The page frame number of user-mappable HW block `id` (`size` bytes,
     /// its exact size) for `remap_pfn_range` (upstream

@@ -49,6 +49,7 @@ pub(crate) mod cfg_space;
 pub(crate) mod cp;
 pub(crate) mod engine_mem;
 pub(crate) mod fault;
+pub(crate) mod host_backing;
 pub(crate) mod iommu;
 pub(crate) mod job;
 pub(crate) mod packets;
@@ -61,8 +62,9 @@ use crate::hw::backend::{Backend, BusAddrs, DeviceStatus, MmuKind};
 use crate::{
     ffi::{
         dma::{DmaDirection, Importer, ImporterSgt},
-        dma_pages::{page_pieces, DmaPages},
+        dma_pages::DmaPages,
         host_page::HostPage,
+        memcg::MemCgroup,
         pin::PinnedUserPages,
     },
     hw::backend::DramPieces,
@@ -70,20 +72,14 @@ use crate::{
 use kernel::{
     alloc::KVVec,
     new_mutex,
-    page::PAGE_SIZE,
     prelude::*,
-    rbtree::{RBTree, RBTreeNodeReservation},
     sync::{
         atomic::{Atomic, Relaxed},
         Mutex,
     }, //
 };
 
-/// Bytes of host memory backing one touched piece of simulated DRAM: one
-/// host page.
-const CHUNK: usize = 4096;
-const CHUNK_U64: u64 = CHUNK as u64;
-const _: () = assert!(CHUNK == PAGE_SIZE);
+use host_backing::{Fill, SparseMem, CHUNK, CHUNK_U64};
 
 /// One recorded MMU cache invalidation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,18 +110,18 @@ pub(crate) struct InvalidationLog {
 ///
 /// # Invariants
 ///
-/// Every key of `dram` is the chunk index of an address inside
+/// Every chunk of `dram` is the chunk index of an address inside
 /// `[dram_base, dram_end)`.
 #[pin_data]
 pub(crate) struct SimGaudi2 {
     dram_base: u64,
     dram_end: u64,
     #[pin]
-    dram: Mutex<RBTree<u64, HostPage>>,
+    dram: Mutex<SparseMem>,
     /// SRAM chunks written since the last compute context went, keyed by
     /// `(addr - SRAM_BASE_ADDR) / CHUNK`.
     #[pin]
-    sram: Mutex<RBTree<u64, HostPage>>,
+    sram: Mutex<SparseMem>,
     #[pin]
     status: Mutex<DeviceStatus>,
     #[pin]
@@ -160,6 +156,9 @@ pub(crate) struct SimGaudi2 {
     /// Both change only under `dram`'s lock.
     dram_fill: Atomic<u64>,
     dram_fill_from: Atomic<u64>,
+    /// The value never-written SRAM reads as (the last scrub's; 0 until
+    /// then). Changes only under `sram`'s lock.
+    sram_fill: Atomic<u64>,
     /// The registers behind the user-mappable HW blocks.
     #[pin]
     pub(crate) cfg_space: cfg_space::CfgSpace,
@@ -170,11 +169,15 @@ impl SimGaudi2 {
     pub(crate) fn new(asic: &AsicProperties) -> impl PinInit<Self, Error> {
         let (dram_base, dram_end) = (asic.dram_base, asic.dram_end());
         let scrambler = walker::HbmScrambler::new(asic.hbms);
+        let user_from = asic.dram_user_base / CHUNK_U64;
         try_pin_init!(Self {
             dram_base,
             dram_end,
-            dram <- new_mutex!(RBTree::new()),
-            sram <- new_mutex!(RBTree::new()),
+            // User DRAM (what ALLOC hands out) is bounded and charged; the
+            // page tables below it are the driver's.
+            dram <- new_mutex!(SparseMem::new(user_from, true)),
+            // SRAM (48 MiB, dropped when its context goes) is neither.
+            sram <- new_mutex!(SparseMem::new(u64::MAX, false)),
             status <- new_mutex!(DeviceStatus::Operational),
             invalidations <- new_mutex!(InvalidationLog::default()),
             stlb <- new_mutex!(stlb::Stlb::new()?),
@@ -189,6 +192,7 @@ impl SimGaudi2 {
             fail_host_page_in: Atomic::new(0),
             dram_fill: Atomic::new(0),
             dram_fill_from: Atomic::new(u64::MAX),
+            sram_fill: Atomic::new(0),
             cfg_space <- cfg_space::CfgSpace::new(),
         })
     }
@@ -313,25 +317,8 @@ impl SimGaudi2 {
     pub(crate) fn chunk_refs(&self, pa: u64) -> Option<u32> {
         self.dram
             .lock()
-            .get(&(pa / CHUNK_U64))
+            .get(pa / CHUNK_U64)
             .map(HostPage::ref_count)
-    }
-
-    /// The page backing `chunk`, allocated, filled with `fill`'s pattern
-    /// (zeros when `None`) and inserted if missing. Allocates under the
-    /// (sleeping) DRAM lock.
-    fn chunk_or_insert(
-        dram: &mut RBTree<u64, HostPage>,
-        chunk: u64,
-        fill: Fill,
-    ) -> Result<&HostPage> {
-        if dram.get(&chunk).is_none() {
-            let page = HostPage::new_zeroed()?;
-            fill_page(&page, chunk, fill)?;
-            let node = RBTreeNodeReservation::new(GFP_KERNEL)?.into_node(chunk, page);
-            dram.insert(node);
-        }
-        dram.get(&chunk).ok_or(ENOMEM)
     }
 
     /// What never-written DRAM reads as; call with `dram`'s lock held.
@@ -342,16 +329,38 @@ impl SimGaudi2 {
         ))
     }
 
+    /// Give back the DRAM chunks `[first, end)` (see
+    /// [`SparseMem::drop_range`]), a batch at a time with the lock released
+    /// in between: a released pack can be many GiB. O(backed chunks in the
+    /// range x log n).
+    fn drop_chunks(&self, first: u64, end: u64, fill: Fill) -> Result {
+        let mut from = first;
+        loop {
+            let next = self.dram.lock().drop_range(from, end, fill, 1024)?;
+            match next {
+                Some(at) => from = at,
+                None => return Ok(()),
+            }
+            crate::ffi::sched::cond_resched();
+        }
+    }
+
     /// Number of 4 KiB chunks of host memory backing the simulated DRAM.
     /// O(n) in the backed chunks: for tests and debugfs only.
     pub(crate) fn backed_chunks(&self) -> usize {
-        self.dram.lock().iter().count()
+        self.dram.lock().len()
+    }
+
+    /// Bytes of host memory behind this device's user DRAM (counted against
+    /// the module-wide limit). O(1).
+    pub(crate) fn dram_host_bytes(&self) -> u64 {
+        self.dram.lock().counted().saturating_mul(CHUNK_U64)
     }
 
     /// Number of 4 KiB chunks of host memory backing the simulated SRAM.
     /// O(n) in the backed chunks: for tests and debugfs only.
     pub(crate) fn backed_sram_chunks(&self) -> usize {
-        self.sram.lock().iter().count()
+        self.sram.lock().len()
     }
 
     /// The offset in SRAM of `[addr, addr + len)`, which must lie inside it.
@@ -411,80 +420,6 @@ impl SimGaudi2 {
     }
 }
 
-/// Split `[addr, addr + len)` into per-chunk pieces: (chunk index, offset in
-/// chunk, offset in the caller's buffer, length).
-fn pieces(addr: u64, len: usize) -> impl Iterator<Item = (u64, usize, usize, usize)> {
-    page_pieces(addr, len).map(|(a, pos, n)| (a / CHUNK_U64, (a % CHUNK_U64) as usize, pos, n))
-}
-
-/// What never-written chunks of a sparse memory hold: `Some((from, val))`
-/// means chunks from index `from` on repeat the little-endian `val` (a
-/// scrub's pattern), the others and `None` are zeros.
-type Fill = Option<(u64, u64)>;
-
-/// The pattern byte of `fill` at byte address `at` of chunk `chunk`.
-fn fill_byte(fill: Fill, chunk: u64, at: u64) -> u8 {
-    match fill {
-        Some((from, val)) if chunk >= from => (val >> ((at % 8) * 8)) as u8,
-        _ => 0,
-    }
-}
-
-/// Fill `dst`, the bytes from `at` of chunk `chunk`, with `fill`'s pattern.
-/// O(len).
-fn fill_bytes(dst: &mut [u8], chunk: u64, at: u64, fill: Fill) {
-    for (i, b) in dst.iter_mut().enumerate() {
-        *b = fill_byte(fill, chunk, at.wrapping_add(i as u64));
-    }
-}
-
-/// Give a new page of chunk `chunk` what never-written memory there holds
-/// (nothing to do for zeros: pages come zeroed). O(CHUNK).
-fn fill_page(page: &HostPage, chunk: u64, fill: Fill) -> Result {
-    match fill {
-        Some((from, val)) if chunk >= from && val != 0 => write_pattern(page, val),
-        _ => Ok(()),
-    }
-}
-
-/// Write the little-endian `val` over the whole of `page`. O(CHUNK).
-fn write_pattern(page: &HostPage, val: u64) -> Result {
-    let mut line = [0u8; 64];
-    fill_bytes(&mut line, 0, 0, Some((0, val)));
-    for off in (0..CHUNK).step_by(line.len()) {
-        page.write(off, &line)?;
-    }
-    Ok(())
-}
-
-/// Copy `buf.len()` bytes at byte `at` of the sparse memory `mem` (chunk
-/// index = `at / CHUNK`); unbacked chunks read as `fill`. O(chunks x log n).
-fn sparse_read(mem: &RBTree<u64, HostPage>, at: u64, buf: &mut [u8], fill: Fill) -> Result {
-    for (chunk, off, pos, n) in pieces(at, buf.len()) {
-        let dst = buf
-            .get_mut(pos..pos.checked_add(n).ok_or(EINVAL)?)
-            .ok_or(EINVAL)?;
-        match mem.get(&chunk) {
-            Some(page) => page.read(off, dst)?,
-            None => fill_bytes(dst, chunk, off as u64, fill),
-        }
-    }
-    Ok(())
-}
-
-/// Copy `data` to byte `at` of the sparse memory `mem`, backing the chunks
-/// it touches (filled with `fill` first; allocates: `mem`'s lock is a
-/// mutex). O(chunks x log n).
-fn sparse_write(mem: &mut RBTree<u64, HostPage>, at: u64, data: &[u8], fill: Fill) -> Result {
-    for (chunk, off, pos, n) in pieces(at, data.len()) {
-        let src = data
-            .get(pos..pos.checked_add(n).ok_or(EINVAL)?)
-            .ok_or(EINVAL)?;
-        SimGaudi2::chunk_or_insert(mem, chunk, fill)?.write(off, src)?;
-    }
-    Ok(())
-}
-
 impl crate::hw::backend::Sealed for SimGaudi2 {}
 
 impl Backend for SimGaudi2 {
@@ -505,11 +440,11 @@ impl Backend for SimGaudi2 {
         // One lookup when the hop's chunk is backed (always, once written).
         let (chunk, off) = (addr / CHUNK_U64, (addr % CHUNK_U64) as usize);
         let mut dram = self.dram.lock();
-        if let Some(page) = dram.get(&chunk) {
+        if let Some(page) = dram.get(chunk) {
             return page.write_u64s(off, &[value]);
         }
         let fill = self.dram_fill();
-        sparse_write(&mut dram, addr, &value.to_le_bytes(), fill)
+        dram.write(addr, &value.to_le_bytes(), fill)
     }
 
     fn read_pte(&self, addr: u64) -> Result<u64> {
@@ -519,11 +454,11 @@ impl Backend for SimGaudi2 {
         self.check(addr, 8)?;
         let (chunk, off) = (addr / CHUNK_U64, (addr % CHUNK_U64) as usize);
         let dram = self.dram.lock();
-        if let Some(page) = dram.get(&chunk) {
+        if let Some(page) = dram.get(chunk) {
             return page.read_u64(off);
         }
         let mut b = [0u8; 8];
-        sparse_read(&dram, addr, &mut b, self.dram_fill())?;
+        dram.read(addr, &mut b, self.dram_fill())?;
         Ok(u64::from_le_bytes(b))
     }
 
@@ -628,34 +563,33 @@ impl Backend for SimGaudi2 {
         self.check(pa, CHUNK)?;
         let chunk = pa / CHUNK_U64;
         let mut dram = self.dram.lock();
-        if dram.get(&chunk).is_none() {
+        if dram.get(chunk).is_none() {
             self.take_host_page_failure()?;
         }
         let fill = self.dram_fill();
-        Ok(Self::chunk_or_insert(&mut dram, chunk, fill)?.clone())
+        Ok(dram.chunk_or_insert(chunk, fill)?.clone())
     }
 
     fn dram_read(&self, addr: u64, buf: &mut [u8]) -> Result {
         self.check(addr, buf.len())?;
-        let dram = self.dram.lock();
-        sparse_read(&dram, addr, buf, self.dram_fill())
+        self.dram.lock().read(addr, buf, self.dram_fill())
     }
 
     fn sram_read(&self, addr: u64, buf: &mut [u8]) -> Result {
         let at = Self::sram_offset(addr, buf.len())?;
-        sparse_read(&self.sram.lock(), at, buf, None)
+        let sram = self.sram.lock();
+        sram.read(at, buf, Some((0, self.sram_fill.load(Relaxed))))
     }
 
     fn sram_write(&self, addr: u64, data: &[u8]) -> Result {
         let at = Self::sram_offset(addr, data.len())?;
-        sparse_write(&mut self.sram.lock(), at, data, None)
+        let mut sram = self.sram.lock();
+        sram.write(at, data, Some((0, self.sram_fill.load(Relaxed))))
     }
 
     fn release_sram(&self) -> usize {
-        let sram = core::mem::take(&mut *self.sram.lock());
-        let n = sram.iter().count();
-        drop(sram);
-        n
+        let mut sram = self.sram.lock();
+        sram.clear()
     }
 
     fn block_pfn(&self, id: u32, size: u64) -> Result<u64> {
@@ -671,7 +605,7 @@ impl Backend for SimGaudi2 {
         // A sleeping lock: allocating under it is allowed.
         let mut dram = self.dram.lock();
         let fill = self.dram_fill();
-        sparse_write(&mut dram, addr, data, fill)
+        dram.write(addr, data, fill)
     }
 
     fn scrub_dram(&self, from: u64, val: u64) -> Result {
@@ -679,25 +613,36 @@ impl Backend for SimGaudi2 {
             return Err(EINVAL);
         }
         let first = from / CHUNK_U64;
-        let mut dram = self.dram.lock();
         // Chunks only the tree holds are dropped (they read as the pattern
         // from now on); chunks an importer or a CPU mapping also holds are
         // overwritten in place, so what they see stays the device's DRAM.
-        let mut cursor = dram.cursor_lower_bound_mut(&first);
-        while let Some(mut c) = cursor {
-            let (&chunk, page) = c.current_mut();
-            if page.ref_count() > 1 {
-                write_pattern(page, val)?;
-                cursor = c.move_next();
-                continue;
-            }
-            let (next, _) = c.remove_current();
-            // Removing the last node moves back to one already visited.
-            cursor = next.filter(|n| n.current().0 > &chunk);
-        }
+        self.drop_chunks(first, u64::MAX, Some((first, val)))?;
+        let _dram = self.dram.lock();
         self.dram_fill.store(val, Relaxed);
         self.dram_fill_from.store(first, Relaxed);
         Ok(())
+    }
+
+    fn release_dram(&self, pa: u64, len: u64) {
+        let (first, end) = (pa / CHUNK_U64, pa.saturating_add(len) / CHUNK_U64);
+        if let Err(e) = self.drop_chunks(first, end, self.dram_fill()) {
+            pr_err!(
+                "simulated DRAM: released pages could not be cleared ({:?})\n",
+                e
+            );
+        }
+    }
+
+    fn scrub_sram(&self, val: u64) {
+        let mut sram = self.sram.lock();
+        sram.clear();
+        self.sram_fill.store(val, Relaxed);
+    }
+
+    fn set_memory_owner(&self, owner: Option<MemCgroup>) {
+        // The old owner's reference is dropped outside the lock.
+        let old = self.dram.lock().set_owner(owner);
+        drop(old);
     }
 }
 
@@ -812,6 +757,56 @@ mod tests {
         assert_eq!(b, [0; 8]);
         shared.read(0, &mut held)?;
         assert_eq!(held, [0; 8]);
+        Ok(())
+    }
+
+    #[test]
+    fn released_dram_goes_back_to_the_host_and_reads_as_never_written() -> Result {
+        let s = sim()?;
+        let user = 0x1001_0000_3000_0000u64;
+        s.dram_write(user - 4096, &[7; 8])?;
+        s.dram_write(user + 5, &[1; 8])?;
+        s.dram_write(user + 3 * 4096, &[2; 8])?;
+        // Writing what unwritten DRAM reads as backs nothing.
+        s.dram_write(user + 10 * 4096, &[0; 4096])?;
+        let shared = s.dram_host_page(user + 20 * 4096)?;
+        shared.write(0, &[3; 8])?;
+        assert_eq!((s.backed_chunks(), s.dram_host_bytes()), (4, 3 * 4096));
+        s.release_dram(user, 1 << 20);
+        // The page tables below the user base stay; the unshared chunks
+        // went; the shared one was zeroed in place for its holder.
+        let mut b = [0xffu8; 8];
+        s.dram_read(user - 4096, &mut b)?;
+        assert_eq!(b, [7; 8]);
+        s.dram_read(user + 5, &mut b)?;
+        assert_eq!(b, [0; 8]);
+        shared.read(0, &mut b)?;
+        assert_eq!(b, [0; 8]);
+        assert_eq!((s.backed_chunks(), s.dram_host_bytes()), (2, 4096));
+        drop(shared);
+        s.release_dram(user, 1 << 20);
+        assert_eq!((s.backed_chunks(), s.dram_host_bytes()), (1, 0));
+        Ok(())
+    }
+
+    #[test]
+    fn the_host_memory_limit_refuses_new_chunks_and_frees_with_the_device() -> Result {
+        let s = sim()?;
+        let user = 0x1001_0000_3000_0000u64;
+        let (used, limit, refused) = host_backing::usage();
+        host_backing::set_limit_bytes(used + 2 * 4096);
+        s.dram_write(user, &[1; 8])?;
+        s.dram_write(user + 4096, &[1; 8])?;
+        let r = s.dram_write(user + 2 * 4096, &[1; 8]);
+        let full = host_backing::usage();
+        host_backing::set_limit_bytes(limit);
+        assert_eq!(r, Err(ENOSPC));
+        assert_eq!((full.0, full.2), (used + 2 * 4096, refused + 1));
+        // Chunks already backed take writes; the page tables are not counted.
+        s.dram_write(user + 4090, &[2; 6])?;
+        s.dram_write(user - 4096, &[2; 8])?;
+        drop(s);
+        assert_eq!(host_backing::usage().0, used);
         Ok(())
     }
 

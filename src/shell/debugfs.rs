@@ -37,7 +37,7 @@ use crate::{
         sim::{
             engine_mem::EngineAccess,
             fault::{EngineFault, Target},
-            stlb,
+            host_backing, stlb,
         },
     },
     mmu::walk::WalkFault,
@@ -74,7 +74,7 @@ pub(crate) struct DeviceFiles {
 }
 
 /// The files of one device, in `<root>/<index>/`.
-static DEVICE_FILES: [FileDef<DeviceFiles>; 16] = [
+static DEVICE_FILES: [FileDef<DeviceFiles>; 17] = [
     FileDef::ro(c"dram_pool", |d, f| show_dram_pool(&d.dev, f)),
     FileDef::ro(c"memory", |d, f| show_memory(&d.dev, f)),
     FileDef::ro(c"va", |d, f| show_va(&d.dev, f)),
@@ -103,7 +103,35 @@ static DEVICE_FILES: [FileDef<DeviceFiles>; 16] = [
     ),
     FileDef::ro(c"stlb", |d, f| show_stlb(&d.dev, f)),
     FileDef::rw(c"engine", show_engine, write_engine),
+    FileDef::rw(
+        c"dram_host",
+        |d, f| show_dram_host(&d.dev, f),
+        |_, t| write_dram_host(t),
+    ),
 ];
+
+/// The host memory behind simulated user DRAM: this device's, all devices',
+/// the module-wide limit and the allocations it refused
+/// (`hw::sim::host_backing`).
+fn show_dram_host(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let (all, limit, refused) = host_backing::usage();
+    writeln!(f, "device bytes:   {}", dev.sim.dram_host_bytes())?;
+    writeln!(f, "all bytes:      {}", all)?;
+    writeln!(f, "limit bytes:    {}", limit)?;
+    writeln!(f, "refused:        {}", refused)
+}
+
+/// A new module-wide limit, in bytes (decimal or 0x-hex; `sim_dram_host_mib`
+/// at load). Root only, as every file here.
+fn write_dram_host(text: &str) -> Result {
+    let bytes = match text.strip_prefix("0x") {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => text.parse::<u64>(),
+    }
+    .map_err(|_| EINVAL)?;
+    host_backing::set_limit_bytes(bytes);
+    Ok(())
+}
 
 /// The debugfs files of one device; removed when dropped.
 pub(crate) type DeviceDebugfs = Dir<DeviceFiles>;

@@ -9,7 +9,11 @@ use crate::{
     asic::AsicProperties,
     hw::{backend::Backend, sim::SimGaudi2},
     mmu::device_mmu::DeviceMmu,
-    vm::{dram_pool::DramPool, handles::HandleTable, op_profile::OpProfile},
+    vm::{
+        dram_pool::{DramPool, SharedPool},
+        handles::HandleTable,
+        op_profile::OpProfile,
+    },
 };
 use kernel::{
     new_mutex,
@@ -29,7 +33,7 @@ pub(crate) struct DeviceVm {
     pub(crate) mmu: Arc<DeviceMmu>,
     /// The DRAM page pool over `[dram_user_base, dram_end)`. Page packs hold a
     /// reference to it (not to this owner, which holds them in `handles`).
-    pub(crate) pool: Arc<Mutex<DramPool>>,
+    pub(crate) pool: Arc<SharedPool>,
     /// Handle -> page pack, device-wide (handles of every context).
     #[pin]
     pub(crate) handles: Mutex<HandleTable>,
@@ -65,7 +69,7 @@ impl DeviceVm {
             asic.dram_page_size,
             asic.user_dram_pages(),
         )
-        .and_then(|p| Arc::pin_init(new_mutex!(p), GFP_KERNEL));
+        .and_then(|p| Arc::pin_init(SharedPool::new(p, mmu.backend_arc().clone()), GFP_KERNEL));
         try_pin_init!(Self {
             pool: pool?,
             handles <- new_mutex!(HandleTable::new()),

@@ -16,7 +16,44 @@
 //! that holds the device), and the device checks at removal that every page
 //! came back, which is what upstream's `hl_vm_fini` warns about.
 
-use kernel::prelude::*;
+use crate::hw::backend::Backend;
+use kernel::{
+    new_mutex,
+    prelude::*,
+    sync::{lock::mutex::MutexGuard, Arc, Mutex},
+};
+
+/// The pool as page packs share it: the page bitmap under its lock, and the
+/// hardware whose DRAM it hands out, told when pages come back so that
+/// nothing of their contents reaches the next user
+/// ([`Backend::release_dram`]).
+#[pin_data]
+pub(crate) struct SharedPool {
+    #[pin]
+    pages: Mutex<DramPool>,
+    backend: Arc<dyn Backend>,
+}
+
+impl SharedPool {
+    /// `pool` over the DRAM of `backend`.
+    pub(crate) fn new(pool: DramPool, backend: Arc<dyn Backend>) -> impl PinInit<Self> {
+        pin_init!(Self {
+            pages <- new_mutex!(pool),
+            backend,
+        })
+    }
+
+    /// The page bitmap, locked (a leaf lock). O(1).
+    pub(crate) fn lock(&self) -> MutexGuard<'_, DramPool> {
+        self.pages.lock()
+    }
+
+    /// The pages `[pa, pa + len)` are about to go back to the pool: their
+    /// contents go first (called with the pool unlocked). O(backed chunks).
+    pub(crate) fn release_contents(&self, pa: u64, len: u64) {
+        self.backend.release_dram(pa, len);
+    }
+}
 
 /// Most DRAM pages a pool can manage (one bit each in a `u128`).
 pub(crate) const MAX_PAGES: u64 = 128;

@@ -12,12 +12,12 @@
 
 use crate::{
     asic::AsicProperties,
-    vm::dram_pool::{DramPool, PoolPages}, //
+    vm::dram_pool::{PoolPages, SharedPool}, //
 };
 use core::pin::Pin;
 use kernel::{
     prelude::*,
-    sync::{Arc, Mutex, UniqueArc}, //
+    sync::{Arc, UniqueArc}, //
 };
 
 /// Where the pages of a pack are.
@@ -61,7 +61,7 @@ fn nth_set_bit(mask: u128, n: u64) -> Option<u64> {
 /// leaves `npages == 0`: a pack with no pages, which only a [`VacantPack`]
 /// holds). `total_size == npages * page_size`.
 pub(crate) struct PhysPgPack {
-    pool: Arc<Mutex<DramPool>>,
+    pool: Arc<SharedPool>,
     /// ASID of the allocating context.
     pub(crate) asid: u32,
     /// The `HL_MEM_*` flags given to ALLOC.
@@ -82,7 +82,7 @@ impl PhysPgPack {
     /// or any pages. `ENOMEM` when the pool cannot satisfy it; nothing is
     /// taken then. O(npages).
     pub(crate) fn alloc(
-        pool: &Arc<Mutex<DramPool>>,
+        pool: &Arc<SharedPool>,
         asic: &AsicProperties,
         asid: u32,
         flags: u32,
@@ -173,7 +173,7 @@ impl PhysPgPack {
     /// [`Self::alloc`] into `spare`'s allocation if given, else a new one.
     /// On an error `spare` is freed.
     pub(crate) fn alloc_shared(
-        pool: &Arc<Mutex<DramPool>>,
+        pool: &Arc<SharedPool>,
         asic: &AsicProperties,
         (asid, flags): (u32, u32),
         (npages, contiguous): (u64, bool),
@@ -190,10 +190,16 @@ impl PhysPgPack {
         }
     }
 
-    /// Return the pages to the pool (once: `Drop` and `vacate` only). O(1).
+    /// Return the pages to the pool (once: `Drop` and `vacate` only), their
+    /// contents given back first. O(1) besides that.
     fn return_pages(&mut self) {
         if self.npages == 0 {
             return;
+        }
+        for i in 0..self.npages {
+            if let Some(pa) = self.page_addr(i) {
+                self.pool.release_contents(pa, self.page_size);
+            }
         }
         let mut pool = self.pool.lock();
         let pages = match self.pages {

@@ -2,7 +2,9 @@
 //! guest on the debug kernel (lockdep, KFENCE, kmemleak watch the kernel side).
 //!
 //! Every INFO op, every MEMORY op, every CB op (CREATE, INFO, DESTROY), CSs
-//! of random packets on every queue and WAIT_CS (`fuzz_cs`),
+//! of random packets on every queue and WAIT_CS (`fuzz_cs`), memsets that
+//! flood the run's DRAM mappings (the host memory behind simulated DRAM is
+//! bounded at 32 MiB for the run, and must all come back at its end),
 //! plus `mmap`/`munmap` of the handles MAP_BLOCK, TS_ALLOC and CB CREATE return, with arguments drawn from boundary values (0, 1,
 //! page - 1, page, 2^32 - 1, 2^32, 2^63, 2^64 - 1 and the device's own
 //! geometry) or taken from earlier successful calls (handles, VAs, mmap
@@ -30,7 +32,7 @@ use std::time::{Duration, Instant};
 /// The operations, in summary order. The first [`SELECTABLE`] are drawn; the
 /// rest are the host MAPs of buffers with other backings than anonymous
 /// memory, counted apart.
-const OPS: [&str; 24] = [
+const OPS: [&str; 25] = [
     "INFO",
     "ALLOC",
     "FREE",
@@ -51,13 +53,14 @@ const OPS: [&str; 24] = [
     "debugfs mem",
     "CS",
     "WAIT_CS",
+    "DRAM flood",
     "MAP hugetlb",
     "MAP thp",
     "MAP memfd",
     "MAP read-only",
 ];
 /// How many of [`OPS`] the fuzzer draws from.
-const SELECTABLE: usize = 20;
+const SELECTABLE: usize = 21;
 /// Index of "MAP host" in [`OPS`].
 const MAP_HOST_OP: usize = 4;
 
@@ -115,6 +118,8 @@ fn allowed(op: usize, e: i32) -> bool {
             EINVAL | EFAULT | EAGAIN | EPERM | EOPNOTSUPP | ENOEXEC | ENOMEM
         ),
         "WAIT_CS" => matches!(e, EINVAL | EIO | ETIMEDOUT | EPERM),
+        // A memset CS: as CS (its MAP of the CB failing submits nothing).
+        "DRAM flood" => matches!(e, EINVAL | EAGAIN | EPERM | ENOMEM),
         _ => false,
     }
 }
@@ -632,6 +637,10 @@ impl Worker<'_> {
                 let edge = self.edge();
                 crate::fuzz_cs::wait_cs(self.dev, &self.cs, &mut self.rng, edge)
             }
+            "DRAM flood" => {
+                let vas = lock(self.pool).vas.clone();
+                crate::fuzz_cs::dram_flood(self.dev, &mut self.cs, &mut self.rng, &vas)
+            }
             _ => Ok(()),
         };
         self.record(op, r)
@@ -693,6 +702,23 @@ impl Worker<'_> {
             Err(e) => Err(e.raw_os_error().unwrap_or(5)),
         }
     }
+}
+
+/// A field of debugfs `dram_host` of device `index` (bytes), if readable.
+fn dram_host_field(index: u32, field: &str) -> Option<u64> {
+    let path = format!("/sys/kernel/debug/habanalabs_rs/{index}/dram_host");
+    std::fs::read_to_string(path)
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix(field).and_then(|v| v.trim().parse().ok()))
+}
+
+/// Set the module-wide limit on simulated DRAM's host memory (root only).
+fn dram_host_set_limit(bytes: u64) -> std::io::Result<()> {
+    std::fs::write(
+        "/sys/kernel/debug/habanalabs_rs/0/dram_host",
+        bytes.to_string(),
+    )
 }
 
 /// Make the next `n` MMU invalidations of device `index` fail (debugfs of
@@ -787,6 +813,10 @@ fn install_fault_reporter() {
 /// Run the fuzzer; `progress` gets the calls done so far now and then.
 pub fn run(s: &Settings, progress: &(dyn Fn(u64) + Sync)) -> std::io::Result<Report> {
     install_fault_reporter();
+    // The DRAM floods meet the limit on simulated DRAM's host memory soon:
+    // 32 MiB for the run (restored after).
+    let old_limit = dram_host_field(0, "limit bytes:");
+    let _ = dram_host_set_limit(32 << 20);
     let t0 = Instant::now();
     let deadline = t0 + Duration::from_secs(s.seconds);
     let done = AtomicU64::new(0);
@@ -876,6 +906,17 @@ pub fn run(s: &Settings, progress: &(dyn Fn(u64) + Sync)) -> std::io::Result<Rep
         lock(pool).buffers.clear();
     }
     let mut failure = failure.into_inner().unwrap_or_else(|e| e.into_inner());
+    if let Some(limit) = old_limit {
+        let _ = dram_host_set_limit(limit);
+    }
+    for i in 0..s.devices {
+        let left = dram_host_field(i, "device bytes:").unwrap_or(0);
+        if left != 0 && failure.is_none() {
+            failure = Some(format!(
+                "device {i}: {left} bytes of host memory behind its DRAM after the run"
+            ));
+        }
+    }
     if let Some((total, free)) = huge_pages() {
         if total != free && failure.is_none() {
             failure = Some(format!(

@@ -28,6 +28,8 @@ const SIZES: [u32; 9] = [0, 1, 7, 8, 4095, 4096, 65537, 1 << 20, 3];
 pub struct CsState {
     cb: Option<(HostBuffer, u64)>,
     seqs: Vec<u64>,
+    /// CB buffers of `dram_flood` CSs that may still run, and their VAs.
+    keep: Vec<(HostBuffer, u64)>,
 }
 
 impl CsState {
@@ -36,6 +38,7 @@ impl CsState {
         Self {
             cb: None,
             seqs: Vec::new(),
+            keep: Vec::new(),
         }
     }
 }
@@ -167,6 +170,50 @@ pub fn cs(
         }
     }
     Ok(())
+}
+
+/// Host VAs of Gaudi2 (the PMMU's ranges) start here; DRAM VAs are below.
+const HOST_VA_BASE: u64 = 0xFFF0_0000_0000_0000;
+
+/// Memory exhaustion: one CS of up to four memsets of up to 1 GiB each, with
+/// a non-zero value, at the run's DRAM mappings. The simulated DRAM's host
+/// memory must stop at its limit (the CS then ends ABORTED, which a WAIT_CS
+/// op or the close meets), whatever UNMAP, FREE and close do meanwhile; the
+/// run checks at its end that all of it came back. The CS is not waited
+/// for. Nothing is submitted when no DRAM mapping is known.
+pub fn dram_flood(dev: &Device, st: &mut CsState, rng: &mut Rng, vas: &[u64]) -> Result<(), i32> {
+    let dram: Vec<u64> = vas.iter().copied().filter(|&v| v < HOST_VA_BASE).collect();
+    if dram.is_empty() || rng.below(16) != 0 {
+        return Ok(());
+    }
+    let mut cb = Cb::new();
+    for _ in 0..1 + rng.below(4) {
+        let va = dram[rng.below(dram.len() as u64) as usize];
+        let size = [1u32 << 30, 768 << 20, 64 << 20, 1 << 20][rng.below(4) as usize];
+        cb = cb.memset(va, rng.next() | 1, size);
+    }
+    let queue = QUEUES[rng.below(QUEUES.len() as u64) as usize];
+    let b = HostBuffer::new(4096).map_err(|e| hlrs::errno(&e))?;
+    let mut b = b;
+    b.as_mut_slice()[..cb.bytes().len()].copy_from_slice(cb.bytes());
+    // The CB's own mapping: its MAP failing (an injected invalidation
+    // failure) submits nothing.
+    let Ok(va) = dev.map_host(b.addr(), 4096, 0, 0) else {
+        return Ok(());
+    };
+    let r = hlrs::cs::Cs::new().chunk(queue, va, cb.len()).submit(dev);
+    if let Ok(f) = &r {
+        st.seqs.push(f.seq);
+    }
+    // The engine may still fetch the CB: the buffer and its mapping stay
+    // for the next 16 floods (an UNMAP under a CS still running is fuzzing
+    // too: its next fetch faults).
+    st.keep.push((b, va));
+    if st.keep.len() > 16 {
+        let (_, old) = st.keep.remove(0);
+        let _ = dev.unmap(old);
+    }
+    r.map(drop).map_err(|e| hlrs::errno(&e))
 }
 
 /// One WAIT_CS: a recent sequence mostly, an old, future or edge one

@@ -87,6 +87,14 @@ enum Command {
         #[arg(value_parser = parse_hex)]
         size: u64,
     },
+    /// The host memory behind each device's simulated user DRAM, the
+    /// module-wide limit and the allocations refused at it (debugfs
+    /// `dram_host`); `--limit BYTES` sets a new limit. Root only.
+    DramHost {
+        /// A new module-wide limit in bytes.
+        #[arg(long)]
+        limit: Option<u64>,
+    },
     /// Write VALUE over the device's whole user DRAM (upstream's debugfs
     /// `memory_scrub_val` + `memory_scrub`); refused while a compute context
     /// is open. Root only.
@@ -233,6 +241,7 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             Ok(format::usage(&rows, cli.json))
         }
         Command::Walk => walk::run(cli.device),
+        Command::DramHost { limit } => dram_host(limit),
         Command::Peek { addr, wide } => {
             let v = hlrs::debugfs::DebugfsMem::new(cli.device).peek(addr, width(wide))?;
             Ok(if wide {
@@ -482,6 +491,23 @@ fn context_usage(i: u32) -> Option<u64> {
     let table =
         std::fs::read_to_string(format!("/sys/kernel/debug/habanalabs_rs/{i}/memory")).ok()?;
     Some(format::sum_memory_table(&table))
+}
+
+/// `hlrs dram-host`: debugfs `dram_host` of every device, after setting a
+/// new limit if asked.
+fn dram_host(limit: Option<u64>) -> std::io::Result<String> {
+    let file = |i: u32| format!("/sys/kernel/debug/habanalabs_rs/{i}/dram_host");
+    if let Some(bytes) = limit {
+        std::fs::write(file(0), bytes.to_string())?;
+    }
+    let mut out = String::new();
+    for i in hlrs::device_indices()? {
+        out.push_str(&format!("device {i}\n"));
+        for line in std::fs::read_to_string(file(i))?.lines() {
+            out.push_str(&format!("  {line}\n"));
+        }
+    }
+    Ok(out)
 }
 
 fn main() -> ExitCode {
