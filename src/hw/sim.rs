@@ -624,6 +624,12 @@ impl Backend for SimGaudi2 {
     }
 
     fn release_dram(&self, pa: u64, len: u64) {
+        // No user chunk backed on any device: nothing to give back (the
+        // common case of an ALLOC+FREE of memory no engine wrote), one
+        // atomic read.
+        if host_backing::usage().0 == 0 {
+            return;
+        }
         let (first, end) = (pa / CHUNK_U64, pa.saturating_add(len) / CHUNK_U64);
         if let Err(e) = self.drop_chunks(first, end, self.dram_fill()) {
             pr_err!(
