@@ -91,7 +91,7 @@ class Watch:
         self.suites, self.t0 = suites, t0
         self.phase, self.label, self.binary = "boot", "", None
         self.case = self.case_t = self.binary_t = None
-        self.suite = self.suite_t = self.plan = self.last_case = None
+        self.suite = self.plan = self.last_case = None
         self.index = 0
         self.last, self.case_end_ts = t0, None
         self.done = self.live_seen = False
@@ -125,8 +125,7 @@ class Watch:
         elif word == "insmod-begin":
             self.phase, self.label = "KUnit at load", "load"
         elif word == "insmod-end":
-            self.end_suite(now)
-            self.phase = "after the load"
+            self.suite, self.phase = None, "after the load"
         elif word not in ("check", "hugepages", "boot"):
             self.phase = text
 
@@ -150,9 +149,6 @@ class Watch:
         elif complete and line.startswith("test result:"):
             self.end_case(now)
 
-    def end_suite(self, now):
-        self.suite = None
-
     def console_line(self, line, now):
         # KUnit cases are timed by the kernel's timestamps: the console
         # reaches the host in bursts.
@@ -169,8 +165,7 @@ class Watch:
             return False
         m = KTAP_SUITE.match(line)
         if m:
-            self.end_suite(now)
-            self.suite, self.suite_t, self.plan, self.index = m.group(1), now, None, 0
+            self.suite, self.plan, self.index = m.group(1), None, 0
             self.last_case, self.case_end_ts = None, ts
         elif KTAP_PLAN.match(line):
             self.plan = int(KTAP_PLAN.match(line).group(1))
@@ -182,12 +177,12 @@ class Watch:
                                    "load", "KUnit " + self.suite, self.last_case))
             self.case_end_ts = ts
         elif re.match(r"^(not ok|ok) \d+ ", line):
-            self.end_suite(now)
+            self.suite = None
         return True
 
     def kunit_now(self):
         if self.suite is None:
-            return "KUnit at load, between suites"
+            return "the module load (insmod), outside the KUnit suites"
         n = self.index + 1
         of = f" of {self.plan}" if self.plan else ""
         names = self.suites.get(self.suite, [])
