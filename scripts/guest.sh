@@ -4,8 +4,18 @@
 #   guest.sh MODE LOG [MODULE_PARAMS]
 #
 # MODE is `test` (in-guest tests) or `run` (the demo walk). The serial console
-# is written to LOG. Plain emulation (TCG) by default; HLRS_KVM=1 asks for KVM.
-# HLRS_GUEST_TIMEOUT (seconds, default 600) bounds the run.
+# is written to LOG, the guest's live channel (its markers and the in-guest
+# tests' output as they happen, serial port 1) to guest-live.log next to it.
+# Plain emulation (TCG) by default; HLRS_KVM=1 asks for KVM.
+#
+# scripts/guest_watch.py runs QEMU and follows the guest's progress:
+#   HLRS_GUEST_STALL    seconds without progress before the guest is stopped
+#                       as hung (default 300), the failure naming the test
+#                       binary and case (or KUnit suite and case) that ran
+#   HLRS_GUEST_TIMEOUT  the whole run's cap in seconds (default 3600)
+#   HLRS_GUEST_SLOW=N   give the guest 1/N of its CPU time (a slower machine)
+# It prints a progress line every 30 s and writes each test case's duration
+# to guest-times.tsv next to LOG.
 source "$(dirname "$0")/lib.sh"
 MODE=$1
 LOG=$2
@@ -16,6 +26,8 @@ rm -rf "$OUT/root"
 mkdir -p "$OUT/root"/{bin,sbin,proc,sys,dev,tmp,tests,etc,lib/modules}
 cp /bin/busybox "$OUT/root/bin/busybox"
 cp "$HLRS_ROOT/scripts/guest/init" "$OUT/root/init"
+# What the second pass (devices=4) of the in-guest tests runs.
+cp "$HLRS_ROOT/scripts/guest/multi-device" "$OUT/root/multi-device"
 # HLRS_MODULE_KO: another build of the module (the production kernel's).
 cp "${HLRS_MODULE_KO:-$HLRS_ROOT/habanalabs_rs.ko}" "$OUT/root/habanalabs_rs.ko"
 # The same module as built by `dkms build` (scripts/dkms.sh check), if any:
@@ -70,11 +82,11 @@ fi
 LOCKUP_ARGS="watchdog_thresh=3 sysctl.kernel.hung_task_timeout_secs=90"
 ACCEL=(-accel tcg,thread=multi)
 if [ "${HLRS_KVM:-0}" = 1 ] && [ -w /dev/kvm ]; then ACCEL=(-enable-kvm -cpu host); fi
-rc=0
-timeout --foreground -k 5 "${HLRS_GUEST_TIMEOUT:-600}" \
+DIR=$(dirname "$LOG")
+exec python3 "$HLRS_ROOT/scripts/guest_watch.py" --log "$LOG" --live "$DIR/guest-live.log" \
+	--stall "${HLRS_GUEST_STALL:-300}" --cap "${HLRS_GUEST_TIMEOUT:-3600}" \
+	--slow "${HLRS_GUEST_SLOW:-1}" --src "$HLRS_ROOT/src" --times "$DIR/guest-times.tsv" -- \
 	qemu-system-x86_64 "${ACCEL[@]}" -m 3072 -smp 2 -nographic -no-reboot \
+	-serial mon:stdio -serial "file:$DIR/guest-live.log" \
 	-kernel "$KOBJ/arch/x86/boot/bzImage" -initrd "$OUT/initrd.gz" \
-	-append "console=ttyS0 panic=-1 $TSC_ARGS kfence.sample_interval=10 $LOCKUP_ARGS hlrs.mode=$MODE hlrs.params=$PARAMS ${HLRS_CMDLINE:-}" \
-	</dev/null >"$LOG" 2>&1 || rc=$?
-[ $rc -eq 124 ] && echo "@@HLRS-HOST guest timed out after ${HLRS_GUEST_TIMEOUT:-600} s" >>"$LOG"
-exit $rc
+	-append "console=ttyS0 panic=-1 $TSC_ARGS kfence.sample_interval=10 $LOCKUP_ARGS hlrs.mode=$MODE hlrs.params=$PARAMS ${HLRS_CMDLINE:-}"

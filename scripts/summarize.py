@@ -8,6 +8,13 @@ non-zero when any test failed, a KTAP or libtest plan is short, the guest log
 shows a kernel bug report (oops, BUG, WARNING, try faulted, lockdep, KFENCE,
 kmemleak), a required marker is missing, or the guest timed out.
 
+When the host stopped the guest (scripts/guest_watch.py: no progress for the
+stall limit, the run's cap) or QEMU ended before the guest finished, the log
+ends with one `@@HLRS-HOST guest ...` line naming the test that was running:
+that line is the failure, and what could not happen after it (markers,
+checks, the rest of the load's KTAP) is not reported as more failures.
+Everything that did finish is judged as usual.
+
 KTAP is parsed only from the module's own section (between the insmod markers):
 the boot prints a built-in KTAP block of its own, which must not be mistaken
 for the module's suites.
@@ -21,6 +28,7 @@ RESULT = re.compile(r"^(not ok|ok) (\d+) (\S+)(?:\s*#\s*(SKIP|skip)\b.*)?")
 PLAN = re.compile(r"^1\.\.(\d+)")
 LIBTEST = re.compile(r"^test (.+?) \.\.\. (ok|FAILED|ignored)")
 LIBTEST_RUNNING = re.compile(r"^running (\d+) tests?")
+STOPPED = re.compile(r"^@@HLRS-HOST guest (stalled|timed out|ended before finishing)")
 LIBTEST_RESULT = re.compile(r"^test result: (ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored")
 
 # Kernel reports that fail a run wherever they appear in the guest log.
@@ -88,9 +96,11 @@ def section(lines, begin, end):
     return out if inside else None
 
 
-def parse_ktap(lines, tally, title):
+def parse_ktap(lines, tally, title, complete=True):
     """Parse the module's KTAP: a top-level plan of suites, each with nested
-    test results at 4-space indent."""
+    test results at 4-space indent. `complete=False`: the load was cut short
+    (the guest was stopped), so an unfinished suite and a short top-level
+    plan are expected, not more failures."""
     try:
         start = next(i for i, l in enumerate(lines) if l == "KTAP version 1")
     except StopIteration:
@@ -133,6 +143,8 @@ def parse_ktap(lines, tally, title):
             if m.group(1) != "ok" and not m.group(4):
                 print(f"  suite {m.group(3)} reported not ok")
             suite, results, plan = None, 0, None
+    if not complete:
+        return
     if top_plan is None:
         tally.problems.append(f"{title}: no KTAP plan")
     elif suites != top_plan:
@@ -201,17 +213,27 @@ def main():
         raw = f.readlines()
     lines = [strip(l) for l in raw]
 
+    # The host stopped the guest, or it ended early: the one line naming what
+    # ran is the failure; what would have come after it is not.
+    stopped = [l for l in lines if STOPPED.match(l)]
+    if stopped:
+        tally.problems.append("guest: " + stopped[0][len("@@HLRS-HOST "):])
+
+    def marker(prefix):
+        return [l for l in lines if l.startswith("@@HLRS " + prefix)]
+
     print("== guest: KUnit suites of the module")
     ktap = section(raw, "insmod-begin", "insmod-end")
     if ktap is None:
-        tally.problems.append("guest: module was never loaded (no insmod marker)")
+        if not stopped:
+            tally.problems.append("guest: module was never loaded (no insmod marker)")
     else:
-        parse_ktap(ktap, tally, "KUnit")
+        parse_ktap(ktap, tally, "KUnit", complete=bool(marker("insmod-end")) or not stopped)
 
     if a.expect_guest_tests:
         print("== guest: userspace tests against the device nodes")
         runs = sections(raw, "guest-tests-begin", "guest-tests-end")
-        if not runs:
+        if not runs and not stopped:
             tally.problems.append("guest: userspace tests did not run")
         for label, g in runs:
             parse_libtest(g, tally, f"guest tests ({label})", prefix=f"[{label}] ")
@@ -228,19 +250,22 @@ def main():
         tally.add("passed" if ok else "failed")
         print(f"  {'PASSED' if ok else 'FAILED':7} {name}")
     for name in a.expect_check:
-        if name not in checks:
+        if name not in checks and not stopped:
             tally.problems.append(f"guest: check {name} did not run")
 
     for l in lines:
         if l.startswith("@@HLRS reload") and "rc=0" not in l:
             tally.problems.append(f"guest: {l[len('@@HLRS '):]}")
-    for marker, what in [("insmod-end rc=0", "insmod failed"),
-                         ("rmmod-end rc=0", "rmmod failed (module unload not clean)"),
+    for prefix, what in [("insmod-end", "insmod failed"),
+                         ("rmmod-end", "rmmod failed (module unload not clean)"),
                          ("done", "guest did not finish (crash, hang or timeout)")]:
-        if not any(l.startswith("@@HLRS " + marker) for l in lines):
+        seen = marker(prefix)
+        if seen and not any(l.startswith(f"@@HLRS {prefix} rc=0") or prefix == "done" for l in seen):
+            tally.problems.append(f"guest: {what}")
+        elif not seen and not stopped:
             tally.problems.append(f"guest: {what}")
     for l in lines:
-        if l.startswith("@@HLRS-HOST"):
+        if l.startswith("@@HLRS-HOST") and not STOPPED.match(l):
             tally.problems.append("guest: " + l[len("@@HLRS-HOST "):])
     # Userspace test output is not kernel output: skip that section.
     user = {l for _, g in sections(raw, "guest-tests-begin", "guest-tests-end") for l in g}

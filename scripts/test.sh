@@ -4,7 +4,9 @@
 # summary ending in `N passed, N failed`. Exits non-zero if anything failed.
 #
 # Environment: HLRS_PARAMS (module parameters for the guest, e.g. devices=4),
-# HLRS_GUEST_TIMEOUT (seconds), HLRS_KVM=1 (try KVM).
+# HLRS_GUEST_STALL / HLRS_GUEST_TIMEOUT / HLRS_GUEST_SLOW (the guest's stall
+# limit, its cap, a slowed guest: scripts/guest.sh), HLRS_GUEST_ONLY /
+# HLRS_GUEST_SKIP (some in-guest test binaries), HLRS_KVM=1 (try KVM).
 source "$(dirname "$0")/lib.sh"
 cd "$HLRS_ROOT"
 T0=$(date +%s)
@@ -27,8 +29,10 @@ lints() {
 		grep -E '^  (up|cycle|size|.*on no floor)' "$OUT/imports.log" | sed 's/^  /structure: /' >>"$OUT/lint.txt"
 	python3 scripts/check_links.py >"$OUT/links.log" 2>&1 ||
 		echo "docs: broken links (see $OUT/links.log)" >>"$OUT/lint.txt"
+	# Every in-guest test that needs several devices runs in the 4-device pass.
+	python3 scripts/check_multi_device.py >>"$OUT/lint.txt" 2>&1 || true
 }
-step "lints (rustfmt, clippy, structure, links)" lints
+step "lints (rustfmt, clippy, structure, links)" with_progress lints lints
 
 host_tests() {
 	cargo test --workspace --exclude hlrs-guest-tests --color never >"$OUT/host.log" 2>&1 ||
@@ -43,8 +47,9 @@ dkms_check() {
 	scripts/dkms.sh check >"$OUT/dkms.log" 2>&1 ||
 		{ tail -n 20 "$OUT/dkms.log"; echo "dkms: build failed (see $OUT/dkms.log)" >>"$OUT/lint.txt"; }
 }
-step "DKMS build (Debian dkms, against the cached kernel tree)" dkms_check
+step "DKMS build (Debian dkms, against the cached kernel tree)" with_progress "DKMS build" dkms_check
 
+# A progress line every 30 s names the guest's current test (guest_watch.py).
 step "guest run (QEMU)" scripts/guest.sh test "$OUT/console.log" "${HLRS_PARAMS:-}" || true
 
 echo "==> summary (guest console: $OUT/console.log)"

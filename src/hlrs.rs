@@ -113,7 +113,7 @@ module! {
             description: "Simulated DRAM size in MiB (0: hbms x 16 GiB); at least two DRAM pages",
         },
         kunit_mappings: u64 {
-            default: 100000,
+            default: 10000,
             description: "Mappings the KUnit teardown test creates (make run uses 1000)",
         },
         bench_va_blocks: u64 {
