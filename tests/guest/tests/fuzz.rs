@@ -20,21 +20,22 @@ fn fuzz_200k_calls_on_2_devices() {
             "1",
             "--calls",
             "200000",
+            // A bound far above the 60-100 s the pass takes on an idle
+            // machine: a slow or busy one is not a failure (the guest's
+            // stall limit catches a hang; the progress bar on stderr is the
+            // progress it watches).
             "--seconds",
-            "240",
+            "1800",
         ])
         .args(["--devices", "2", "--threads", "2"])
+        .stderr(std::process::Stdio::inherit())
         .output()
         .unwrap();
     let summary = String::from_utf8_lossy(&out.stdout);
     for line in summary.lines() {
         std::fs::write("/dev/kmsg", format!("hlrs-fuzz: {line}\n")).unwrap();
     }
-    assert!(
-        out.status.success(),
-        "{summary}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{summary}");
     // The pass really made its calls (not cut short by the time bound).
     assert!(summary.contains("200000 calls in"), "{summary}");
 }
