@@ -44,7 +44,7 @@ impl Context {
                 return Err(e);
             }
         };
-        dev.set_active_vm(Some(vm.clone()));
+        dev.set_active_vm(Some(vm.clone()), Some(cs.clone()));
         // INVARIANT: `open_compute` marked the context active and reserved `asid`.
         Ok(Self { dev, asid, vm, cs })
     }
