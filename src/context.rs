@@ -45,7 +45,7 @@ impl Context {
                 return Err(e);
             }
         };
-        dev.set_active_vm(Some(vm.clone()));
+        dev.set_active_vm(Some(vm.clone()), Some(cs.clone()));
         // Host memory the simulation takes for this user's DRAM is charged
         // to the opener's memory cgroup, whichever thread allocates it.
         dev.backend().set_memory_owner(MemCgroup::of_current());

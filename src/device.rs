@@ -9,7 +9,7 @@
 
 use crate::{
     asic::{AsicProperties, MAX_ASID},
-    cs::device_cs::DeviceCs,
+    cs::{device_cs::DeviceCs, tracker::ContextCs},
     hw::{
         backend::{Backend, DeviceStatus},
         sim::SimGaudi2,
@@ -81,6 +81,8 @@ pub(crate) struct DeviceState {
     /// The VA ranges of the active compute context (debugfs). Not the context
     /// itself: the context holds the device, and this must not make a cycle.
     pub(crate) active_vm: Option<Arc<ContextVm>>,
+    /// The CSs of the active compute context (debugfs), as `active_vm`.
+    pub(crate) active_cs: Option<Arc<ContextCs>>,
 }
 
 /// One Gaudi2 (simulated): identity, open bookkeeping, and the device-wide
@@ -139,6 +141,7 @@ impl HlDevice {
                     session_start: None,
                     last_session_ms: 0,
                     active_vm: None,
+                    active_cs: None,
                 }),
                 memory_scrub_val: Atomic::new(MEM_SCRUB_DEFAULT_VAL),
             }),
@@ -296,9 +299,12 @@ impl HlDevice {
         }
     }
 
-    /// Publish the VA/MMU state of the active compute context (debugfs).
-    pub(crate) fn set_active_vm(&self, vm: Option<Arc<ContextVm>>) {
-        self.state.lock().active_vm = vm;
+    /// Publish the VA/MMU state and the CSs of the active compute context
+    /// (debugfs).
+    pub(crate) fn set_active_vm(&self, vm: Option<Arc<ContextVm>>, cs: Option<Arc<ContextCs>>) {
+        let mut st = self.state.lock();
+        st.active_vm = vm;
+        st.active_cs = cs;
     }
 
     /// The compute context's teardown started: opens answer `EAGAIN` and
@@ -343,6 +349,7 @@ impl HlDevice {
         st.compute_ctx_active = false;
         st.in_release = false;
         st.active_vm = None;
+        st.active_cs = None;
         if let Some(start) = st.session_start.take() {
             st.last_session_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(0);
         }

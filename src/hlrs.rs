@@ -50,6 +50,7 @@
 //! | 15 | `DeviceVm::handles` | handle -> page pack | held only to look up, count or remove handles; packs dropped under it take 16 |
 //! | 16 | `DeviceVm::pool` (shared by every page pack) | the DRAM page pool | leaf |
 //! | 17 | `Fence::state`, `DeviceCs::captured` | a CS's completion; the errors captured for INFO | leaves, taken alone, or `captured` inside 12 (a timeout an engine's check finds) |
+//! | 18 | an open debugfs file's kept rendering (`ffi::debugfs::Kept`), `AbiFiles::data_dma` | the rendering reads continue from; the last `dma_size` blob | leaves, taken alone, only to swap or clone a reference (never across a rendering or a copy to user memory) |
 //!
 //! The kernel's own locks around our entry points: `mmap` runs under the
 //! mm's `mmap_lock` (write), the dma-buf `map`/`unmap` callbacks under the

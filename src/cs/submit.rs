@@ -264,8 +264,9 @@ fn queue(
         ctx.count_drop(DropKind::DeviceInReset);
         return Err(EPERM);
     }
-    // At most HL_MAX_JOBS_PER_CS, checked by the caller.
-    flight.expect_jobs(chunks.len() as u32);
+    flight
+        .expect_jobs(chunks)
+        .inspect_err(|_| ctx.count_drop(DropKind::OutOfMem))?;
     // In flight (and timed) before an engine can take a job.
     ctx.launch(track, flight);
     ctx.dev.qman.submit(&mut jobs).inspect_err(|e| {

@@ -51,14 +51,17 @@ use crate::{
             job::{JobEnd, JobOwner, Stop},
         },
     },
+    small_array::SmallArray,
+    uapi::HlCsChunk,
     vm::context_vm::ContextVm,
 };
 use kernel::{
+    alloc::KVVec,
     new_condvar, new_mutex,
     prelude::*,
     sync::{
         atomic::{Acquire, Atomic, Full, Relaxed},
-        Arc, CondVar, Mutex, MutexGuard,
+        Arc, CondVar, Mutex, MutexGuard, SetOnce,
     },
 };
 
@@ -196,6 +199,7 @@ impl ContextCs {
                 deadline_ns: Atomic::new(0),
                 timeout_ms,
                 timestamp,
+                queues: SetOnce::new(),
             },
             GFP_KERNEL,
         )
@@ -294,6 +298,22 @@ impl ContextCs {
         self.track.lock().outcomes.pop(seq)
     }
 
+    /// The CSs in flight, oldest first (debugfs `command_submission` and
+    /// `command_submission_jobs`): references taken under the tracker's
+    /// lock into room reserved before it. O(64).
+    pub(crate) fn flights(&self) -> Result<KVVec<Arc<Flight>>> {
+        let mut all = KVVec::with_capacity(SLOTS, GFP_KERNEL)?;
+        {
+            let track = self.track.lock();
+            for f in track.flights.iter().flatten() {
+                // Room for every slot was reserved.
+                let _ = all.push_within_capacity(f.clone());
+            }
+        }
+        all.sort_unstable_by_key(|f| f.seq);
+        Ok(all)
+    }
+
     /// CSs in flight (tests). O(1).
     #[cfg(CONFIG_KUNIT)]
     pub(crate) fn in_flight(&self) -> u32 {
@@ -342,12 +362,45 @@ pub(crate) struct Flight {
     timeout_ms: Option<u64>,
     /// It asked for a completion time.
     timestamp: bool,
+    /// Its jobs' queues, job `i + 1` on `queues[i]` (debugfs); set once
+    /// with the jobs.
+    queues: SetOnce<SmallArray<u32, JOBS_INLINE>>,
 }
 
+/// Jobs of a CS whose queues are kept without an allocation (as many as
+/// the chunks a CS reads without one, `submit::INLINE_CHUNKS`).
+const JOBS_INLINE: usize = 4;
+
 impl Flight {
-    /// The CS will have `n` jobs: set before they are queued. O(1).
-    pub(crate) fn expect_jobs(&self, n: u32) {
-        self.jobs_left.store(n, Relaxed);
+    /// The CS will have a job per chunk of `chunks`: set before they are
+    /// queued. `ENOMEM` when the queues of more than [`JOBS_INLINE`] jobs
+    /// cannot be kept. O(chunks).
+    pub(crate) fn expect_jobs(&self, chunks: &[HlCsChunk]) -> Result {
+        let mut queues = SmallArray::with_capacity(chunks.len(), 0, GFP_KERNEL)?;
+        for c in chunks {
+            // Room for every chunk was made.
+            let _ = queues.push_within_capacity(c.queue_index);
+        }
+        self.queues.populate(queues);
+        // At most HL_MAX_JOBS_PER_CS chunks (the caller's check).
+        self.jobs_left
+            .store(u32::try_from(chunks.len()).unwrap_or(u32::MAX), Relaxed);
+        Ok(())
+    }
+
+    /// Its jobs not ended yet. O(1).
+    pub(crate) fn jobs_left(&self) -> u32 {
+        self.jobs_left.load(Relaxed)
+    }
+
+    /// Its jobs' queues, in job order (empty before [`Self::expect_jobs`]). O(1).
+    pub(crate) fn queues(&self) -> &[u32] {
+        self.queues.as_ref().map_or(&[], |q| q.as_slice())
+    }
+
+    /// Its context's ASID. O(1).
+    pub(crate) fn asid(&self) -> u32 {
+        self.ctx.asid()
     }
 
     /// The CS was refused after it got its number: its fence is done at

@@ -1,18 +1,37 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The module's debugfs files: every `unsafe` of creating them and of their
-//! file operations. What they show is safe Rust in `debugfs.rs`.
+//! file operations. What they show is safe Rust in `debugfs.rs` and
+//! `debugfs_abi.rs`.
 //!
-//! The kernel's Rust `debugfs` files are `seq_file`s opened with
-//! `single_open`: `seq_read` starts with one page and, each time the text
-//! does not fit, doubles the buffer and renders the whole file again, so a
-//! file of n lines is rendered O(log n) times, each time under the locks the
-//! rendering takes. Here a file is rendered **once**, when it is opened for
-//! reading, into a buffer that grows by doubling (what is rendered is
-//! copied, never rendered again); `read` serves that snapshot
-//! (`simple_read_from_buffer`) and `release` frees it. The renderers copy
-//! what they show out from under the context's locks and format it after
-//! unlocking (see `debugfs.rs`).
+//! A file reads in one of four ways ([`Read`]):
+//!
+//! - **text** (upstream's `seq_file` and `simple_attr` files, and all of
+//!   this module's own): a read at offset 0 renders the file afresh, once,
+//!   into a buffer that grows by doubling (what is rendered is copied, never
+//!   rendered again), and keeps that rendering for the open file; a read at
+//!   another offset continues from the rendering kept (the first one made
+//!   if there is none), so `cat` sees one consistent rendering and a
+//!   `pread(.., 0)` on a long-lived fd sees the state of that read. (The
+//!   kernel's Rust `debugfs` files are `seq_file`s, which render the whole
+//!   file again at every doubling of their buffer, each time under the locks
+//!   the rendering takes.) A renderer's errno is the read's.
+//! - **value** (upstream's own `read` of `data32`/`data64`/`clk_gate`): a
+//!   read at offset 0 renders into a small buffer on the stack and copies
+//!   from it; a read at any other offset is end of file.
+//! - **blob** (`debugfs_create_blob`): the bytes a read at offset 0 finds,
+//!   kept by reference for the continuation as text is.
+//! - **none**: `EINVAL`, as debugfs answers for a file without `read`.
+//!
+//! A write ([`Write`]) hands the written bytes either trimmed to a `&str`
+//! (this module's own files) or raw, at most as many as upstream's parser
+//! copies ([`Write::Raw`]: upstream's files parse them with the kernel's
+//! `kstrto*` rules, a trailing newline and NUL included).
+//!
+//! No lock of ours is held while user memory is copied: a rendering is made
+//! with none held by this file (the renderers take the module's locks and
+//! copy out from under them), and an open file's rendering is shared by
+//! reference (`Arc`), its mutex held only to swap or clone that reference.
 //!
 //! The file operations have `owner = THIS_MODULE`, so an open file pins the
 //! module (the kernel's Rust `debugfs` leaves `owner` unset, so its `release`
@@ -23,80 +42,115 @@
 //! `debugfs_remove` of that directory, which waits for the file callbacks in
 //! progress and makes later ones fail (debugfs's proxy file operations);
 //! `release`, which still runs after that, touches only the file's own
-//! snapshot.
+//! rendering.
 
-use core::{fmt::Write as _, marker::PhantomData, ptr::null_mut};
+use core::{marker::PhantomData, pin::Pin, ptr::null_mut};
 use kernel::{
     alloc::KVVec,
     bindings,
     fmt,
+    new_mutex,
     prelude::*,
     str::CString,
-    sync::Arc,
+    sync::{Arc, Mutex},
     uaccess::{UserPtr, UserSlice}, //
 };
 
 /// `FMODE_READ` (include/linux/fs.h): the file was opened for reading.
 const FMODE_READ: bindings::fmode_t = 1;
 
-/// The longest text a write to one of our files may carry (`pin ADDR SIZE`
-/// is the longest command).
+/// The longest text a write to one of our own files may carry (`pin ADDR
+/// SIZE` is the longest command).
 const MAX_WRITE: usize = 2 * 4096 + 64;
+
+/// The most bytes a raw write copies (upstream's largest parser buffer is
+/// `kstrtoull_from_user`'s 66 bytes).
+pub(crate) const RAW_MAX: usize = 80;
+
+/// The longest text a value file renders (upstream's `tmp_buf[32]`).
+const VALUE_LEN: usize = 64;
+
+/// A renderer into a `Formatter` (the kernel's Rust debugfs signature).
+pub(crate) type ShowFn<T> = fn(&T, &mut fmt::Formatter<'_>) -> fmt::Result;
+
+/// A renderer that may fail with an errno, which the read returns.
+pub(crate) type TryShowFn<T> = fn(&T, &mut fmt::Formatter<'_>) -> Result;
+
+/// The bytes a blob file serves (see [`Read::Blob`]); `None` is empty.
+pub(crate) type BytesFn<T> = fn(&T) -> Option<Arc<KVVec<u8>>>;
+
+/// What a raw write did (see [`Write::Raw`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wrote {
+    /// Took it all: the write returns its count.
+    All,
+    /// Took nothing: the write returns 0 (upstream's answer during a reset).
+    Nothing,
+}
+
+/// A raw write's handler: the bytes copied (at most the file's cap) and the
+/// count the caller wrote.
+pub(crate) type RawFn<T> = fn(&T, &[u8], usize) -> Result<Wrote>;
+
+/// How a file reads (see the module documentation).
+pub(crate) enum Read<T: 'static> {
+    /// No `read`: `EINVAL`.
+    None,
+    /// Text rendered at a read at offset 0, continued from at other offsets.
+    Text(ShowFn<T>),
+    /// As `Text`, with a renderer that may fail.
+    TryText(TryShowFn<T>),
+    /// Rendered (at most [`VALUE_LEN`] bytes) at every read at offset 0;
+    /// end of file at any other offset.
+    Value(TryShowFn<T>),
+    /// A blob's bytes, taken at a read at offset 0.
+    Blob(BytesFn<T>),
+}
+
+/// How a file takes a write.
+pub(crate) enum Write<T: 'static> {
+    /// Refused with this errno.
+    Refuse(Error),
+    /// The text (at most [`MAX_WRITE`] bytes of UTF-8), trimmed.
+    Trimmed(fn(&T, &str) -> Result),
+    /// The first `cap` bytes as written (fewer if fewer were written; none
+    /// are copied when `cap` is 0), with the count written.
+    Raw(usize, RawFn<T>),
+}
 
 /// What one file shows when read and what a write to it does.
 pub(crate) struct FileDef<T: 'static> {
     name: &'static CStr,
-    show: fn(&T, &mut fmt::Formatter<'_>) -> fmt::Result,
-    /// When set, replaces `show`: a renderer that may refuse with an errno,
-    /// which the `open` for reading then returns.
-    try_show: Option<TryShowFn<T>>,
-    store: Option<fn(&T, &str) -> Result>,
-    /// When set, replaces `show`: the file's content is these bytes (a
-    /// debugfs blob), shared with the snapshot, not copied.
-    bytes: Option<BytesFn<T>>,
+    read: Read<T>,
+    write: Write<T>,
     /// The file's mode, when not the default of its kind.
     mode: Option<bindings::umode_t>,
 }
 
-/// The bytes a blob file serves (see [`FileDef::blob`]); `None` is empty.
-pub(crate) type BytesFn<T> = fn(&T) -> Option<Arc<KVVec<u8>>>;
-
-/// A renderer that may fail with an errno (see [`FileDef::rw_try`]).
-pub(crate) type TryShowFn<T> = fn(&T, &mut fmt::Formatter<'_>) -> Result;
-
-/// The `show` of files whose `try_show` renders.
-fn show_nothing<T>(_: &T, _: &mut fmt::Formatter<'_>) -> fmt::Result {
-    Ok(())
-}
-
 impl<T> FileDef<T> {
-    /// A read-only file (mode 0400).
-    pub(crate) const fn ro(
-        name: &'static CStr,
-        show: fn(&T, &mut fmt::Formatter<'_>) -> fmt::Result,
-    ) -> Self {
+    /// A file of `read` and `write` (mode 0600 if it takes writes, else 0400).
+    pub(crate) const fn new(name: &'static CStr, read: Read<T>, write: Write<T>) -> Self {
         Self {
             name,
-            show,
-            try_show: None,
-            store: None,
-            bytes: None,
+            read,
+            write,
             mode: None,
         }
     }
 
-    /// A read-only file (mode 0400) serving raw bytes, as `debugfs_create_blob`
-    /// does: what `bytes` returns at open, shared by reference for as long
-    /// as the file stays open (a later replacement is seen by the next open).
-    pub(crate) const fn blob(name: &'static CStr, bytes: BytesFn<T>) -> Self {
-        Self {
-            name,
-            show: show_nothing::<T>,
-            try_show: None,
-            store: None,
-            bytes: Some(bytes),
-            mode: None,
-        }
+    /// A read-only text file (mode 0400; a write is `EPERM`).
+    pub(crate) const fn ro(name: &'static CStr, show: ShowFn<T>) -> Self {
+        Self::new(name, Read::Text(show), Write::Refuse(EPERM))
+    }
+
+    /// A read-write text file (mode 0600): `store` gets the written text,
+    /// trimmed.
+    pub(crate) const fn rw(
+        name: &'static CStr,
+        show: ShowFn<T>,
+        store: fn(&T, &str) -> Result,
+    ) -> Self {
+        Self::new(name, Read::Text(show), Write::Trimmed(store))
     }
 
     /// The same file with mode `mode` (upstream's files are mostly 0644).
@@ -105,47 +159,11 @@ impl<T> FileDef<T> {
         self
     }
 
-    /// A read-write file (mode 0600): `store` gets the written text, trimmed.
-    pub(crate) const fn rw(
-        name: &'static CStr,
-        show: fn(&T, &mut fmt::Formatter<'_>) -> fmt::Result,
-        store: fn(&T, &str) -> Result,
-    ) -> Self {
-        Self {
-            name,
-            show,
-            try_show: None,
-            store: Some(store),
-            bytes: None,
-            mode: None,
-        }
-    }
-
-    /// A read-write file (mode 0600) whose renderer may fail: an `open`
-    /// for reading returns its errno (upstream's `data32` read fails on a
-    /// bad address; here the open does, as the file is rendered at open).
-    pub(crate) const fn rw_try(
-        name: &'static CStr,
-        try_show: TryShowFn<T>,
-        store: fn(&T, &str) -> Result,
-    ) -> Self {
-        Self {
-            name,
-            show: show_nothing::<T>,
-            try_show: Some(try_show),
-            store: Some(store),
-            bytes: None,
-            mode: None,
-        }
-    }
-
     fn mode(&self) -> bindings::umode_t {
-        if let Some(mode) = self.mode {
-            mode
-        } else if self.store.is_some() {
-            0o600
-        } else {
-            0o400
+        match (self.mode, &self.write) {
+            (Some(mode), _) => mode,
+            (None, Write::Refuse(_)) => 0o400,
+            (None, _) => 0o600,
         }
     }
 }
@@ -168,24 +186,51 @@ impl<T> Node<T> {
     }
 }
 
-/// Renders a node through `core::fmt`, so the renderers keep the
-/// `Formatter` signature of the kernel's Rust debugfs callbacks; the errno
-/// of a failing `try_show` is kept in the cell.
-struct Show<'a, T: 'static>(&'a Node<T>, core::cell::Cell<Option<Error>>);
+/// Renders through `core::fmt` a renderer of either kind; the errno of a
+/// failing one is kept in the cell.
+struct Show<'a, T: 'static> {
+    data: &'a T,
+    show: Renderer<T>,
+    err: core::cell::Cell<Option<Error>>,
+}
+
+#[derive(Clone, Copy)]
+enum Renderer<T: 'static> {
+    Plain(ShowFn<T>),
+    Try(TryShowFn<T>),
+}
+
+impl<'a, T> Show<'a, T> {
+    fn new(data: &'a T, show: Renderer<T>) -> Self {
+        Self {
+            data,
+            show,
+            err: core::cell::Cell::new(None),
+        }
+    }
+
+    /// Render into `out`: the renderer's errno, or `ENOMEM` when `out` is full.
+    fn render(&self, out: &mut impl fmt::Write) -> Result {
+        if write!(out, "{}", self).is_err() {
+            return Err(self.err.get().unwrap_or(ENOMEM));
+        }
+        Ok(())
+    }
+}
 
 impl<T> core::fmt::Display for Show<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0.def.try_show {
-            None => (self.0.def.show)(self.0.data(), f),
-            Some(try_show) => try_show(self.0.data(), f).map_err(|e| {
-                self.1.set(Some(e));
+        match self.show {
+            Renderer::Plain(show) => show(self.data, f),
+            Renderer::Try(show) => show(self.data, f).map_err(|e| {
+                self.err.set(Some(e));
                 fmt::Error
             }),
         }
     }
 }
 
-/// A file's text, rendered once at open: a buffer that grows by doubling.
+/// A file's text: a buffer that grows by doubling.
 struct Text(KVVec<u8>);
 
 impl fmt::Write for Text {
@@ -196,7 +241,25 @@ impl fmt::Write for Text {
     }
 }
 
-/// What an open file serves: its text rendered at open, or a blob's bytes.
+/// A value's text: at most [`VALUE_LEN`] bytes on the stack.
+struct Value {
+    buf: [u8; VALUE_LEN],
+    len: usize,
+}
+
+impl fmt::Write for Value {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let end = self.len.checked_add(s.len()).ok_or(fmt::Error)?;
+        self.buf
+            .get_mut(self.len..end)
+            .ok_or(fmt::Error)?
+            .copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+/// One rendering of a file: its text, or a blob's bytes.
 enum Snapshot {
     Text(Text),
     Bytes(Arc<KVVec<u8>>),
@@ -209,7 +272,30 @@ impl Snapshot {
             Self::Bytes(b) => b,
         }
     }
+
+    /// Render `node` (a text or blob file) afresh. O(the file's text).
+    fn render<T>(node: &Node<T>) -> Result<Self> {
+        let show = match node.def.read {
+            Read::Blob(bytes) => {
+                return Ok(match bytes(node.data()) {
+                    Some(b) => Self::Bytes(b),
+                    None => Self::Text(Text(KVVec::new())),
+                })
+            }
+            Read::Text(show) => Renderer::Plain(show),
+            Read::TryText(show) => Renderer::Try(show),
+            Read::None | Read::Value(_) => return Err(EINVAL),
+        };
+        let mut text = Text(KVVec::new());
+        Show::new(node.data(), show).render(&mut text)?;
+        Ok(Self::Text(text))
+    }
 }
+
+/// The `private_data` of a file opened for reading: the rendering its reads
+/// continue from (see the module documentation). The mutex is held only to
+/// swap or clone the reference.
+type Kept = Mutex<Option<Arc<Snapshot>>>;
 
 /// The file operations of files whose `i_private` is a `Node<T>`.
 struct Ops<T>(PhantomData<T>);
@@ -217,8 +303,8 @@ struct Ops<T>(PhantomData<T>);
 impl<T: Send + Sync + 'static> Ops<T> {
     const FOPS: bindings::file_operations = bindings::file_operations {
         owner: kernel::module::this_module::<crate::LocalModule>().as_ptr(),
-        open: Some(open::<T>),
-        read: Some(read),
+        open: Some(open),
+        read: Some(read::<T>),
         write: Some(write::<T>),
         llseek: Some(bindings::default_llseek),
         release: Some(release),
@@ -226,70 +312,124 @@ impl<T: Send + Sync + 'static> Ops<T> {
     };
 }
 
-/// `open`: render the file once into a snapshot of its own (only when it is
-/// opened for reading; `echo x > file` renders nothing).
+/// The node of an open file.
+///
+/// # Safety
+///
+/// `file` is an open file of ours (made by [`Dir::create`] with
+/// [`Ops::<T>::FOPS`]) and debugfs holds off its removal for the call.
+unsafe fn node_of<'a, T>(file: *mut bindings::file) -> &'a Node<T> {
+    // SAFETY: per the contract `file` is valid, and its inode's `i_private`
+    // is the file's `Node<T>` (set by `Dir::create`), alive while the file
+    // exists, which debugfs guarantees for the call.
+    unsafe { &*(*(*file).f_inode).i_private.cast::<Node<T>>() }
+}
+
+/// `open`: a file opened for reading gets an empty [`Kept`]; nothing is
+/// rendered yet.
 ///
 /// # Safety
 ///
 /// Only called by debugfs for a file created by [`Dir::create`] with
-/// [`Ops::<T>::FOPS`], with its removal protection held.
-unsafe extern "C" fn open<T: Send + Sync + 'static>(
-    inode: *mut bindings::inode,
-    file: *mut bindings::file,
-) -> c_int {
+/// [`Ops::FOPS`], with its removal protection held.
+unsafe extern "C" fn open(_inode: *mut bindings::inode, file: *mut bindings::file) -> c_int {
     // SAFETY: the file is being opened; nothing else uses `private_data`.
     unsafe { (*file).private_data = null_mut() };
     // SAFETY: `file` is valid for the call.
     if unsafe { (*file).f_mode } & FMODE_READ == 0 {
         return 0;
     }
-    // SAFETY: `i_private` is the file's `Node<T>` (set by `Dir::create`),
-    // alive while the file exists, and debugfs holds off its removal for
-    // the call.
-    let node = unsafe { &*(*inode).i_private.cast::<Node<T>>() };
-    let snapshot = if let Some(bytes) = node.def.bytes {
-        match bytes(node.data()) {
-            Some(b) => Snapshot::Bytes(b),
-            None => Snapshot::Text(Text(KVVec::new())),
-        }
-    } else {
-        let mut text = Text(KVVec::new());
-        let show = Show(node, core::cell::Cell::new(None));
-        if write!(text, "{}", show).is_err() {
-            return show.1.get().unwrap_or(ENOMEM).to_errno();
-        }
-        Snapshot::Text(text)
+    let kept = match KBox::pin_init(new_mutex!(None, "debugfs::Kept"), GFP_KERNEL) {
+        Ok(kept) => kept,
+        Err(_) => return ENOMEM.to_errno(),
     };
-    match KBox::new(snapshot, GFP_KERNEL) {
-        Ok(text) => {
-            // SAFETY: as above; `release` takes the snapshot back.
-            unsafe { (*file).private_data = KBox::into_raw(text).cast() };
-            0
-        }
-        Err(_) => ENOMEM.to_errno(),
-    }
+    // SAFETY: the mutex is never moved out of its box: `release` takes the
+    // pointer back and drops it in place.
+    let kept: KBox<Kept> = unsafe { Pin::into_inner_unchecked(kept) };
+    // SAFETY: as above; `release` takes it back.
+    unsafe { (*file).private_data = KBox::into_raw(kept).cast() };
+    0
 }
 
-/// `read`: serve the snapshot rendered at open.
+/// `read`: per the file's [`Read`] (see the module documentation).
 ///
 /// # Safety
 ///
-/// Only called by the VFS for a file opened by [`open`], with `buf` a user
-/// buffer of `count` bytes and `ppos` the file position.
-unsafe extern "C" fn read(
+/// Only called by the VFS (through debugfs's proxy, which holds off the
+/// file's removal) for a file opened by [`open`], with `buf` a user buffer
+/// of `count` bytes and `ppos` the position to read at.
+unsafe extern "C" fn read<T: Send + Sync + 'static>(
     file: *mut bindings::file,
     buf: *mut c_char,
     count: usize,
     ppos: *mut bindings::loff_t,
 ) -> isize {
-    // SAFETY: `private_data` is null or the snapshot `open` made, which lives
-    // until `release`.
-    let Some(snapshot) = (unsafe { (*file).private_data.cast::<Snapshot>().as_ref() }) else {
-        return EINVAL.to_errno() as isize;
+    // SAFETY: per the contract.
+    let node = unsafe { node_of::<T>(file) };
+    // SAFETY: `ppos` is valid for the call.
+    let at = unsafe { *ppos };
+    let snapshot = match node.def.read {
+        Read::None => return EINVAL.to_errno() as isize,
+        Read::Value(show) => {
+            if at != 0 {
+                return 0;
+            }
+            let mut value = Value {
+                buf: [0; VALUE_LEN],
+                len: 0,
+            };
+            if let Err(e) = Show::new(node.data(), Renderer::Try(show)).render(&mut value) {
+                return e.to_errno() as isize;
+            }
+            let bytes = value.buf.get(..value.len).unwrap_or(&[]);
+            // SAFETY: as below, from the value's bytes on our stack.
+            return unsafe { copy_out(buf, count, ppos, bytes) };
+        }
+        Read::Text(_) | Read::TryText(_) | Read::Blob(_) => {
+            // SAFETY: `private_data` is the `Kept` `open` made for a file
+            // opened for reading (the VFS reads no other), alive until
+            // `release`.
+            let Some(kept) = (unsafe { (*file).private_data.cast::<Kept>().as_ref() }) else {
+                return EINVAL.to_errno() as isize;
+            };
+            match kept_or_render(node, kept, at == 0) {
+                Ok(s) => s,
+                Err(e) => return e.to_errno() as isize,
+            }
+        }
     };
-    let bytes = snapshot.bytes();
-    // SAFETY: `buf`/`count`/`ppos` come from the VFS; the source is the
-    // snapshot's `len` initialised bytes.
+    // SAFETY: as above, from the snapshot, which our reference keeps alive.
+    unsafe { copy_out(buf, count, ppos, snapshot.bytes()) }
+}
+
+/// The rendering a read serves: a fresh one (kept for the reads that
+/// continue it) when `fresh` or none is kept, else the one kept. The mutex
+/// is held only to swap or clone the reference; the one replaced is freed
+/// after it is released.
+fn kept_or_render<T>(node: &Node<T>, kept: &Kept, fresh: bool) -> Result<Arc<Snapshot>> {
+    if !fresh {
+        if let Some(s) = kept.lock().clone() {
+            return Ok(s);
+        }
+    }
+    let s = Arc::new(Snapshot::render(node)?, GFP_KERNEL)?;
+    let old = kept.lock().replace(s.clone());
+    drop(old);
+    Ok(s)
+}
+
+/// `simple_read_from_buffer` of `bytes` at `*ppos`.
+///
+/// # Safety
+///
+/// `buf`/`count` is a user buffer and `ppos` a valid position, from the VFS.
+unsafe fn copy_out(
+    buf: *mut c_char,
+    count: usize,
+    ppos: *mut bindings::loff_t,
+    bytes: &[u8],
+) -> isize {
+    // SAFETY: per the contract; the source is `bytes.len()` initialised bytes.
     unsafe {
         bindings::simple_read_from_buffer(
             buf.cast(),
@@ -301,53 +441,84 @@ unsafe extern "C" fn read(
     }
 }
 
-/// `write`: hand the written text (at most [`MAX_WRITE`] bytes, trimmed)
-/// to the file's `store`.
+/// `write`: per the file's [`Write`].
 ///
 /// # Safety
 ///
-/// As [`open`], with `buf` a user buffer of `count` bytes.
+/// As [`read`], with `buf` a user buffer of `count` bytes.
 unsafe extern "C" fn write<T: Send + Sync + 'static>(
     file: *mut bindings::file,
     buf: *const c_char,
     count: usize,
     _ppos: *mut bindings::loff_t,
 ) -> isize {
-    // SAFETY: `file` is valid; its inode's `i_private` is the `Node<T>` of
-    // the file, protected from removal for the call as in `open`.
-    let node = unsafe { &*(*(*file).f_inode).i_private.cast::<Node<T>>() };
-    match store(node, buf, count) {
-        Ok(()) => count as isize,
+    // SAFETY: per the contract.
+    let node = unsafe { node_of::<T>(file) };
+    let user = UserPtr::from_ptr(buf.cast_mut().cast());
+    let r = match node.def.write {
+        Write::Refuse(e) => Err(e),
+        Write::Trimmed(store) => {
+            store_trimmed(node.data(), store, user, count).map(|()| Wrote::All)
+        }
+        Write::Raw(cap, store) => store_raw(node.data(), cap, store, user, count),
+    };
+    match r {
+        Ok(Wrote::All) => count as isize,
+        Ok(Wrote::Nothing) => 0,
         Err(e) => e.to_errno() as isize,
     }
 }
 
-fn store<T>(node: &Node<T>, buf: *const c_char, count: usize) -> Result {
-    let store = node.def.store.ok_or(EPERM)?;
+/// At most [`MAX_WRITE`] bytes of UTF-8, trimmed, to `store`.
+fn store_trimmed<T>(
+    data: &T,
+    store: fn(&T, &str) -> Result,
+    user: UserPtr,
+    count: usize,
+) -> Result {
     if count > MAX_WRITE {
         return Err(EINVAL);
     }
     let mut bytes = KVec::from_elem(0u8, count, GFP_KERNEL)?;
-    let dst = bytes.get_mut(..count).ok_or(EINVAL)?;
-    UserSlice::new(UserPtr::from_ptr(buf.cast_mut().cast()), count)
+    UserSlice::new(user, count)
         .reader()
-        .read_slice(dst)?;
-    let text = core::str::from_utf8(dst).map_err(|_| EINVAL)?;
-    store(node.data(), text.trim())
+        .read_slice(&mut bytes)?;
+    let text = core::str::from_utf8(&bytes).map_err(|_| EINVAL)?;
+    store(data, text.trim())
 }
 
-/// `release`: free the snapshot.
+/// The first `min(count, cap)` bytes (at most [`RAW_MAX`]) to `store`,
+/// copied into a buffer on the stack, as upstream's `kstrto*_from_user` and
+/// `simple_attr_write` copy a bounded prefix into a buffer of their own.
+fn store_raw<T>(
+    data: &T,
+    cap: usize,
+    store: RawFn<T>,
+    user: UserPtr,
+    count: usize,
+) -> Result<Wrote> {
+    let mut buf = [0u8; RAW_MAX];
+    let bytes = buf.get_mut(..count.min(cap).min(RAW_MAX)).ok_or(EINVAL)?;
+    if !bytes.is_empty() {
+        UserSlice::new(user, bytes.len())
+            .reader()
+            .read_slice(bytes)?;
+    }
+    store(data, bytes, count)
+}
+
+/// `release`: free the open file's [`Kept`] rendering.
 ///
 /// # Safety
 ///
 /// Only called by the VFS, once, for a file opened by [`open`].
 unsafe extern "C" fn release(_inode: *mut bindings::inode, file: *mut bindings::file) -> c_int {
-    // SAFETY: `private_data` is null or the snapshot from `KBox::into_raw` in
-    // `open`, taken back once, here.
-    let snapshot = unsafe { (*file).private_data.cast::<Snapshot>() };
-    if !snapshot.is_null() {
+    // SAFETY: `private_data` is null or the `Kept` from `KBox::into_raw` in
+    // `open`, taken back once, here (dropped in place, never moved).
+    let kept = unsafe { (*file).private_data.cast::<Kept>() };
+    if !kept.is_null() {
         // SAFETY: see above.
-        drop(unsafe { KBox::from_raw(snapshot) });
+        drop(unsafe { KBox::from_raw(kept) });
     }
     0
 }

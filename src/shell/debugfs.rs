@@ -18,10 +18,10 @@
 //! | `fail_invalidations` | how many of the next MMU cache invalidations the simulated device fails, and whether a teardown waits for one; write a count (`max`: until changed) to inject failures (tests) |
 //! | `skip_invalidations` | how many of the next MMU cache invalidations the simulated device skips (answers success, keeps its STLB entries) and how many it skipped; write a count (`max`: until changed) (tests) |
 //! | `stlb` | the simulated device's STLB (statistics, entries), IOMMU map, hop-0 registers and engine faults (first, last, counts, last use of a stale translation) |
-//! | `engine` | an engine access through the device's MMUs (tests): write `read ASID VA LEN` to choose what reading shows (read at each open, through the STLB), `write ASID VA HEX` to store bytes |
+//! | `engine` | an engine access through the device's MMUs (tests): write `read ASID VA LEN` to choose what reading shows (read at each read from offset 0, through the STLB), `write ASID VA HEX` to store bytes |
 //! | `dram` | simulated DRAM by physical address (tests): write `write ADDR HEX` to store bytes, `read ADDR LEN` to choose what reading shows |
 //!
-//! Each file is rendered once per open, without `seq_file`'s re-rendering
+//! Each file is rendered once per read from offset 0, without `seq_file`'s re-rendering
 //! at every buffer doubling (`ffi/debugfs.rs`). The files whose size grows
 //! with the context's state (`va`, `userptr`, `hw_blocks`, `ts_buffers`)
 //! copy their rows out in one pass under the lock, into a buffer sized

@@ -7,21 +7,33 @@
 //! harness opens) and `/sys/kernel/debug/accel/<N>/` (libhlthunk's helper),
 //! both symbolic links to it (`N` = the accel minor).
 //!
+//! Each file reads and writes as upstream's (see `ffi/debugfs.rs` for the
+//! kinds of read): the `seq_file`s and the `x64` attributes render at a read
+//! at offset 0; `data32`/`data64` read device memory at every read at offset
+//! 0 (so a long-lived fd follows `addr`) and are at end of file at any other
+//! offset; writes are parsed by the kernel's `kstrto*` rules on the bounded
+//! prefix upstream copies, so a trailing newline and NUL are taken
+//! ([`kstrto`]).
+//!
 //! | file | read | write |
 //! |---|---|---|
-//! | `addr` | `0x%016llx` of the address | a hexadecimal address (`0x` optional) |
-//! | `data32` | `0x%08x` at `addr` | a hexadecimal `u32`, stored at `addr` |
-//! | `data64` | `0x%016llx` at `addr` | a hexadecimal `u64`, stored at `addr` |
-//! | `mmu` | the hop walk of the VA last written | `<asid> 0x<va>` |
+//! | `addr` | `0x%016llx\n` | `kstrtoull(.., 0)` of the first 23 bytes |
+//! | `data32` | `0x%08x\n` of the 32 bits at `addr`, at offset 0 | `kstrtouint(.., 16)`, stored at `addr` |
+//! | `data64` | `0x%016llx\n` of the 64 bits at `addr`, at offset 0 | `kstrtoull(.., 16)`, stored at `addr` |
+//! | `mmu` | the hop walk of the VA last written (ASID 0: the kernel context, which has no tables here; any other: the compute context) | `<asid> 0x<va>` (at most 49 bytes) |
 //! | `mmu_error` | `EINVAL` until a mask was written, then empty (nothing to acknowledge) | `0x<mask>` |
-//! | `userptr` | the open context's pinned host buffers | - |
-//! | `userptr_lookup` | the DMA address of the user address written, per pinned buffer holding it | a hexadecimal user address |
-//! | `vm` | the open context's ASID and mappings (VA, size, handle) | - |
-//! | `clk_gate` | empty | accepted and ignored (as upstream) |
-//! | `memory_scrub` | - | anything: write `memory_scrub_val` over the user DRAM (`EBUSY` while a compute context exists, `EIO` when not operational) |
-//! | `memory_scrub_val` | `0x%016llx` | the scrub pattern (`kstrtoull` base 0, as `debugfs_create_x64`) |
-//! | `dma_size` | - | a hexadecimal size (1..128 MiB): read that much at `addr` (a DRAM VA of the open context or SRAM) into `data_dma`, by the simulated KDMA through the device's MMU model (STLB, hardware walk), as upstream's KDMA reads; `EINVAL` for a bad size or address, `EIO` when the read fails (no context, an unmapped page) |
-//! | `data_dma` | the bytes the last `dma_size` read (a blob) | - |
+//! | `userptr` | the open context's pinned host buffers | `EINVAL` |
+//! | `userptr_lookup` | the DMA address of the user address written, per pinned buffer holding it | `kstrtoull(.., 16)` |
+//! | `vm` | the open context's ASID, mappings, HW blocks, allocations and VA ranges | `EINVAL` |
+//! | `command_buffers`, `command_submission`, `command_submission_jobs` | the open context's CBs, CSs in flight and their jobs ([`cs_files`]) | `EINVAL` |
+//! | `clk_gate` | 0 bytes | accepted and ignored (as upstream) |
+//! | `memory_scrub` | `EINVAL` | anything: write `memory_scrub_val` over the user DRAM (`EBUSY` while a compute context exists, `EIO` when not operational) |
+//! | `memory_scrub_val` | `0x%016llx\n` | the scrub pattern, as `addr` |
+//! | `dma_size` | `EINVAL` | `kstrtouint(.., 16)` size (1..128 MiB): read that much at `addr` (a DRAM VA of the open context or SRAM) into `data_dma`, by the simulated KDMA through the device's MMU model (STLB, hardware walk), as upstream's KDMA reads; `EINVAL` for a bad size or address, `EIO` when the read fails (no context, an unmapped page) |
+//! | `data_dma` | the bytes the last `dma_size` read (a blob) | `EPERM` |
+//!
+//! While the device is in reset, `data32`/`data64` reads and writes and
+//! `dma_size` writes do nothing and return 0, as upstream's.
 //!
 //! `data32`/`data64` follow `hl_access_mem` (debugfs.c:1091-1136): an address
 //! in the DMMU, PMMU or PMMU-huge VA range must lie in a live mapping of the
@@ -31,18 +43,23 @@
 //! under the context's mapping lock so it cannot be unpinned meanwhile); an
 //! SRAM or DRAM physical address is accessed directly; anything else is
 //! `EINVAL`. Differences: the access must be naturally aligned (so it never
-//! crosses a page), the DRAM the driver keeps for itself (page tables,
-//! below the user DRAM base) is read-only here, and a read that fails fails
-//! the `open` (files are rendered at open, see `ffi/debugfs.rs`).
+//! crosses a page), and the DRAM the driver keeps for itself (page tables,
+//! below the user DRAM base) is read-only here.
+
+mod cs_files;
+mod kstrto;
 
 use crate::{
-    asic::{VaSpan, SRAM_BASE_ADDR, SRAM_SIZE},
+    asic::{MmuGeometry, VaSpan, SRAM_BASE_ADDR, SRAM_SIZE},
     device::HlDevice,
     ffi::{
-        debugfs::{Dir, FileDef, Prepared},
+        debugfs::{Dir, FileDef, Prepared, Read, Write, Wrote},
         pin::PinnedUserPages,
     },
-    hw::sim::engine_mem::EngineAccess,
+    hw::{
+        backend::{DeviceStatus, MmuKind},
+        sim::engine_mem::EngineAccess,
+    },
     mmu::walk::Translation,
     uapi::GAUDI2_ENGINE_ID_KDMA,
     vm::{context_vm::ContextVm, mapping_table::Backing, va_range::VaRangeType},
@@ -59,12 +76,11 @@ use kernel::{
         Arc, Mutex,
     }, //
 };
+use kstrto::{c_str, kstrtouint, kstrtoull, ATTR_SET_BUF, UINT_FROM_USER, ULL_FROM_USER};
 
 /// What the files of one device share (upstream `struct hl_dbg_device_entry`).
 pub(crate) struct AbiFiles {
     dev: Arc<HlDevice>,
-    /// `memory_scrub_val` (upstream keeps it in `hl_device`).
-    scrub_val: Atomic<u64>,
     /// `data_dma`: what the last `dma_size` write read, shared with the
     /// open `data_dma` files.
     data_dma: Arc<Mutex<Option<Arc<KVVec<u8>>>>>,
@@ -79,21 +95,97 @@ pub(crate) struct AbiFiles {
     userptr_lookup: Atomic<u64>,
 }
 
+/// A `seq_file` of upstream's without a `write` (`hl_debugfs_write`).
+const NO_WRITE: Write<AbiFiles> = Write::Refuse(EINVAL);
+
+/// Bytes `mmu_asid_va_write` and `mmu_ack_error_value_write` take
+/// (`MMU_KBUF_SIZE - 1`; more is `EINVAL`).
+const MMU_KBUF: usize = 49;
+
 /// The files, in upstream's names and modes.
-static ABI_FILES: [FileDef<AbiFiles>; 13] = [
-    FileDef::rw(c"addr", show_addr, write_addr).with_mode(0o644),
-    FileDef::rw_try(c"data32", show_data32, write_data32).with_mode(0o644),
-    FileDef::rw_try(c"data64", show_data64, write_data64).with_mode(0o644),
-    FileDef::rw(c"mmu", show_mmu, write_mmu).with_mode(0o644),
-    FileDef::rw_try(c"mmu_error", show_mmu_error, write_mmu_error).with_mode(0o644),
-    FileDef::ro(c"userptr", show_userptr).with_mode(0o644),
-    FileDef::rw(c"userptr_lookup", show_userptr_lookup, write_userptr_lookup).with_mode(0o644),
-    FileDef::ro(c"vm", show_vm).with_mode(0o644),
-    FileDef::rw(c"clk_gate", |_, _| Ok(()), |_, _| Ok(())).with_mode(0o644),
-    FileDef::rw(c"memory_scrub", |_, _| Ok(()), write_memory_scrub).with_mode(0o200),
-    FileDef::rw(c"memory_scrub_val", show_scrub_val, write_scrub_val).with_mode(0o644),
-    FileDef::rw(c"dma_size", |_, _| Ok(()), write_dma_size).with_mode(0o200),
-    FileDef::blob(c"data_dma", data_dma),
+static ABI_FILES: [FileDef<AbiFiles>; 16] = [
+    FileDef::new(
+        c"addr",
+        Read::Text(show_addr),
+        Write::Raw(ATTR_SET_BUF, write_addr),
+    )
+    .with_mode(0o644),
+    FileDef::new(
+        c"data32",
+        Read::Value(show_data32),
+        Write::Raw(UINT_FROM_USER, write_data32),
+    )
+    .with_mode(0o644),
+    FileDef::new(
+        c"data64",
+        Read::Value(show_data64),
+        Write::Raw(ULL_FROM_USER, write_data64),
+    )
+    .with_mode(0o644),
+    FileDef::new(
+        c"mmu",
+        Read::Text(show_mmu),
+        Write::Raw(MMU_KBUF, write_mmu),
+    )
+    .with_mode(0o644),
+    FileDef::new(
+        c"mmu_error",
+        Read::TryText(show_mmu_error),
+        Write::Raw(MMU_KBUF, write_mmu_error),
+    )
+    .with_mode(0o644),
+    FileDef::new(c"userptr", Read::Text(show_userptr), NO_WRITE).with_mode(0o644),
+    FileDef::new(
+        c"userptr_lookup",
+        Read::Text(show_userptr_lookup),
+        Write::Raw(ULL_FROM_USER, write_userptr_lookup),
+    )
+    .with_mode(0o644),
+    FileDef::new(c"vm", Read::Text(show_vm), NO_WRITE).with_mode(0o644),
+    FileDef::new(
+        c"command_buffers",
+        Read::Text(cs_files::show_command_buffers),
+        NO_WRITE,
+    )
+    .with_mode(0o644),
+    FileDef::new(
+        c"command_submission",
+        Read::Text(cs_files::show_command_submission),
+        NO_WRITE,
+    )
+    .with_mode(0o644),
+    FileDef::new(
+        c"command_submission_jobs",
+        Read::Text(cs_files::show_command_submission_jobs),
+        NO_WRITE,
+    )
+    .with_mode(0o644),
+    // `hl_clk_gate_read` returns 0, `hl_clk_gate_write` the count.
+    FileDef::new(
+        c"clk_gate",
+        Read::Value(|_, _| Ok(())),
+        Write::Raw(0, |_, _, _| Ok(Wrote::All)),
+    )
+    .with_mode(0o644),
+    FileDef::new(
+        c"memory_scrub",
+        Read::None,
+        Write::Raw(0, write_memory_scrub),
+    )
+    .with_mode(0o200),
+    FileDef::new(
+        c"memory_scrub_val",
+        Read::Text(show_scrub_val),
+        Write::Raw(ATTR_SET_BUF, write_scrub_val),
+    )
+    .with_mode(0o644),
+    FileDef::new(
+        c"dma_size",
+        Read::None,
+        Write::Raw(UINT_FROM_USER, write_dma_size),
+    )
+    .with_mode(0o200),
+    FileDef::new(c"data_dma", Read::Blob(data_dma), Write::Refuse(EPERM)).with_mode(0o400),
 ];
 
 /// The files of one device in the DRM core's directory; removed when dropped.
@@ -107,7 +199,6 @@ pub(crate) type PreparedAbi = Prepared<AbiFiles>;
 pub(crate) fn prepare(dev: &Arc<HlDevice>) -> Result<PreparedAbi> {
     let files = AbiFiles {
         dev: dev.clone(),
-        scrub_val: Atomic::new(0),
         data_dma: Arc::pin_init(new_mutex!(None), GFP_KERNEL)?,
         addr: Atomic::new(0),
         mmu_asid: Atomic::new(0),
@@ -118,61 +209,43 @@ pub(crate) fn prepare(dev: &Arc<HlDevice>) -> Result<PreparedAbi> {
     Prepared::new(CString::try_from_fmt(fmt!("unused"))?, files, &ABI_FILES)
 }
 
-/// Parse a hexadecimal number as `kstrtoull(.., 16, ..)` does: an optional
-/// `0x`, at least one digit, nothing else (the text comes trimmed).
-fn parse_hex(text: &str) -> Result<u64> {
-    let hex = text
-        .strip_prefix("0x")
-        .or_else(|| text.strip_prefix("0X"))
-        .unwrap_or(text);
-    if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(EINVAL);
-    }
-    u64::from_str_radix(hex, 16).map_err(|_| ERANGE)
+/// Whether the device is in reset (upstream `hdev->reset_info.in_reset`,
+/// which `hl_device_status` reports as these two states).
+fn in_reset(dev: &HlDevice) -> bool {
+    matches!(
+        dev.status(),
+        DeviceStatus::InReset | DeviceStatus::InResetAfterDeviceRelease
+    )
 }
 
-/// Parse a number as `kstrtoull(.., 0, ..)` does (what the `x64` files of
-/// `debugfs_create_x64` accept): an optional `+`, then `0x` hexadecimal, a
-/// leading `0` octal, or decimal; nothing else (the text comes trimmed).
-fn parse_base0(text: &str) -> Result<u64> {
-    let t = text.strip_prefix('+').unwrap_or(text);
-    let (digits, radix) = match t.get(..2) {
-        Some("0x" | "0X") if t.len() > 2 => (t.get(2..).unwrap_or(""), 16),
-        _ if t.len() > 1 && t.starts_with('0') => (t.get(1..).unwrap_or(""), 8),
-        _ => (t, 10),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| (b as char).is_digit(radix)) {
-        return Err(EINVAL);
-    }
-    u64::from_str_radix(digits, radix).map_err(|_| ERANGE)
-}
-
+/// `debugfs_create_x64`'s format.
 fn show_addr(p: &AbiFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     writeln!(f, "0x{:016x}", p.addr.load(Relaxed))
 }
 
-/// `addr` is upstream's `debugfs_create_x64`: base 0.
-fn write_addr(p: &AbiFiles, text: &str) -> Result {
-    p.addr.store(parse_base0(text)?, Relaxed);
-    Ok(())
+/// `addr` is upstream's `debugfs_create_x64`: `simple_attr_write`, base 0.
+fn write_addr(p: &AbiFiles, text: &[u8], _count: usize) -> Result<Wrote> {
+    p.addr.store(kstrtoull(text, 0)?, Relaxed);
+    Ok(Wrote::All)
 }
 
 fn show_scrub_val(p: &AbiFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    writeln!(f, "0x{:016x}", p.scrub_val.load(Relaxed))
+    writeln!(f, "0x{:016x}", p.dev.memory_scrub_val.load(Relaxed))
 }
 
-fn write_scrub_val(p: &AbiFiles, text: &str) -> Result {
-    p.scrub_val.store(parse_base0(text)?, Relaxed);
-    Ok(())
+fn write_scrub_val(p: &AbiFiles, text: &[u8], _count: usize) -> Result<Wrote> {
+    p.dev.memory_scrub_val.store(kstrtoull(text, 0)?, Relaxed);
+    Ok(Wrote::All)
 }
 
-/// `hl_memory_scrub`: whatever is written, scrub (see [`HlDevice::scrub_dram`]).
-fn write_memory_scrub(p: &AbiFiles, _text: &str) -> Result {
-    let r = p.dev.scrub_dram(p.scrub_val.load(Relaxed));
+/// `hl_memory_scrub`: whatever is written (upstream does not read it),
+/// scrub (see [`HlDevice::scrub_dram`]).
+fn write_memory_scrub(p: &AbiFiles, _text: &[u8], _count: usize) -> Result<Wrote> {
+    let r = p.dev.scrub_dram(p.dev.memory_scrub_val.load(Relaxed));
     if r == Err(EBUSY) {
         hl_err!("device {}: can't scrub dram, context exist\n", p.dev.index);
     }
-    r
+    r.map(|()| Wrote::All)
 }
 
 /// The largest `dma_size` (`SZ_128M`, debugfs.c:1267).
@@ -180,9 +253,11 @@ const MAX_DMA_SIZE: u64 = 128 << 20;
 
 /// `hl_dma_size_write` (debugfs.c:1245-1300) with `gaudi2_debugfs_read_dma`:
 /// a hexadecimal `u32` size; the read at `addr` replaces `data_dma`.
-fn write_dma_size(p: &AbiFiles, text: &str) -> Result {
-    let size = u32::try_from(parse_hex(text)?).map_err(|_| ERANGE)?;
-    let size = u64::from(size);
+fn write_dma_size(p: &AbiFiles, text: &[u8], _count: usize) -> Result<Wrote> {
+    if in_reset(&p.dev) {
+        return Ok(Wrote::Nothing);
+    }
+    let size = u64::from(kstrtouint(text, 16)?);
     let addr = p.addr.load(Relaxed);
     if size == 0 || size > MAX_DMA_SIZE {
         hl_err!("DMA read failed. size {:#x} not in 1..=128MB\n", size);
@@ -205,7 +280,7 @@ fn write_dma_size(p: &AbiFiles, text: &str) -> Result {
         return Err(EIO);
     }
     *p.data_dma.lock() = Some(Arc::new(blob, GFP_KERNEL)?);
-    Ok(())
+    Ok(Wrote::All)
 }
 
 fn data_dma(p: &AbiFiles) -> Option<Arc<KVVec<u8>>> {
@@ -231,34 +306,44 @@ fn read_internal(dev: &HlDevice, addr: u64, buf: &mut [u8]) -> Result {
         .map_err(|_| EFAULT)
 }
 
+/// `hl_data_read32`, at offset 0 (the file is a value: see `ffi/debugfs.rs`).
 fn show_data32(p: &AbiFiles, f: &mut fmt::Formatter<'_>) -> Result {
+    if in_reset(&p.dev) {
+        return Ok(());
+    }
     let mut b = [0u8; 4];
     access_mem(&p.dev, p.addr.load(Relaxed), Access::Read(&mut b))?;
     writeln!(f, "0x{:08x}", u32::from_le_bytes(b)).map_err(|_| ENOMEM)
 }
 
-fn write_data32(p: &AbiFiles, text: &str) -> Result {
-    let v = u32::try_from(parse_hex(text)?).map_err(|_| ERANGE)?;
-    access_mem(
-        &p.dev,
-        p.addr.load(Relaxed),
-        Access::Write(&v.to_le_bytes()),
-    )
+/// `hl_data_write32`: `kstrtouint_from_user(.., 16)`.
+fn write_data32(p: &AbiFiles, text: &[u8], _count: usize) -> Result<Wrote> {
+    if in_reset(&p.dev) {
+        return Ok(Wrote::Nothing);
+    }
+    let v = kstrtouint(text, 16)?;
+    let at = p.addr.load(Relaxed);
+    access_mem(&p.dev, at, Access::Write(&v.to_le_bytes())).map(|()| Wrote::All)
 }
 
+/// `hl_data_read64`, at offset 0.
 fn show_data64(p: &AbiFiles, f: &mut fmt::Formatter<'_>) -> Result {
+    if in_reset(&p.dev) {
+        return Ok(());
+    }
     let mut b = [0u8; 8];
     access_mem(&p.dev, p.addr.load(Relaxed), Access::Read(&mut b))?;
     writeln!(f, "0x{:016x}", u64::from_le_bytes(b)).map_err(|_| ENOMEM)
 }
 
-fn write_data64(p: &AbiFiles, text: &str) -> Result {
-    let v = parse_hex(text)?;
-    access_mem(
-        &p.dev,
-        p.addr.load(Relaxed),
-        Access::Write(&v.to_le_bytes()),
-    )
+/// `hl_data_write64`: `kstrtoull_from_user(.., 16)`.
+fn write_data64(p: &AbiFiles, text: &[u8], _count: usize) -> Result<Wrote> {
+    if in_reset(&p.dev) {
+        return Ok(Wrote::Nothing);
+    }
+    let v = kstrtoull(text, 16)?;
+    let at = p.addr.load(Relaxed);
+    access_mem(&p.dev, at, Access::Write(&v.to_le_bytes())).map(|()| Wrote::All)
 }
 
 /// One access of `data32`/`data64`.
@@ -354,44 +439,115 @@ fn access_va(vm: &ContextVm, addr: u64, acc: Access<'_>) -> Result {
     }
 }
 
-/// `mmu_show` (debugfs.c:420-474): the walk of the VA last written, in the
-/// context of the ASID written (only the open compute context has tables
-/// here; the kernel context has none). Nothing for an unmapped VA.
+/// `mmu_show` (debugfs.c:420-474): the walk of the VA last written. ASID 0
+/// names the kernel context, which has no page tables here (nothing shown,
+/// as upstream shows for a VA its kernel context does not map); any other
+/// ASID names the compute context, as upstream's `hl_get_compute_ctx` (the
+/// ASID written is only printed). Nothing without a compute context or for
+/// an unmapped VA. Per hop of the walk: its address, the address of the PTE
+/// the walk read in it and that PTE. A DRAM VA the device scrambles shows
+/// upstream's scrambled line (both physical addresses are the oracle's).
 fn show_mmu(p: &AbiFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let (asid, va) = (p.mmu_asid.load(Relaxed), p.mmu_va.load(Relaxed));
+    if asid == 0 {
+        return Ok(());
+    }
     let Some(vm) = p.dev.state.lock().active_vm.clone() else {
         return Ok(());
     };
-    if u64::from(vm.asid) != asid {
-        return Ok(());
-    }
-    let Ok(t) = vm.translate(va) else {
+    let Some(w) = walk_with_ptes(&vm, va) else {
         return Ok(());
     };
-    writeln!(
-        f,
-        "asid: {}, virt_addr: 0x{:x}, phys_addr: 0x{:x}",
-        asid, va, t.pa
-    )?;
-    for (i, hop) in t.hops.iter().take(t.leaf + 1).enumerate() {
+    if w.sva != va {
+        writeln!(
+            f,
+            "asid: {}, virt_addr: 0x{:x}, scrambled virt_addr: 0x{:x},\nphys_addr: 0x{:x}, scrambled_phys_addr: 0x{:x}",
+            asid, va, w.sva, w.pa, w.pa
+        )?;
+    } else {
+        writeln!(
+            f,
+            "asid: {}, virt_addr: 0x{:x}, phys_addr: 0x{:x}",
+            asid, va, w.pa
+        )?;
+    }
+    for (i, (hop, pte_addr, pte)) in w.hops.iter().take(w.used).enumerate() {
         writeln!(f, "hop{}_addr: 0x{:x}", i, hop)?;
+        writeln!(f, "hop{}_pte_addr: 0x{:x}", i, pte_addr)?;
+        writeln!(f, "hop{}_pte: 0x{:x}", i, pte)?;
     }
     Ok(())
 }
 
-/// `<asid> 0x<va>`: decimal ASID, a space, `0x` and a hexadecimal VA
-/// (`mmu_asid_va_write`, debugfs.c:476-514).
-fn write_mmu(p: &AbiFiles, text: &str) -> Result {
-    let (asid, va) = text.split_once(' ').ok_or(EINVAL)?;
-    let asid: u32 = asid.parse().map_err(|_| EINVAL)?;
-    let va = va.strip_prefix("0x").ok_or(EINVAL)?;
-    if va.is_empty() || !va.bytes().all(|b| b.is_ascii_hexdigit()) {
+/// A walk as `mmu` shows it (upstream `struct hl_mmu_hop_info`).
+struct HopWalk {
+    /// The VA the tables are indexed by (scrambled for the DMMU).
+    sva: u64,
+    /// The physical address reached.
+    pa: u64,
+    /// Per hop: its address, the PTE's address and the PTE.
+    hops: [(u64, u64, u64); 6],
+    /// Hops used, the leaf's included.
+    used: usize,
+}
+
+/// Walk `va` through `vm`'s tables with the page-walk oracle and read the
+/// PTE of each hop, all under the context's page-table lock (so an UNMAP
+/// changes none of them meanwhile). `None` for an unmapped VA. O(hops).
+fn walk_with_ptes(vm: &ContextVm, va: u64) -> Option<HopWalk> {
+    let dram = vm.range_type(va, 1) == Some(VaRangeType::Dram);
+    let dmmu = &vm.dev.mmu;
+    let (kind, geo, sva) = if dram {
+        (
+            MmuKind::Dram,
+            &MmuGeometry::DMMU,
+            dmmu.scrambler.scramble(va),
+        )
+    } else {
+        (MmuKind::Host, &MmuGeometry::PMMU, va)
+    };
+    let tables = vm.mmu.lock();
+    let t: Translation = tables.translate(dmmu, kind, va).ok()?;
+    let mut hops = [(0u64, 0u64, 0u64); 6];
+    for (lvl, slot) in hops.iter_mut().enumerate().take(t.leaf + 1) {
+        let hop = *t.hops.get(lvl)?;
+        let at = hop.checked_add(geo.pte_index(lvl, sva)?.checked_mul(8)?)?;
+        let pte = if dram {
+            dmmu.backend().read_pte(at)
+        } else {
+            dmmu.hr_hops.lock().read(at)
+        };
+        *slot = (hop, at, pte.ok()?);
+    }
+    drop(tables);
+    Some(HopWalk {
+        sva,
+        pa: t.pa,
+        hops,
+        used: t.leaf + 1,
+    })
+}
+
+/// `mmu_asid_va_write` (debugfs.c:476-514): at most 49 bytes, `<asid>
+/// 0x<va>`: a `kstrtouint(.., 10)` ASID, one space, `0x` and a
+/// `kstrtoull(.., 16)` VA (a trailing newline and NUL are fine); anything
+/// else `EINVAL`. As upstream, the ASID is stored as soon as it parses.
+fn write_mmu(p: &AbiFiles, text: &[u8], count: usize) -> Result<Wrote> {
+    if count > MMU_KBUF {
         return Err(EINVAL);
     }
-    let va = u64::from_str_radix(va, 16).map_err(|_| EINVAL)?;
+    let s = c_str(text);
+    let space = s.iter().position(|&b| b == b' ').ok_or(EINVAL)?;
+    let (asid, va) = (
+        s.get(..space).ok_or(EINVAL)?,
+        s.get(space + 1..).ok_or(EINVAL)?,
+    );
+    let asid = kstrtouint(asid, 10).map_err(|_| EINVAL)?;
     p.mmu_asid.store(u64::from(asid), Relaxed);
-    p.mmu_va.store(va, Relaxed);
-    Ok(())
+    let va = va.strip_prefix(b"0x").ok_or(EINVAL)?;
+    p.mmu_va
+        .store(kstrtoull(va, 16).map_err(|_| EINVAL)?, Relaxed);
+    Ok(Wrote::All)
 }
 
 /// `mmu_ack_error` (debugfs.c:516-535): `EINVAL` with no mask; the
@@ -403,12 +559,15 @@ fn show_mmu_error(p: &AbiFiles, _f: &mut fmt::Formatter<'_>) -> Result {
     Ok(())
 }
 
-fn write_mmu_error(p: &AbiFiles, text: &str) -> Result {
-    if !text.starts_with("0x") {
+/// `mmu_ack_error_value_write` (debugfs.c:537-568): at most 49 bytes, `0x`
+/// and a `kstrtoull(.., 16)` mask; anything else `EINVAL`.
+fn write_mmu_error(p: &AbiFiles, text: &[u8], count: usize) -> Result<Wrote> {
+    if count > MMU_KBUF || !c_str(text).starts_with(b"0x") {
         return Err(EINVAL);
     }
-    p.mmu_cap_mask.store(parse_hex(text)?, Relaxed);
-    Ok(())
+    let mask = kstrtoull(text, 16).map_err(|_| EINVAL)?;
+    p.mmu_cap_mask.store(mask, Relaxed);
+    Ok(Wrote::All)
 }
 
 /// A row made by `row` for each pinned host buffer of the open context that
@@ -460,9 +619,10 @@ fn show_userptr(p: &AbiFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     writeln!(f)
 }
 
-fn write_userptr_lookup(p: &AbiFiles, text: &str) -> Result {
-    p.userptr_lookup.store(parse_hex(text)?, Relaxed);
-    Ok(())
+/// `userptr_lookup_write`: `kstrtoull_from_user(.., 16)`.
+fn write_userptr_lookup(p: &AbiFiles, text: &[u8], _count: usize) -> Result<Wrote> {
+    p.userptr_lookup.store(kstrtoull(text, 16)?, Relaxed);
+    Ok(Wrote::All)
 }
 
 /// `userptr_lookup_show` (debugfs.c:350-400): for each pinned buffer of the
@@ -697,21 +857,6 @@ mod tests {
     }
 
     #[test]
-    fn base0_parsing_is_kstrtoull() {
-        assert_eq!(parse_base0("4096"), Ok(4096));
-        assert_eq!(parse_base0("0x1000"), Ok(4096));
-        assert_eq!(parse_base0("0X1000"), Ok(4096));
-        assert_eq!(parse_base0("010"), Ok(8));
-        assert_eq!(parse_base0("0"), Ok(0));
-        assert_eq!(parse_base0("+7"), Ok(7));
-        assert_eq!(parse_base0("18446744073709551615"), Ok(u64::MAX));
-        assert_eq!(parse_base0("18446744073709551616"), Err(ERANGE));
-        for bad in ["", "0x", "08", "x1", "-1", "1 2", "0xg", "++1"] {
-            assert_eq!(parse_base0(bad), Err(EINVAL));
-        }
-    }
-
-    #[test]
     fn dma_read_through_the_context_and_scrub() -> Result {
         let d = HlDevice::new(0, AsicProperties::gaudi2(6, 0)?)?;
         let page = d.asic.dram_page_size;
@@ -750,16 +895,5 @@ mod tests {
             .set_status(crate::hw::backend::DeviceStatus::Malfunction);
         assert_eq!(d.scrub_dram(0), Err(EIO));
         Ok(())
-    }
-
-    #[test]
-    fn hex_parsing_is_strict() {
-        assert_eq!(parse_hex("0x10"), Ok(16));
-        assert_eq!(parse_hex("ff"), Ok(255));
-        assert_eq!(parse_hex("0xffffffffffffffff"), Ok(u64::MAX));
-        assert_eq!(parse_hex("0x1ffffffffffffffff"), Err(ERANGE));
-        for bad in ["", "0x", "x1", "0x-1", "+1", "1 2", "0xg"] {
-            assert_eq!(parse_hex(bad), Err(EINVAL));
-        }
     }
 }

@@ -1,14 +1,22 @@
 //! In-guest tests of upstream's debugfs ABI (`accel/<parent>/`, `accel/<N>`,
 //! `habanalabs/hl<N>`): `addr` + `data32`/`data64` through a host buffer's
-//! and a DRAM handle's device VA, SRAM and DRAM physical addresses, and what
-//! is refused.
+//! and a DRAM handle's device VA, SRAM and DRAM physical addresses, the
+//! exact sequence of libhlthunk's test harness on long-lived fds, the CB and
+//! CS files, and what is refused.
 
 use hlrs::{
+    cs::{Cb, Cs},
     debugfs::{abi_dirs, DebugfsMem, Width},
-    Device,
+    uapi::{GAUDI2_QUEUE_ID_PDMA_0_0, GAUDI2_QUEUE_ID_PDMA_1_0},
+    Device, HostBuffer,
 };
 use hlrs_guest_tests::{debugfs, expect_errno, guest_only, oracle_walk};
-use std::path::PathBuf;
+use std::{
+    fs::{File, OpenOptions},
+    io::{Read, Write},
+    os::unix::fs::FileExt,
+    path::{Path, PathBuf},
+};
 
 const EINVAL: i32 = 22;
 const EPERM: i32 = 1;
@@ -289,8 +297,33 @@ fn mmu_and_userptr_files() {
         "{walk}"
     );
     assert!(walk.contains("hop0_addr: 0x"), "{walk}");
-    // Another ASID has no tables here.
-    std::fs::write(dir.join("mmu"), format!("{} {va:#x}", asid + 1)).unwrap();
+    // Each hop: its address, the PTE's address in it and the PTE, as
+    // upstream; the leaf PTE holds the page the oracle reached.
+    let hops = walk.matches("_pte_addr: 0x").count();
+    assert!(hops >= 2, "{walk}");
+    for i in 0..hops {
+        for key in ["addr", "pte_addr", "pte"] {
+            assert!(walk.contains(&format!("\nhop{i}_{key}: 0x")), "{walk}");
+        }
+    }
+    let leaf: u64 = walk
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("hop{}_pte: 0x", hops - 1)))
+        .map(|h| u64::from_str_radix(h, 16).unwrap())
+        .unwrap();
+    assert_eq!(leaf & !0xfff, pa & !0xfff, "{walk}");
+    // Any other ASID but the kernel's names the compute context, as
+    // upstream (only printed); the kernel context has no tables here.
+    std::fs::write(dir.join("mmu"), format!("{} {va:#x}\n", asid + 1)).unwrap();
+    let other = std::fs::read_to_string(dir.join("mmu")).unwrap();
+    assert!(
+        other.starts_with(&format!(
+            "asid: {}, virt_addr: {va:#x}, phys_addr: {pa:#x}\n",
+            asid + 1
+        )),
+        "{other}"
+    );
+    std::fs::write(dir.join("mmu"), format!("0 {va:#x}")).unwrap();
     assert_eq!(std::fs::read_to_string(dir.join("mmu")).unwrap(), "");
     d.unmap(va).unwrap();
     drop(buf);
@@ -447,4 +480,370 @@ fn vm_lists_mappings_hw_blocks_allocations_and_va_ranges() {
     d.unmap(va).unwrap();
     d.free(h).unwrap();
     drop(buf);
+}
+
+/// `addr` as libhlthunk's harness writes it: `"0x%lx"` and its NUL, in one
+/// `write` of `strlen + 1` bytes (`hltests_debugfs_read/write[64]`).
+fn harness_set_addr(addr_fd: &File, addr: u64) {
+    let text = format!("0x{addr:x}\0");
+    assert_eq!((&*addr_fd).write(text.as_bytes()).unwrap(), text.len());
+}
+
+/// `RREG32`/`RREG64`: set `addr`, then `pread(data_fd, buf, 64, 0)` and
+/// `strtoul(buf, NULL, 16)`.
+fn harness_read(addr_fd: &File, data_fd: &File, addr: u64) -> u64 {
+    harness_set_addr(addr_fd, addr);
+    let mut buf = [0u8; 64];
+    let n = data_fd.read_at(&mut buf, 0).unwrap();
+    let text = std::str::from_utf8(&buf[..n]).unwrap();
+    assert!(text.starts_with("0x") && text.ends_with('\n'), "{text:?}");
+    u64::from_str_radix(text.trim().trim_start_matches("0x"), 16).unwrap()
+}
+
+/// `WREG32`/`WREG64`: set `addr`, then `write(data_fd, "0x%x", strlen + 1)`.
+fn harness_write(addr_fd: &File, data_fd: &File, addr: u64, value: u64) {
+    harness_set_addr(addr_fd, addr);
+    let text = format!("0x{value:x}\0");
+    assert_eq!((&*data_fd).write(text.as_bytes()).unwrap(), text.len());
+}
+
+/// The harness's fds, opened once, before any address is written:
+/// `addr` write-only, `data32`, `data64` and `clk_gate` read-write.
+struct HarnessFds {
+    addr: File,
+    data32: File,
+    data64: File,
+    clk_gate: File,
+}
+
+impl HarnessFds {
+    fn open(dir: &Path) -> Self {
+        let rw = |f: &str| {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(dir.join(f))
+                .unwrap_or_else(|e| panic!("{f}: {e}"))
+        };
+        Self {
+            addr: OpenOptions::new()
+                .write(true)
+                .open(dir.join("addr"))
+                .unwrap(),
+            data32: rw("data32"),
+            data64: rw("data64"),
+            clk_gate: rw("clk_gate"),
+        }
+    }
+
+    fn rreg32(&self, addr: u64) -> u32 {
+        harness_read(&self.addr, &self.data32, addr) as u32
+    }
+
+    fn rreg64(&self, addr: u64) -> u64 {
+        harness_read(&self.addr, &self.data64, addr)
+    }
+
+    fn wreg32(&self, addr: u64, v: u32) {
+        harness_write(&self.addr, &self.data32, addr, u64::from(v));
+    }
+
+    fn wreg64(&self, addr: u64, v: u64) {
+        harness_write(&self.addr, &self.data64, addr, v);
+    }
+}
+
+/// One LIN_DMA of `len` bytes from `src` to `dst` (device addresses), run
+/// from a CB in a host buffer of its own on PDMA 0, waited for.
+fn dma(d: &Device, src: u64, dst: u64, len: u32) {
+    let cb = Cb::new().lin_dma(src, dst, len);
+    let buf = cb.to_host_buffer().unwrap();
+    let va = d.map_host(buf.addr(), buf.len() as u64, 0, 0).unwrap();
+    d.run_cb(GAUDI2_QUEUE_ID_PDMA_0_0, va, cb.len(), 30_000_000)
+        .unwrap();
+    d.unmap(va).unwrap();
+}
+
+/// Write the values in `vals` (little-endian u64s) at `at` by a DMA from a
+/// host buffer, read them back through the harness's fds, write new ones
+/// through the fds and DMA them back to the host: what the device wrote,
+/// debugfs reads, and what debugfs wrote, the device reads.
+fn round_trip_through_the_device(d: &Device, fds: &HarnessFds, at: u64, seed: u64) {
+    let mut host = HostBuffer::new(4096).unwrap();
+    let host_va = d.map_host(host.addr(), 4096, 0, 0).unwrap();
+    for (i, w) in host.as_mut_slice()[..64].chunks_mut(8).enumerate() {
+        w.copy_from_slice(&(seed.wrapping_mul(i as u64 + 1) ^ 0x5a5a).to_le_bytes());
+    }
+    dma(d, host_va, at, 64);
+    let word = |h: &HostBuffer, i: usize| {
+        u64::from_le_bytes(h.as_slice()[i * 8..i * 8 + 8].try_into().unwrap())
+    };
+    for i in 0..8 {
+        assert_eq!(
+            fds.rreg64(at + 8 * i as u64),
+            word(&host, i),
+            "{at:#x} + {i}"
+        );
+        assert_eq!(
+            fds.rreg32(at + 8 * i as u64 + 4),
+            (word(&host, i) >> 32) as u32
+        );
+    }
+    fds.wreg64(at + 8, 0x1122_3344_5566_7788 ^ seed);
+    fds.wreg32(at + 16, 0xcafe_f00d);
+    fds.wreg32(at + 20, 0x0bad_beef);
+    // Read back through the same fds, then through the device.
+    assert_eq!(fds.rreg64(at + 8), 0x1122_3344_5566_7788 ^ seed);
+    assert_eq!(fds.rreg64(at + 16), 0x0bad_beef_cafe_f00d);
+    host.as_mut_slice()[..64].fill(0);
+    dma(d, at, host_va, 64);
+    assert_eq!(word(&host, 1), 0x1122_3344_5566_7788 ^ seed);
+    assert_eq!(word(&host, 2), 0x0bad_beef_cafe_f00d);
+    d.unmap(host_va).unwrap();
+}
+
+#[test]
+fn libhlthunk_harness_sequence_on_long_lived_fds() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let [_, dir] = abi_dirs(0);
+    // The harness's group setup: addr is 0, then the fds are opened.
+    std::fs::write(dir.join("addr"), "0\n").unwrap();
+    let fds = HarnessFds::open(&dir);
+    // clk_gate reads empty and takes "0" (the harness saves and restores it).
+    let mut b = [0u8; 64];
+    assert_eq!(fds.clk_gate.read_at(&mut b, 0).unwrap(), 0);
+    assert_eq!((&fds.clk_gate).write(b"0\0").unwrap(), 2);
+
+    // Host memory through a userptr MAP: what the process wrote, debugfs
+    // reads, and the other way round.
+    let mut buf = HostBuffer::new(2 * 4096).unwrap();
+    for (i, w) in buf.as_mut_slice().chunks_mut(8).enumerate() {
+        w.copy_from_slice(&(0x0101_0000_0000_0000u64 | i as u64).to_le_bytes());
+    }
+    let hva = d.map_host(buf.addr(), 2 * 4096, 0, 0).unwrap();
+    for i in [0u64, 1, 511, 512, 1023] {
+        assert_eq!(fds.rreg64(hva + 8 * i), 0x0101_0000_0000_0000 | i);
+        assert_eq!(fds.rreg32(hva + 8 * i), i as u32);
+        assert_eq!(fds.rreg32(hva + 8 * i + 4), 0x0101_0000);
+    }
+    fds.wreg64(hva + 4096, 0xfeed_face_dead_beef);
+    fds.wreg32(hva + 4104, 0x1234_5678);
+    assert_eq!(
+        &buf.as_slice()[4096..4104],
+        &0xfeed_face_dead_beefu64.to_le_bytes()
+    );
+    assert_eq!(&buf.as_slice()[4104..4108], &0x1234_5678u32.to_le_bytes());
+    // And through the device: a DMA into the host buffer, read by debugfs.
+    round_trip_through_the_device(&d, &fds, hva + 1024, 3);
+
+    // SRAM.
+    round_trip_through_the_device(&d, &fds, SRAM_BASE + 0x10_0000, 5);
+    // DRAM through a mapped handle, and at its physical address.
+    let h = d.alloc(PAGE, 0).unwrap();
+    let dva = d.map(h, 0, 0).unwrap();
+    round_trip_through_the_device(&d, &fds, dva + 0x2000, 7);
+    let pa = oracle_walk(0, dva + 0x2008).expect("mapped").0;
+    assert_eq!(fds.rreg64(pa), fds.rreg64(dva + 0x2008));
+    fds.wreg64(pa, 0x0123_4567_89ab_cdef);
+    assert_eq!(fds.rreg64(dva + 0x2008), 0x0123_4567_89ab_cdef);
+
+    // A read at a nonzero offset is end of file, on both data files.
+    for f in [&fds.data32, &fds.data64] {
+        for off in [1u64, 4, 11, 4096] {
+            assert_eq!(f.read_at(&mut b, off).unwrap(), 0, "offset {off}");
+        }
+    }
+    // Each pread at 0 reads the memory of that moment.
+    fds.wreg64(dva + 0x2008, 1);
+    assert_eq!(fds.data64.read_at(&mut b, 0).unwrap(), 19);
+    assert_eq!(&b[..19], b"0x0000000000000001\n");
+    fds.wreg64(dva + 0x2008, 2);
+    assert_eq!(fds.data64.read_at(&mut b, 0).unwrap(), 19);
+    assert_eq!(&b[..19], b"0x0000000000000002\n");
+    assert_eq!(fds.data32.read_at(&mut b, 0).unwrap(), 11);
+    assert_eq!(&b[..11], b"0x00000002\n");
+    // A short read takes the start; the rest is not served (offset != 0).
+    let mut four = [0u8; 4];
+    assert_eq!((&fds.data64).read(&mut four).unwrap(), 4);
+    assert_eq!(&four, b"0x00");
+    assert_eq!((&fds.data64).read(&mut b).unwrap(), 0);
+
+    // `addr` reads back as `0x%016llx\n`, continued from at other offsets.
+    let mut addr_r = File::open(dir.join("addr")).unwrap();
+    let want = format!("0x{:016x}\n", dva + 0x2008);
+    let mut text = String::new();
+    addr_r.read_to_string(&mut text).unwrap();
+    assert_eq!(text, want);
+    assert_eq!(addr_r.read_at(&mut b, 2).unwrap(), 17);
+    assert_eq!(&b[..17], &want.as_bytes()[2..]);
+
+    // Writes as kstrto* parses them: a newline and a NUL, a `+`, no `0x`;
+    // not a leading blank; too much for 32 bits.
+    for (text, v) in [
+        (&b"0xab\n"[..], 0xabu64),
+        (b"+cd\0", 0xcd),
+        (b"ef", 0xef),
+        (b"0x10\n\0ignored", 0x10),
+    ] {
+        assert_eq!(fds.data64.write_at(text, 0).unwrap(), text.len());
+        assert_eq!(fds.rreg64(dva + 0x2008), v);
+    }
+    harness_set_addr(&fds.addr, dva + 0x2008);
+    for bad in [&b" 0x1"[..], b"0x", b"1\n\n", b"-1", b"0x1 "] {
+        expect_errno(fds.data64.write_at(bad, 0), EINVAL);
+    }
+    expect_errno(fds.data32.write_at(b"0x100000000\0", 0), ERANGE);
+    expect_errno((&fds.addr).write(b" 0x10\0"), EINVAL);
+
+    // In reset: reads and writes do nothing and return 0, as upstream's.
+    let status = "/sys/kernel/debug/habanalabs_rs/0/status";
+    std::fs::write(status, "in_reset").unwrap();
+    let (r, w) = (
+        fds.data64.read_at(&mut b, 0),
+        fds.data64.write_at(b"0x5\0", 0),
+    );
+    std::fs::write(status, "operational").unwrap();
+    assert_eq!((r.unwrap(), w.unwrap()), (0, 0));
+    assert_eq!(fds.rreg64(dva + 0x2008), 0x10);
+
+    // An address nothing maps: the read fails, the fds stay usable.
+    harness_set_addr(&fds.addr, 0x1234);
+    expect_errno(fds.data64.read_at(&mut b, 0), EINVAL);
+    assert_eq!(fds.rreg64(dva + 0x2008), 0x10);
+
+    d.unmap(dva).unwrap();
+    d.free(h).unwrap();
+    d.unmap(hva).unwrap();
+    drop(buf);
+}
+
+#[test]
+fn files_without_a_read_or_a_write_answer_as_upstream() {
+    guest_only!();
+    let [dir, _] = abi_dirs(0);
+    let mut b = [0u8; 16];
+    for f in ["dma_size", "memory_scrub"] {
+        let fd = OpenOptions::new().read(true).open(dir.join(f)).unwrap();
+        expect_errno(fd.read_at(&mut b, 0), EINVAL);
+    }
+    for f in [
+        "userptr",
+        "vm",
+        "command_buffers",
+        "command_submission",
+        "command_submission_jobs",
+    ] {
+        expect_errno(std::fs::write(dir.join(f), "1"), EINVAL);
+    }
+    // `mmu` takes at most 49 bytes.
+    let long = format!("1 0x{}", "0".repeat(46));
+    expect_errno(std::fs::write(dir.join("mmu"), long), EINVAL);
+    std::fs::write(dir.join("mmu"), "1 0x10\n\0").unwrap();
+}
+
+/// The ASID of the open compute context (upstream's `vm` file).
+fn open_asid(dir: &Path) -> u32 {
+    let vm = std::fs::read_to_string(dir.join("vm")).unwrap();
+    vm.lines()
+        .find_map(|l| l.strip_prefix("ctx asid: "))
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn command_buffers_and_submissions_render() {
+    guest_only!();
+    let [dir, _] = abi_dirs(0);
+    let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap();
+    let d = Device::open_compute(0).unwrap();
+    let asid = open_asid(&dir);
+    for f in [
+        "command_buffers",
+        "command_submission",
+        "command_submission_jobs",
+    ] {
+        assert_eq!(read(f), "", "{f}");
+    }
+    // Two CBs, the second mmapped: newest first.
+    {
+        let ca = d.command_buffer(100).unwrap();
+        let cb = d.command_buffer(8192).unwrap();
+        let _map = cb.mmap().unwrap();
+        let (a, b) = (ca.handle(), cb.handle());
+        let cbs = read("command_buffers");
+        let head = "\n CB ID   CTX ID   CB size    CB RefCnt    mmap?   CS counter\n\
+                    ---------------------------------------------------------------\n";
+        let rows = format!(
+            "   {b:03}        {asid}    0x00002000      2          1          0\n\
+             \x20  {a:03}        {asid}    0x00001000      1          0          0\n\n"
+        );
+        assert_eq!(cbs, format!("{head}{rows}"));
+    }
+    assert_eq!(read("command_buffers"), "");
+
+    // A CS that runs long on PDMA 0, then one with a job on each PDMA.
+    let slow = (0..1000).fold(Cb::new(), |cb, i| {
+        cb.memset(SRAM_BASE + (8 << 20), i, 32 << 20)
+    });
+    let nop = Cb::new().nop();
+    let (slow_buf, nop_buf) = (
+        slow.to_host_buffer().unwrap(),
+        nop.to_host_buffer().unwrap(),
+    );
+    let slow_va = d
+        .map_host(slow_buf.addr(), slow_buf.len() as u64, 0, 0)
+        .unwrap();
+    let nop_va = d
+        .map_host(nop_buf.addr(), nop_buf.len() as u64, 0, 0)
+        .unwrap();
+    let pdma0 = GAUDI2_QUEUE_ID_PDMA_0_0;
+    let pdma1 = GAUDI2_QUEUE_ID_PDMA_1_0;
+    let first = Cs::new()
+        .chunk(pdma0, slow_va, slow.len())
+        .submit(&d)
+        .unwrap();
+    let second = Cs::new()
+        .chunk(pdma0, nop_va, nop.len())
+        .chunk(pdma1, nop_va, nop.len())
+        .submit(&d)
+        .unwrap();
+    let (s1, s2) = (first.seq, second.seq);
+    let css = read("command_submission");
+    assert!(
+        css.starts_with(
+            "\n CS ID   CS TYPE   CTX ASID   CS RefCnt   Submitted    Completed\n\
+             ----------------------------------------------------------------\n"
+        ),
+        "{css}"
+    );
+    // The second CS is listed first; its PDMA 1 job may have ended.
+    let lines: Vec<&str> = css.lines().skip(3).collect();
+    assert_eq!(lines.len(), 3, "{css}");
+    assert_eq!(lines[2], "", "{css}");
+    assert!(lines[0].starts_with(&format!("   {s2}        0          {asid}          ")));
+    assert_eq!(
+        lines[1],
+        format!("   {s1}        0          {asid}          2           1            0")
+    );
+    let jobs = read("command_submission_jobs");
+    let want = format!(
+        "\n JOB ID   CS ID    CS TYPE    CTX ASID   JOB RefCnt   H/W Queue\n\
+         ---------------------------------------------------------------\n\
+         \x20  02      {s2}        0        {asid}          1           {pdma1}\n\
+         \x20  01      {s2}        0        {asid}          1           {pdma0}\n\
+         \x20  01      {s1}        0        {asid}          1           {pdma0}\n\n"
+    );
+    assert_eq!(jobs, want);
+    // The close stops them; with no context nothing is listed.
+    drop(d);
+    drop((slow_buf, nop_buf));
+    for f in [
+        "command_buffers",
+        "command_submission",
+        "command_submission_jobs",
+    ] {
+        assert_eq!(read(f), "", "{f}");
+    }
 }
