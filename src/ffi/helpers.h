@@ -40,8 +40,4 @@ unsigned int hlrs_dma_max_seg_size(struct device *dev);
 /* cond_resched() */
 void hlrs_cond_resched(void);
 
-struct workqueue_struct;
-/* alloc_workqueue("%s", WQ_UNBOUND, 0, name) */
-struct workqueue_struct *hlrs_alloc_workqueue(const char *name);
-
 #endif /* HLRS_FFI_HELPERS_H */
