@@ -72,6 +72,11 @@ fn long_cb() -> Cb {
     (0..1000).fold(Cb::new(), |cb, i| cb.memset(SRAM + (8 << 20), i, 32 << 20))
 }
 
+/// A line in the kernel log (the console), to follow a test's steps.
+fn kmsg(what: &str) {
+    let _ = std::fs::write("/dev/kmsg", format!("engine_limits: {what}\n"));
+}
+
 // --- cgroups --------------------------------------------------------------------------------
 
 /// cgroup v2 at /sys/fs/cgroup (mounted here if it is not yet) with the
@@ -100,7 +105,10 @@ impl CpuGroup {
             assert_eq!(rc, 0, "mount cgroup2: {}", io::Error::last_os_error());
         }
         let controllers = std::fs::read_to_string(format!("{CGROOT}/cgroup.controllers")).unwrap();
-        assert!(controllers.contains("cpu"), "no cpu controller: {controllers}");
+        assert!(
+            controllers.contains("cpu"),
+            "no cpu controller: {controllers}"
+        );
         std::fs::write(format!("{CGROOT}/cgroup.subtree_control"), "+cpu").unwrap();
         let dir = format!("{CGROOT}/{name}-{}", std::process::id());
         std::fs::create_dir(&dir).unwrap();
@@ -165,12 +173,14 @@ fn engines_run_in_the_submitters_cgroup_and_within_its_cpu_max() {
     // A fifth of one CPU.
     let (quota, period) = (20_000u64, 100_000u64);
     let group = CpuGroup::new("hlrs-engines", &format!("{quota} {period}"));
+    kmsg("in the group");
     let d = Device::open_compute(0).unwrap();
     let cb = host_cb(&d, &long_cb());
     let mut seqs = Vec::new();
     for q in QUEUES {
         let f = Cs::new().chunk(q, cb.va, cb.len).submit(&d).unwrap();
         seqs.push(f.seq);
+        kmsg("submitted");
     }
     // The four engine threads are in the group, beside this process.
     let me = std::process::id();
@@ -186,7 +196,9 @@ fn engines_run_in_the_submitters_cgroup_and_within_its_cpu_max() {
         machine_busy_us(),
         Instant::now(),
     );
+    kmsg("measuring");
     std::thread::sleep(Duration::from_secs(3));
+    kmsg("measured");
     let (u1, t1, b1) = (
         group.stat("usage_usec"),
         group.stat("nr_throttled"),
@@ -197,8 +209,10 @@ fn engines_run_in_the_submitters_cgroup_and_within_its_cpu_max() {
     for &s in &seqs {
         assert_eq!(d.wait_cs(s, 0).unwrap(), CsDone::Busy);
     }
+    kmsg("closing");
     drop(cb);
     drop(d);
+    kmsg("closed");
     let (used, machine) = (u1 - u0, b1 - b0);
     let bound = wall * quota / period;
     eprintln!(
@@ -211,7 +225,10 @@ fn engines_run_in_the_submitters_cgroup_and_within_its_cpu_max() {
     // Within the bound (wide margins: accounting granularity), and the
     // machine (two CPUs; four busy engines would take both) mostly idle.
     assert!(used <= 2 * bound + 100_000, "over cpu.max");
-    assert!(machine <= wall, "the engines took {machine} us of CPU in {wall} us");
+    assert!(
+        machine <= wall,
+        "the engines took {machine} us of CPU in {wall} us"
+    );
     drop(group);
 }
 
@@ -342,7 +359,10 @@ fn unmap_race_round(place: Place, round: u32) -> Seen {
     // The unmapped VA comes back only once the CS has ended.
     let busy_after = d.wait_cs(f.seq, 0).unwrap() == CsDone::Busy;
     if nva == ava {
-        assert!(!busy_after, "round {round}: VA {ava:#x} reused while its DMA runs");
+        assert!(
+            !busy_after,
+            "round {round}: VA {ava:#x} reused while its DMA runs"
+        );
     }
     seen.raced = busy_after || seen.refused || nva != ava;
     match f.wait(&d, 120 * SEC) {
@@ -353,7 +373,11 @@ fn unmap_race_round(place: Place, round: u32) -> Seen {
             let pf = d.page_fault_event().unwrap();
             let mask = !((1u64 << 26) - 1);
             let range = (ava & mask)..=((ava + u64::from(SPAN) - 1) & mask);
-            assert!(range.contains(&pf.addr), "round {round}: fault at {:#x}", pf.addr);
+            assert!(
+                range.contains(&pf.addr),
+                "round {round}: fault at {:#x}",
+                pf.addr
+            );
         }
         other => panic!("round {round}: {other:?}"),
     }
@@ -367,7 +391,10 @@ fn unmap_race_round(place: Place, round: u32) -> Seen {
         .chunks_exact(8)
         .filter(|w| u64::from_le_bytes((*w).try_into().unwrap()) != HANDLE_FILL)
         .count();
-    assert_eq!(bad, 0, "round {round} ({place:?}): {bad} words of B overwritten: {seen:?}");
+    assert_eq!(
+        bad, 0,
+        "round {round} ({place:?}): {bad} words of B overwritten: {seen:?}"
+    );
     d.unmap(ova).unwrap();
     d.unmap(nva).unwrap();
     d.unmap(fva).unwrap();
@@ -383,7 +410,7 @@ fn unmap_race(place: Place) {
     let mut raced = 0;
     for round in 0..6 {
         let s = unmap_race_round(place, round);
-        eprintln!("{place:?} round {round}: {s:?}");
+        kmsg(&format!("{place:?} round {round}: {s:?}"));
         raced += u32::from(s.raced && s.aborted);
     }
     assert!(raced >= 1, "no round raced");
