@@ -99,11 +99,12 @@ unsafe extern "C" fn trampoline<T: ThreadBody>(data: *mut c_void) -> c_int {
 
 impl<T: ThreadBody> KThread<T> {
     /// Create a thread named `name` (at most 15 bytes show in `comm`)
-    /// running `body`, in the caller's cgroups, and start it. Errors:
+    /// running `body`, in the caller's cgroups if `follow_cgroups` (else in
+    /// `kthreadd`'s), and start it. Errors:
     /// `kthread_create`'s (`ENOMEM`, `EINTR` for a caller being killed),
     /// `cgroup_attach_task_all`'s (then the thread is stopped again, its
     /// body never run). Sleeps; O(1) besides the kernel's work.
-    pub(crate) fn spawn(name: &CStr, body: Arc<T>) -> Result<Self> {
+    pub(crate) fn spawn(name: &CStr, body: Arc<T>, follow_cgroups: bool) -> Result<Self> {
         let data = Arc::as_ptr(&body).cast_mut().cast::<c_void>();
         let mut err: c_int = 0;
         // SAFETY: `trampoline::<T>` matches `int (*)(void *)`; `data` stays
@@ -115,13 +116,15 @@ impl<T: ThreadBody> KThread<T> {
         if task.is_null() {
             return Err(Error::from_errno(err));
         }
-        // SAFETY: `task` is a live thread we hold a reference on.
-        let attached = unsafe { hlrs_kthread_follow_cgroups(task) };
-        if attached != 0 {
-            // Never woken: `kthread_stop` ends it before its function runs.
-            // SAFETY: a thread from `kthread_create` with our reference.
-            unsafe { hlrs_kthread_stop_put(task) };
-            return Err(Error::from_errno(attached));
+        if follow_cgroups {
+            // SAFETY: `task` is a live thread we hold a reference on.
+            let attached = unsafe { hlrs_kthread_follow_cgroups(task) };
+            if attached != 0 {
+                // Never woken: `kthread_stop` ends it before its function runs.
+                // SAFETY: a thread from `kthread_create` with our reference.
+                unsafe { hlrs_kthread_stop_put(task) };
+                return Err(Error::from_errno(attached));
+            }
         }
         // SAFETY: a created, not yet woken thread.
         unsafe { hlrs_kthread_wake(task) };

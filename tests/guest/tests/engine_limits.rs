@@ -167,7 +167,14 @@ fn machine_busy_us() -> u64 {
     ticks * 10_000
 }
 
+/// Not met on 7.3 (issue 30, defect 4c, left open): CFS bandwidth throttles
+/// a task only on its return to user space (task-based throttling, 6.18),
+/// and kernel threads never return there, so engine threads moved into the
+/// group would use its quota unthrottled and starve its user threads
+/// instead. The engines therefore stay in the root cgroup for now; this
+/// test shows the bound once they are bounded (a per-context budget).
 #[test]
+#[ignore = "engines are not yet held to the submitter's cpu.max (docs/command-submission.md)"]
 fn engines_run_in_the_submitters_cgroup_and_within_its_cpu_max() {
     guest_only!();
     // A fifth of one CPU.

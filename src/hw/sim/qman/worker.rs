@@ -6,14 +6,14 @@
 //!
 //! **Why threads of the context.** An engine's work is host CPU time: a
 //! LIN_DMA of 4 GiB, or a CB of millions of packets, keeps a CPU busy for
-//! seconds, ten engines ten CPUs. Run on a shared workqueue, that time
-//! belongs to nobody (the root cgroup) and no `cpu.max` bounds it. Each
-//! [`EngineWorker`] is a kernel thread moved into the cgroups of the task
-//! that first submitted to it ([`KThread::spawn`]), as vhost's workers were,
-//! so the CPU controller counts and throttles the engines' time as the
-//! submitter's: a user limited to half a CPU gets half a CPU of engines
-//! too, whatever it submits. (A process that moves to another cgroup later
-//! leaves its engines where they were until its next open.)
+//! seconds, ten engines ten CPUs. On a shared workqueue that time belongs
+//! to nobody. Each [`EngineWorker`] is a kernel thread of one context
+//! (`hlrs-e<engine>-<pid>`), so its time is visible per context, and it
+//! can be moved into the submitter's cgroups ([`KThread::spawn`], as vhost's
+//! workers were). That move is off ([`FOLLOW_CGROUPS`]): on 7.3 CFS
+//! bandwidth never throttles a kernel thread (task-based throttling acts on
+//! the return to user space), so `cpu.max` would not bound the engines and
+//! their time would starve the submitter's own threads instead.
 //!
 //! **Order.** A context's jobs for one engine run in submission order on
 //! its one worker; the compute node has one context at a time, and a
@@ -41,6 +41,13 @@ use kernel::{
     str::CString,
     sync::{atomic::Relaxed, Arc, CondVar, Mutex},
 };
+
+/// Whether workers move into the submitter's cgroups. Not on 7.3: CFS
+/// bandwidth throttles a task only when it returns to user space, which a
+/// kernel thread never does, so a worker in a group with `cpu.max` would
+/// use the group's quota unthrottled and starve the group's user threads
+/// (measured: the submitting process froze until its CSs timed out).
+const FOLLOW_CGROUPS: bool = false;
 
 /// A worker's queue.
 struct Feed {
@@ -124,7 +131,7 @@ impl Workers {
         // `comm` keeps 15 bytes: "hlrs-e9-4194304" fits.
         let pid = kernel::current!().pid();
         let name = CString::try_from_fmt(fmt!("hlrs-e{}-{}", e, pid))?;
-        *slot = Some(KThread::spawn(&name, body)?);
+        *slot = Some(KThread::spawn(&name, body, FOLLOW_CGROUPS)?);
         Ok(())
     }
 
