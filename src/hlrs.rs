@@ -35,7 +35,7 @@
 //! |---|---|---|---|
 //! | 1 | `HlDevice::state` | open/ASID bookkeeping, the parked VM | held by `open_compute` across the retry of a parked teardown (which takes 6-16) and the ASID purge (15, 16) |
 //! | 2 | `ContextCs::restore` | a context's restore phase (upstream `restore_phase_mutex`) | held across the submission of a restore CS (takes 3-5) |
-//! | 2a | `ContextCs::workers` | a context's engine threads | held across a submission's creation of missing threads (which moves them into the submitter's cgroups: `cgroup_mutex`, the threadgroup rwsem) and its queueing (takes 3-5); by the close after its drain, to stop them |
+//! | 2a | `ContextCs::workers` | a context's engine threads | held across a submission's creation of missing threads and its queueing (takes 3-5); by the close after its drain, to stop them |
 //! | 3 | `ContextCs::track` | a context's sequence numbers, window of 64 fences, CSs in flight, outcome store | held across a submission, jobs queued included (takes 4, 5; allocates); taken alone when a CS ends (an engine reports with none of its locks held), by WAIT_CS and by the close's drain |
 //! | 4 | `Qman::submit` | a batch of jobs' room check and queueing | takes only 5 |
 //! | 5 | `Engine::fifo` (a worker's `Feed`) | a context's queued jobs for one engine | leaf |

@@ -44,7 +44,7 @@
 //! engines see a context's CSs in sequence order); never inside an engine's
 //! locks: jobs report with none held. `ContextCs::restore` and
 //! `ContextCs::workers` are taken before `track` (a worker thread is
-//! created, and moved into the submitter's cgroups, with `track` free, so
+//! created with `track` free, so
 //! CSs ending meanwhile are not held up). [`JobOwner::stop`] takes no lock.
 
 use crate::{

@@ -13,12 +13,13 @@
 //! by its own means (a flag under its lock, say) before `stop`: `stop` only
 //! waits.
 //!
-//! **Cgroups.** [`KThread::spawn`] moves the new thread into every cgroup of
-//! the calling task (as vhost did before its workers became user threads),
-//! so the CPU controller's limits of the caller (`cpu.max`, `cpu.weight`)
-//! apply to what the thread runs, and its CPU time is counted there
+//! **Cgroups.** [`KThread::spawn`] can move the new thread into every cgroup
+//! of the calling task (as vhost did before its workers became user
+//! threads), so its CPU time is counted there and `cpu.weight` applies
 //! (`cpu.stat`). A caller in the same cgroups as `kthreadd` (the root ones)
-//! moves nothing.
+//! moves nothing. (On 7.3 CFS bandwidth throttles a task only on its return
+//! to user space, so `cpu.max` does not bound a kernel thread: the engines
+//! do not use this, see `hw/sim/qman/worker.rs`.)
 
 use kernel::{prelude::*, sync::Arc};
 

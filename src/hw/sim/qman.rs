@@ -26,11 +26,10 @@
 //! packets and DMA chunks. An engine is busy (HW_IDLE) while it runs a job
 //! or has one queued.
 //!
-//! **Who pays.** The worker threads are kernel threads created on a
-//! context's first job for each engine and moved into the cgroups of the
-//! task that submitted it ([`crate::ffi::kthread`]): the engines' CPU time
-//! is charged to the submitter's cgroup and throttled by its `cpu.max`, as
-//! the submitter's own threads would be. They end when the context closes.
+//! **Threads of the context.** The workers are kernel threads created on a
+//! context's first job for each engine ([`crate::ffi::kthread`]), ending
+//! when the context closes (see [`worker`] on why they are not moved into
+//! the submitter's cgroups on 7.3).
 //!
 //! **Bounds.** Like a QMAN's PQ of `HL_QUEUE_LENGTH` entries, a stream
 //! takes at most [`QUEUE_LENGTH`] jobs that have not ended; a batch that

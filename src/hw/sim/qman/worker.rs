@@ -108,8 +108,8 @@ impl Workers {
     }
 
     /// Make sure engine `e` of `qman` has a worker for this context: create
-    /// it in the caller's cgroups if not ([`KThread::spawn`]'s errors:
-    /// `ENOMEM`, `EINTR`, the cgroup move's). Sleeps when it creates one;
+    /// it if not ([`KThread::spawn`]'s errors: `ENOMEM`, `EINTR`). Sleeps
+    /// when it creates one;
     /// O(1) otherwise.
     pub(crate) fn ensure(&mut self, qman: &Qman, e: usize) -> Result {
         let slot = self.threads.get_mut(e).ok_or(EINVAL)?;
