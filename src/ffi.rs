@@ -14,6 +14,8 @@
 //! - [`drm_mm`] (KUnit builds only): the kernel's `drm_mm` range allocator
 //!   behind a safe type, for the VA allocator benchmark.
 //! - [`host_page`]: a counted reference to a host page.
+//! - [`kthread`]: kernel threads in their creator's cgroups (the engines'
+//!   workers), and the run-time cap `cs_max_run_s` (`ffi/engines.c`).
 //! - [`memcg`]: a reference to a memory cgroup and the scope that charges
 //!   allocations to it.
 //! - [`pin`]: pinning of user pages (`pin_user_pages_fast`) and their
@@ -22,14 +24,15 @@
 //!   device registers, for `remap_pfn_range`.
 //! - [`sched`]: `cond_resched` and `fatal_signal_pending` for long loops.
 //! - [`vmalloc`]: the physical pages behind vmalloc memory.
-//! - [`workqueue`]: the module's workqueue, from load to unload, drained at unload.
+//! - [`workqueue`]: whether the current task is alone on its CPU (polls).
 //!
 //! `ffi/helpers.c` (prototypes in `ffi/helpers.h`) wraps the static inlines
 //! these and the shell need (`page_to_phys`, `totalram_pages`,
 //! `pfn_to_page`, `fatal_signal_pending`, `access_ok`, `virt_to_pfn`, `get_page`,
 //! `put_page`, `page_count`, `sg_page`, `dma_get_max_seg_size`,
-//! `cond_resched`, `alloc_workqueue`, `get_mem_cgroup_from_mm`,
-//! `mem_cgroup_put`, `set_active_memcg`).
+//! `cond_resched`, `get_mem_cgroup_from_mm`, `mem_cgroup_put`,
+//! `set_active_memcg`); `ffi/engines.c` (prototypes in `ffi/engines.h`) the
+//! engines' threads and the `cs_max_run_s` parameter.
 
 pub(crate) mod clock;
 pub(crate) mod debugfs;
@@ -39,6 +42,7 @@ pub(crate) mod dma_pages;
 pub(crate) mod drm_mm;
 pub(crate) mod eventfd;
 pub(crate) mod host_page;
+pub(crate) mod kthread;
 pub(crate) mod memcg;
 pub(crate) mod pin;
 pub(crate) mod register_page;

@@ -35,9 +35,10 @@
 //! |---|---|---|---|
 //! | 1 | `HlDevice::state` | open/ASID bookkeeping, the parked VM | held by `open_compute` across the retry of a parked teardown (which takes 6-16) and the ASID purge (15, 16) |
 //! | 2 | `ContextCs::restore` | a context's restore phase (upstream `restore_phase_mutex`) | held across the submission of a restore CS (takes 3-5) |
+//! | 2a | `ContextCs::workers` | a context's engine threads | held across a submission's creation of missing threads and its queueing (takes 3-5); by the close after its drain, to stop them |
 //! | 3 | `ContextCs::track` | a context's sequence numbers, window of 64 fences, CSs in flight, outcome store | held across a submission, jobs queued included (takes 4, 5; allocates); taken alone when a CS ends (an engine reports with none of its locks held), by WAIT_CS and by the close's drain |
 //! | 4 | `Qman::submit` | a batch of jobs' room check and queueing | takes only 5 |
-//! | 5 | `Engine::fifo` | an engine's queued jobs | leaf |
+//! | 5 | `Engine::fifo` (a worker's `Feed`) | a context's queued jobs for one engine | leaf |
 //! | 6 | `ContextVm::exports` | a context's export records | alone (taken and released around 8 in EXPORT and the dma-buf release) |
 //! | 7 | `ContextVm::hw_blocks`, `ContextVm::ts_buffers`, `ContextVm::cbs` | a context's HW-block records, TS buffers, command buffers | alone; taken under the mm's `mmap_lock` (`mmap`, vma close) |
 //! | 8 | `ContextVm::mappings` | mappings by VA, userptr index, quarantine (upstream `mem_hash_lock` + `userptr_lock`) | never together with 10; released before a mapping is released (9, 14); taken alone by a page-fault report (its copy of the user mappings) |
@@ -49,7 +50,7 @@
 //! | 14 | `SimGaudi2::dram`, `SimGaudi2::sram`, `SimGaudi2::dma_pages`, `SimGaudi2::invalidations`, `SimGaudi2::faults`, `SimGaudi2::status`, `CfgSpace::blocks` | simulated DRAM and SRAM, the IOMMU's map, invalidation log, engine faults, state, register blocks | leaves, inside 11 (PTE writes, host-resident hops mapped and unmapped), 13 (engine accesses, walks) or alone |
 //! | 15 | `DeviceVm::handles` | handle -> page pack | held only to look up, count or remove handles; packs dropped under it take 16 |
 //! | 16 | `DeviceVm::pool` (shared by every page pack) | the DRAM page pool | leaf |
-//! | 17 | `Fence::state`, `DeviceCs::captured` | a CS's completion; the errors captured for INFO | leaves, taken alone, or `captured` inside 12 (a timeout an engine's check finds) |
+//! | 17 | `Fence::state`, `DeviceCs::captured`, `VaQuarantine::ring`, `VaQuarantine::progress` | a CS's completion; the errors captured for INFO; a context's held VA blocks, the wait for its CSs' progress | leaves, taken alone, or `captured` inside 12 (a timeout an engine's check finds), `progress` inside 3 (the tracker publishing progress) |
 //! | 18 | an open debugfs file's kept rendering (`ffi::debugfs::Kept`), `AbiFiles::data_dma` | the rendering reads continue from; the last `dma_size` blob | leaves, taken alone, only to swap or clone a reference (never across a rendering or a copy to user memory) |
 //!
 //! The kernel's own locks around our entry points: `mmap` runs under the
@@ -152,9 +153,6 @@ struct HabanaLabsRs {
     /// `/sys/kernel/debug/habanalabs/`, upstream's old root, holding a link
     /// `hl<N>` per device; removed after the devices' links.
     _hl_debugfs: ffi::debugfs::Dir<()>,
-    /// The engines' workqueue: destroyed last, after every device, waiting
-    /// for the work items still running.
-    _engines_wq: ffi::workqueue::ModuleQueue,
 }
 
 /// The files at the debugfs root.
@@ -215,9 +213,7 @@ impl kernel::Module for HabanaLabsRs {
                 HABANA_PCI_LEFT_ALONE
             ),
         }
-        // Phase 1: everything that can fail; nothing can be opened yet. The
-        // engines' workqueue first: a failure drops it after the devices.
-        let engines_wq = ffi::workqueue::ModuleQueue::create(c"hlrs_engines")?;
+        // Phase 1: everything that can fail; nothing can be opened yet.
         let region = shell::accel::ChrdevRegion::new()?;
         let root = ffi::debugfs::Prepared::new(
             CString::try_from_fmt(fmt!("habanalabs_rs"))?,
@@ -248,7 +244,6 @@ impl kernel::Module for HabanaLabsRs {
             _region: region,
             _debugfs: root,
             _hl_debugfs: hl_root,
-            _engines_wq: engines_wq,
         })
     }
 }

@@ -7,7 +7,8 @@
 //! 1. tables: [`dram_pool`], [`page_pack`], [`handles`], [`device_vm`] (the
 //!    device-wide owner: pool, handles, usage counters, over the device's
 //!    MMUs), [`va_range`] and [`va_alloc`] (a context's VA ranges and their
-//!    block allocator), [`mapping_table`] and [`userptr`], [`export_list`],
+//!    block allocator), [`va_quarantine`] (unmapped VA kept from reuse
+//!    while CSs could still reach it), [`mapping_table`] and [`userptr`], [`export_list`],
 //!    [`hw_block`], [`one_mmap`], [`ts_buffer`], [`command_buffer`],
 //!    [`op_profile`], [`spares`];
 //! 2. [`context_vm`]: one context's VM, the aggregate of the tables (it
@@ -46,6 +47,7 @@ pub(crate) mod test_vm;
 pub(crate) mod ts_buffer;
 pub(crate) mod userptr;
 pub(crate) mod va_alloc;
+pub(crate) mod va_quarantine;
 pub(crate) mod va_range;
 
 use crate::uapi::{HL_MEM_FLAGS_ALL, HL_MEM_FORCE_HINT};

@@ -26,11 +26,21 @@
 //! sequence number; then the number (`EAGAIN` with 64 in flight), then
 //! every chunk's checks ([`check_chunk`]), the device state at scheduling
 //! (`EPERM`, device-in-reset drop) and the queues' room (`EAGAIN`,
-//! queue-full drop). A CS refused after it got its number has used it: its
+//! queue-full drop). Before the number, the context's worker thread of
+//! every engine the chunks name is created if it has none yet
+//! ([`crate::hw::sim::qman::worker`]: `ENOMEM`, out-of-memory drop, or
+//! `EINTR` for a submitter being killed). A CS refused after it got its number has used it: its
 //! fence is done at once and WAIT_CS reports it completed, as upstream. The
 //! jobs are queued under the tracker's lock, so a context's CSs reach the
 //! engines in sequence order, and the ioctl returns without waiting for
 //! them.
+//!
+//! **Timeouts and the cap.** The CS's timeout is its own with
+//! `HL_CS_FLAGS_CUSTOM_TIMEOUT` (upstream: `secs_to_jiffies(args->in.timeout)`,
+//! up to `0xFFFFFFFF` s) or the device's `timeout_locked`, and is clamped
+//! to the module parameter `cs_max_run_s` (when not 0), which also bounds
+//! every CS's run from its first job's start ([`super::tracker`]): whatever
+//! the user asks, no CS runs longer on the engines.
 
 use crate::{
     cs::{
@@ -39,7 +49,11 @@ use crate::{
         validate::check_chunk,
         wait::{wait_cs, WaitCs},
     },
-    hw::sim::{job::JobOwner, qman::HwJob},
+    ffi::kthread::cs_max_run_s,
+    hw::sim::{
+        job::JobOwner,
+        qman::{queue_engine, worker::Workers, HwJob},
+    },
     uapi::*,
 };
 use kernel::{alloc::KVVec, list::List, prelude::*, sync::Arc};
@@ -141,11 +155,26 @@ pub(crate) fn cs_ioctl(ctx: &Arc<ContextCs>, a: &CsIn, src: &dyn ChunkSource) ->
             } else {
                 ctx.dev.timeout_ms()
             };
-            cs_default(ctx, a.execute, a.flags, timeout, src)
+            cs_default(ctx, a.execute, a.flags, capped(timeout), src)
         }
         HL_CS_FLAGS_FLUSH_PCI_HBW_WRITES => (seq, Ok(())),
         _ => (seq, Err(EOPNOTSUPP)),
     }
+}
+
+/// The run-time cap in ms (`cs_max_run_s`; `None`: no cap). O(1).
+fn cap_ms() -> Option<u64> {
+    Some(u64::from(cs_max_run_s()) * 1000).filter(|&ms| ms != 0)
+}
+
+/// A CS's timeout and cap: the timeout clamped to the cap. O(1).
+fn capped(timeout_ms: Option<u64>) -> (Option<u64>, Option<u64>) {
+    let cap = cap_ms();
+    let timeout = match (timeout_ms, cap) {
+        (Some(t), Some(c)) => Some(t.min(c)),
+        (t, _) => t,
+    };
+    (timeout, cap)
 }
 
 /// `hl_cs_sanity_checks`. O(1).
@@ -181,13 +210,15 @@ fn restore_phase(ctx: &Arc<ContextCs>, a: &CsIn, src: &dyn ChunkSource, seq: &mu
     if a.restore.1 == 0 {
         return Ok(());
     }
-    let timeout = ctx.dev.timeout_ms();
-    let (s, r) = cs_default(ctx, a.restore, 0, timeout, src);
+    let (timeout, cap) = capped(ctx.dev.timeout_ms());
+    let (s, r) = cs_default(ctx, a.restore, 0, (timeout, cap), src);
     *seq = s;
     drop(serial);
     r?;
-    // Wait as long as a CS may run (for ever without a timeout).
-    let us = timeout.map_or(u64::MAX, |ms| ms.saturating_mul(1000));
+    // Wait as long as a CS may run (for ever without a timeout or cap).
+    let us = timeout
+        .or(cap)
+        .map_or(u64::MAX, |ms| ms.saturating_mul(1000));
     match wait_cs(ctx, s, us) {
         Ok(WaitCs::Completed { .. } | WaitCs::Busy) => Ok(()),
         _ => {
@@ -204,7 +235,7 @@ fn cs_default(
     ctx: &Arc<ContextCs>,
     (addr, n): (u64, u32),
     flags: u32,
-    timeout_ms: Option<u64>,
+    timeouts: (Option<u64>, Option<u64>),
     src: &dyn ChunkSource,
 ) -> (u64, Result) {
     if n > HL_MAX_JOBS_PER_CS {
@@ -222,29 +253,52 @@ fn cs_default(
             return (u64::MAX, Err(e));
         }
     };
+    let mut workers = ctx.workers.lock();
+    if ctx.stopping() {
+        return (u64::MAX, Err(EBUSY));
+    }
+    if let Err(e) = start_workers(ctx, &mut workers, &chunks) {
+        return (u64::MAX, Err(e));
+    }
     let mut track = ctx.lock();
     if ctx.stopping() {
         return (u64::MAX, Err(EBUSY));
     }
     let timestamp = flags & HL_CS_FLAGS_TIMESTAMP != 0;
-    let flight = match ctx.allocate(&mut track, timestamp, timeout_ms) {
+    let flight = match ctx.allocate(&mut track, timestamp, timeouts) {
         Ok(f) => f,
         Err(e) => return (u64::MAX, Err(e)),
     };
-    match queue(ctx, &mut track, &flight, &chunks) {
+    match queue(ctx, (&mut track, &mut workers), &flight, &chunks) {
         Ok(()) => (flight.seq, Ok(())),
         Err(e) => {
             flight.reject();
+            ctx.publish_oldest(&track);
             (u64::MAX, Err(e))
         }
     }
+}
+
+/// Create the context's worker thread of every engine `chunks` name that
+/// has none yet (before the CS gets its number; chunks naming no engine
+/// are refused later). `ENOMEM` (counted), `EINTR`, a cgroup move's errno.
+/// Sleeps when it creates a thread; O(chunks) otherwise.
+fn start_workers(ctx: &ContextCs, workers: &mut Workers, chunks: &[HlCsChunk]) -> Result {
+    for e in chunks.iter().filter_map(|c| queue_engine(c.queue_index)) {
+        workers.ensure(&ctx.dev.qman, e.0).inspect_err(|e| {
+            if *e == ENOMEM {
+                ctx.count_drop(DropKind::OutOfMem);
+            }
+        })?;
+    }
+    Ok(())
 }
 
 /// Check every chunk, make its job, and queue them all on the engines
 /// (`hl_hw_queue_schedule_cs`); on success the CS is in flight. O(chunks).
 fn queue(
     ctx: &Arc<ContextCs>,
-    track: &mut Track,
+    (track, workers): (&mut Track, &mut Workers),
     flight: &Arc<Flight>,
     chunks: &[HlCsChunk],
 ) -> Result {
@@ -269,7 +323,7 @@ fn queue(
         .inspect_err(|_| ctx.count_drop(DropKind::OutOfMem))?;
     // In flight (and timed) before an engine can take a job.
     ctx.launch(track, flight);
-    ctx.dev.qman.submit(&mut jobs).inspect_err(|e| {
+    workers.submit(&ctx.dev.qman, &mut jobs).inspect_err(|e| {
         ctx.unlaunch(track, flight);
         if *e == EAGAIN {
             ctx.count_drop(DropKind::QueueFull);

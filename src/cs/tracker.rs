@@ -25,16 +25,27 @@
 //!   next check ([`JobOwner::stop`]) and stop: the CS ends TIMEDOUT and the
 //!   first timeout is captured. The device stays usable (upstream resets it
 //!   unless `reset_on_lockup=0`).
+//! - **Run-time cap** (`cs_max_run_s`, [`crate::ffi::kthread::cs_max_run_s`]):
+//!   besides its timeout, a CS ends TIMEDOUT (the same path, captured and
+//!   logged) once it has run that long from its first job's start, whether
+//!   or not it is the oldest and whatever `timeout_locked` says, so no CS
+//!   keeps the engines' threads busy for longer.
 //! - **Close** ([`ContextCs::stop_and_drain`]): every job of the context is
 //!   told to stop, and the close waits until every CS in flight finished,
 //!   before the context's memory can go. The engines stop within one DMA
-//!   chunk (64 KiB) or one packet.
+//!   chunk (64 KiB) or one packet. Then the context's engine threads end.
+//! - **Progress for the VM** ([`crate::vm::va_quarantine`]): the last
+//!   sequence given and the lowest one not finished are published to the
+//!   context's VM, which keeps an unmapped VA out of reuse until the CSs
+//!   that could still reach it have ended.
 //!
 //! Lock order (the crate root's table): `ContextCs::track` is taken alone or
 //! before the engines' submission locks (a CS is queued under it, so the
 //! engines see a context's CSs in sequence order); never inside an engine's
-//! locks: jobs report with none held. `ContextCs::restore` is taken before
-//! `track`. [`JobOwner::stop`] takes no lock.
+//! locks: jobs report with none held. `ContextCs::restore` and
+//! `ContextCs::workers` are taken before `track` (a worker thread is
+//! created with `track` free, so
+//! CSs ending meanwhile are not held up). [`JobOwner::stop`] takes no lock.
 
 use crate::{
     cs::{
@@ -49,6 +60,7 @@ use crate::{
         sim::{
             fault::EngineFault,
             job::{JobEnd, JobOwner, Stop},
+            qman::worker::Workers,
         },
     },
     small_array::SmallArray,
@@ -109,6 +121,9 @@ pub(crate) struct ContextCs {
     /// Serialises restore phases (upstream `restore_phase_mutex`).
     #[pin]
     pub(crate) restore: Mutex<()>,
+    /// The context's engine threads (taken before `track`).
+    #[pin]
+    pub(crate) workers: Mutex<Workers>,
 }
 
 impl ContextCs {
@@ -131,6 +146,7 @@ impl ContextCs {
                 }),
                 idle <- new_condvar!("ContextCs::idle"),
                 restore <- new_mutex!(()),
+                workers <- new_mutex!(Workers::new()),
             }),
             GFP_KERNEL,
         )
@@ -165,7 +181,7 @@ impl ContextCs {
         self: &Arc<Self>,
         track: &mut Track,
         timestamp: bool,
-        timeout_ms: Option<u64>,
+        (timeout_ms, cap_ms): (Option<u64>, Option<u64>),
     ) -> Result<Arc<Flight>> {
         let seq = track.next_seq;
         let at = slot(seq);
@@ -198,6 +214,8 @@ impl ContextCs {
                 state: Atomic::new(RUNNING),
                 deadline_ns: Atomic::new(0),
                 timeout_ms,
+                started_ns: Atomic::new(0),
+                cap_ns: cap_ms.map_or(0, ms_to_ns),
                 timestamp,
                 queues: SetOnce::new(),
             },
@@ -208,7 +226,18 @@ impl ContextCs {
             *f = Some(fence);
         }
         track.next_seq = seq.saturating_add(1);
+        // Not finished from here on, launched or not: the VM holds what it
+        // unmaps from now for it.
+        self.vm.va_quarantine.numbered(seq);
         Ok(flight)
+    }
+
+    /// Tell the VM the lowest sequence not finished, after a CS left the
+    /// tracker without being launched or the oldest in flight retired.
+    /// O(64).
+    pub(crate) fn publish_oldest(&self, track: &Track) {
+        let oldest = track.flights.iter().flatten().map(|f| f.seq).min();
+        self.vm.va_quarantine.set_oldest(oldest);
     }
 
     /// Put `flight` in flight, and start its timer if it is the oldest;
@@ -242,7 +271,7 @@ impl ContextCs {
             return;
         }
         if let Some(ms) = flight.timeout_ms {
-            let ns = i64::try_from(ms.saturating_mul(1_000_000)).unwrap_or(i64::MAX);
+            let ns = ms_to_ns(ms);
             flight
                 .deadline_ns
                 .store(ktime_ns().saturating_add(ns).max(1), Relaxed);
@@ -270,6 +299,9 @@ impl ContextCs {
                 .flatten()
                 .min_by_key(|f| f.seq)
                 .cloned();
+            self.vm
+                .va_quarantine
+                .set_oldest(oldest.as_ref().map(|f| f.seq));
             if let Some(next) = oldest {
                 self.arm(&mut track, &next);
             }
@@ -335,6 +367,9 @@ impl ContextCs {
             self.idle.wait(&mut track);
         }
         drop(track);
+        // No job is left: the engine threads end (a submission that took
+        // the lock before sees `stopping` after it, and makes none).
+        self.workers.lock().stop_all();
         // The file's eventfd goes with it.
         self.dev.release_notifier();
     }
@@ -360,6 +395,10 @@ pub(crate) struct Flight {
     deadline_ns: Atomic<i64>,
     /// Its timeout in ms (`None`: none).
     timeout_ms: Option<u64>,
+    /// When its first job started (ktime ns; 0: not yet), for the cap.
+    started_ns: Atomic<i64>,
+    /// The longest it may run from then (ns; 0: no cap, `cs_max_run_s`).
+    cap_ns: i64,
     /// It asked for a completion time.
     timestamp: bool,
     /// Its jobs' queues, job `i + 1` on `queues[i]` (debugfs); set once
@@ -474,6 +513,26 @@ impl Flight {
     }
 }
 
+impl Flight {
+    /// Whether the CS has run for its cap by `now` (the first check of its
+    /// first job starts the clock). O(1).
+    fn past_cap(&self, now: i64) -> bool {
+        if self.cap_ns == 0 {
+            return false;
+        }
+        let started = match self.started_ns.cmpxchg(0, now.max(1), Relaxed) {
+            Ok(_) => return false,
+            Err(t) => t,
+        };
+        now.saturating_sub(started) >= self.cap_ns
+    }
+}
+
+/// Milliseconds as ktime nanoseconds, saturated.
+fn ms_to_ns(ms: u64) -> i64 {
+    i64::try_from(ms.saturating_mul(1_000_000)).unwrap_or(i64::MAX)
+}
+
 impl JobOwner for Flight {
     fn stop(&self) -> Option<Stop> {
         if self.ctx.stopping() {
@@ -485,15 +544,27 @@ impl JobOwner for Flight {
             _ => {}
         }
         let deadline = self.deadline_ns.load(Relaxed);
-        if deadline == 0 || ktime_ns() < deadline {
+        if deadline == 0 && self.cap_ns == 0 {
+            return None;
+        }
+        let now = ktime_ns();
+        let timed_out = deadline != 0 && now >= deadline;
+        let capped = self.past_cap(now);
+        if !timed_out && !capped {
             return None;
         }
         if self.set_state(TIMED_OUT) {
             if self.ctx.dev.may_log() {
+                let ms = match (timed_out, self.timeout_ms) {
+                    (true, Some(ms)) => ms,
+                    _ => (self.cap_ns / 1_000_000) as u64,
+                };
+                let why = if timed_out { "" } else { " (cs_max_run_s)" };
                 hl_err!(
-                    "Command submission {} has not finished in {} ms!\n",
+                    "Command submission {} has not finished in {} ms!{}\n",
                     self.seq,
-                    self.timeout_ms.unwrap_or(0)
+                    ms,
+                    why
                 );
             }
             self.ctx.dev.record_timeout(self.seq);

@@ -8,7 +8,6 @@
 #include <linux/uaccess.h>
 #include <linux/dma-mapping.h>
 #include <linux/scatterlist.h>
-#include <linux/workqueue.h>
 
 #include "helpers.h"
 
@@ -72,11 +71,6 @@ unsigned int hlrs_dma_max_seg_size(struct device *dev)
 void hlrs_cond_resched(void)
 {
 	cond_resched();
-}
-
-struct workqueue_struct *hlrs_alloc_workqueue(const char *name)
-{
-	return alloc_workqueue("%s", WQ_UNBOUND, 0, name);
 }
 
 /* the memory cgroup host memory behind simulated DRAM is charged to (ffi/memcg.rs) */

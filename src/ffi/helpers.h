@@ -40,10 +40,6 @@ unsigned int hlrs_dma_max_seg_size(struct device *dev);
 /* cond_resched() */
 void hlrs_cond_resched(void);
 
-struct workqueue_struct;
-/* alloc_workqueue("%s", WQ_UNBOUND, 0, name) */
-struct workqueue_struct *hlrs_alloc_workqueue(const char *name);
-
 /* the memory cgroup of simulated DRAM's host memory (ffi/memcg.rs) */
 struct mem_cgroup;
 struct mem_cgroup *hlrs_memcg_of_current(void);

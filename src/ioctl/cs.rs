@@ -123,11 +123,15 @@ mod tests {
         context::Context,
         cs::fence::CsStatus,
         device::HlDevice,
+        ffi::kthread::set_cs_max_run_s,
         hw::{
             backend::{Backend, DeviceStatus},
             sim::packets::build::{lin_dma, msg_long, nop},
         },
-        vm::{device_memory::alloc_device_memory, mapping::map_device_va},
+        vm::{
+            device_memory::alloc_device_memory,
+            mapping::{map_device_va, unmap_device_va},
+        },
     };
     use kernel::sync::Arc;
 
@@ -275,9 +279,9 @@ mod tests {
         {
             let mut t = cs.lock();
             for _ in 0..64 {
-                held.push(cs.allocate(&mut t, false, None)?, GFP_KERNEL)?;
+                held.push(cs.allocate(&mut t, false, (None, None))?, GFP_KERNEL)?;
             }
-            assert_eq!(cs.allocate(&mut t, false, None).err(), Some(EAGAIN));
+            assert_eq!(cs.allocate(&mut t, false, (None, None)).err(), Some(EAGAIN));
         }
         // Through the ioctl: EAGAIN leaves the arguments as they came.
         let ok = put_cb(&f, SRAM, &[&nop(false, false)])?;
@@ -510,6 +514,92 @@ mod tests {
         drop(f);
         assert_eq!(d.status(), DeviceStatus::Operational);
         assert_eq!(d.cs.hard_resets(), 1);
+        Ok(())
+    }
+
+    #[test]
+    fn a_context_has_one_engine_thread_per_engine_it_used_until_close() -> Result {
+        let (_d, f) = setup()?;
+        let ok = put_cb(&f, SRAM, &[&nop(false, false)])?;
+        assert_eq!(f.ctx.cs().workers.lock().count(), 0);
+        // Two streams of PDMA 0 and one EDMA: two threads.
+        let edma = GAUDI2_QUEUE_ID_DCORE3_EDMA_0_0 + 6;
+        run(&f, &[chunk(ok, PDMA), chunk(ok, PDMA + 1), chunk(ok, edma)])?;
+        run(&f, &[chunk(ok, PDMA)])?;
+        assert_eq!(f.ctx.cs().workers.lock().count(), 2);
+        // A disabled queue makes none.
+        let mut a = args(&[chunk(ok, 2)], 0);
+        assert_eq!(
+            cs_ioctl(&f, &mut a, &Src(&[chunk(ok, 2)], &[])),
+            Err(EINVAL)
+        );
+        assert_eq!(f.ctx.cs().workers.lock().count(), 2);
+        // The close ends them; later CSs are refused.
+        f.ctx.cs().stop_and_drain();
+        assert_eq!(f.ctx.cs().workers.lock().count(), 0);
+        assert_eq!(submit(&f, &[chunk(ok, PDMA)]).err(), Some(EBUSY));
+        assert_eq!(f.ctx.cs().workers.lock().count(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn the_run_time_cap_ends_a_cs_whatever_its_timeout() -> Result {
+        let (d, f) = setup()?;
+        let slow = slow_cb(&f)?;
+        let long: KVec<HlCsChunk> = {
+            let mut v = KVec::new();
+            for _ in 0..64 {
+                v.push(chunk(slow, PDMA), GFP_KERNEL)?;
+            }
+            v
+        };
+        let old = set_cs_max_run_s(1);
+        // A custom timeout of 0xFFFFFFFF s is clamped to the cap: the TDR
+        // ends it TIMEDOUT.
+        let mut a = args(&long, HL_CS_FLAGS_CUSTOM_TIMEOUT);
+        a.timeout = u32::MAX;
+        let r1 = cs_ioctl(&f, &mut a, &Src(&long, &[]));
+        let s1 = a.out_seq();
+        let w1 = wait(&f, s1, 60 * SEC);
+        // Without a device timeout (`timeout_locked=0`, custom timeouts
+        // ignored as upstream) the cap still ends it.
+        d.cs.configure(0, false);
+        let mut a = args(&long, HL_CS_FLAGS_CUSTOM_TIMEOUT);
+        a.timeout = u32::MAX;
+        let r2 = cs_ioctl(&f, &mut a, &Src(&long, &[]));
+        let s2 = a.out_seq();
+        let w2 = wait(&f, s2, 60 * SEC);
+        set_cs_max_run_s(old);
+        let timed_out = (Err(ETIMEDOUT), (HL_WAIT_CS_STATUS_TIMEDOUT, 0, 0));
+        assert_eq!((r1, w1), (Ok(()), timed_out));
+        assert_eq!((r2, w2), (Ok(()), timed_out));
+        assert_eq!(d.cs.with_captured(|c| c.cs_timeout.seq), s1);
+        Ok(())
+    }
+
+    #[test]
+    fn an_unmapped_va_is_not_reused_while_a_cs_could_reach_it() -> Result {
+        let (d, f) = setup()?;
+        let vm = f.ctx.vm();
+        let h = u64::from(alloc_device_memory(vm, d.asic.dram_page_size, 0)?);
+        let va = map_device_va(vm, h, 0, 0)?;
+        // No CS in flight: the VA comes straight back.
+        unmap_device_va(vm, va)?;
+        assert_eq!(map_device_va(vm, h, va, HL_MEM_FORCE_HINT)?, va);
+        let slow = slow_cb(&f)?;
+        let seq = submit(&f, &[chunk(slow, PDMA)])?;
+        unmap_device_va(vm, va)?;
+        assert_eq!(vm.va_quarantine.held(), 1);
+        // While the CS runs: a hint at the VA is placed elsewhere, a forced
+        // one is refused as occupied.
+        let other = map_device_va(vm, h, va, 0)?;
+        assert!(other != va);
+        assert_eq!(map_device_va(vm, h, va, HL_MEM_FORCE_HINT), Err(EADDRINUSE));
+        // Once it ended, the next MAP gets the VA back.
+        f.ctx.cs().stop_and_drain();
+        assert_eq!(wait(&f, seq, 0).1 .0, HL_WAIT_CS_STATUS_ABORTED);
+        assert_eq!(map_device_va(vm, h, va, HL_MEM_FORCE_HINT)?, va);
+        assert_eq!(vm.va_quarantine.held(), 0);
         Ok(())
     }
 

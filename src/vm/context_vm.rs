@@ -16,6 +16,7 @@ use crate::{
         mapping_table::MappingTable,
         ts_buffer::TsBufferTable,
         va_alloc::{VaAllocError, VaAllocator, VaRequest},
+        va_quarantine::VaQuarantine,
         va_range::{VaRangeType, VaRanges},
     },
 };
@@ -67,6 +68,10 @@ pub(crate) struct ContextVm {
     /// The three VA ranges.
     #[pin]
     pub(crate) ranges: VaRanges,
+    /// VA blocks unmapped while CSs that could reach them were in flight,
+    /// and those CSs' progress (see [`super::va_quarantine`]).
+    #[pin]
+    pub(crate) va_quarantine: VaQuarantine,
 }
 
 impl ContextVm {
@@ -89,6 +94,7 @@ impl ContextVm {
             exports <- new_mutex!(ExportList::new()),
             quarantined: Atomic::new(0),
             ranges <- ranges,
+            va_quarantine <- VaQuarantine::new(),
         }))
     }
 
@@ -103,8 +109,12 @@ impl ContextVm {
         self.ranges.range_type(addr, size)
     }
 
-    /// Allocate VA in range `kind` (see [`VaRanges::alloc`]). O(log n).
+    /// Allocate VA in range `kind` (see [`VaRanges::alloc`]), after giving
+    /// back the held VA blocks whose CSs have ended (a hint at one of them
+    /// can then be honoured). O(log n), plus O(1) amortised per block
+    /// given back.
     pub(crate) fn alloc(&self, kind: VaRangeType, req: VaRequest) -> Result<u64, VaAllocError> {
+        self.va_quarantine.reap(&self.ranges);
         self.ranges.alloc(kind, req)
     }
 

@@ -26,6 +26,12 @@
 //! hops while stale TLB entries may still point at them (memory.c:1195-1210,
 //! 1361-1385; mmu/mmu_v2.c frees emptied hops before the invalidation).
 //!
+//! **VA reuse waits for the CSs in flight.** The VA of a mapping given back
+//! while CSs of the context are in flight is held (see
+//! [`super::va_quarantine`]) until every CS numbered before the
+//! invalidation has ended: an engine still running one faults at its next
+//! access instead of reaching whatever the process maps at that VA next.
+//!
 //! Moving a mapping between the table, the quarantine and an operation in
 //! flight moves its tree node ([`OneMapping`]), so no path after the MAP's
 //! own reservations allocates.
@@ -161,6 +167,8 @@ impl ContextVm {
     /// O(q log q) in the quarantine.
     pub(crate) fn settle_quarantine(&self, force: bool) -> bool {
         let dev = &*self.dev;
+        // VA held for CSs that have ended since goes back first.
+        self.va_quarantine.reap(&self.ranges);
         if !force && self.quarantined.load(Relaxed) == 0 {
             return true;
         }
@@ -184,6 +192,9 @@ impl ContextVm {
                 }
             };
             self.mmu.lock().release_stale(&dev.mmu, mmu_kind, &proof);
+            // A CS in flight now may have used the old translations until
+            // this invalidation: the VA waits for it.
+            let until = self.va_quarantine.hold_through();
             // Out of the table, released without its lock (the releases take
             // the VA range and handle locks); what stays goes back.
             let mut q = core::mem::take(&mut self.mappings.lock().quarantine);
@@ -198,7 +209,7 @@ impl ContextVm {
                     key,
                 };
                 one.tree.insert(node);
-                release_or_keep(self, dev, one, &proof, &mut kept);
+                release_or_keep(self, dev, one, (&proof, until), &mut kept);
             }
             let mut t = self.mappings.lock();
             t.requarantine(kept);
@@ -236,18 +247,20 @@ impl ContextVm {
     }
 }
 
-/// Release `one` against `proof` if it covers it; otherwise move its node to
-/// `kept`. No allocation.
+/// Release `one` against `proof` if it covers it (its VA held until every
+/// CS up to `until` has ended, see [`super::va_quarantine`]); otherwise move
+/// its node to `kept`. No allocation but the VA quarantine's (amortised).
 fn release_or_keep(
     vm: &ContextVm,
     dev: &DeviceVm,
     mut one: OneMapping,
-    proof: &Invalidated,
+    (proof, until): (&Invalidated, Option<u64>),
     kept: &mut RBTree<u64, Mapping>,
 ) {
+    let va = (&vm.ranges, &vm.va_quarantine);
     let released = one
         .get_mut()
-        .is_some_and(|m| m.releasable(proof) && m.release(&vm.ranges, dev, proof));
+        .is_some_and(|m| m.releasable(proof) && m.release(va, dev, proof, until));
     if released {
         // Emptied by its release: the node serves a later MAP.
         if let Some(node) = one.tree.remove_node(&one.key) {
@@ -280,6 +293,9 @@ fn settle(
     timer.lap(Phase::Invalidate);
     match inv {
         Ok(proof) => {
+            // Every CS numbered by now may still hold a walk of the old
+            // PTEs in its next access: the VA waits for them.
+            let until = vm.va_quarantine.hold_through();
             let recycled = vm
                 .mmu
                 .lock()
@@ -289,7 +305,7 @@ fn settle(
                 vm.park_hops(kind, kept);
             }
             let mut kept = RBTree::new();
-            release_or_keep(vm, dev, one, &proof, &mut kept);
+            release_or_keep(vm, dev, one, (&proof, until), &mut kept);
             let n = vm.mappings.lock().requarantine(kept);
             vm.quarantined.add(n, Relaxed);
             timer.lap(Phase::Release);
@@ -443,6 +459,9 @@ fn insert_mapping(
 /// user but quarantined (VA, pin or handle mapping count, hops all kept), and
 /// the error is returned.
 pub(crate) fn unmap_device_va(vm: &ContextVm, va: u64) -> Result {
+    // The VA quarantine is bounded: a full one waits for CSs to end first
+    // (`EINTR` on a signal, nothing unmapped).
+    vm.va_quarantine.wait_for_room(&vm.ranges)?;
     unmap_va(vm, va, false)
 }
 

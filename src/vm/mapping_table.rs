@@ -20,6 +20,7 @@ use crate::{
         page_pack::PhysPgPack,
         spares::Spares,
         userptr::{UserptrIndex, UserptrReservation},
+        va_quarantine::VaQuarantine,
         va_range::{VaRangeType, VaRanges},
     },
 };
@@ -133,19 +134,19 @@ impl Mapping {
         self.held.area()
     }
 
-    /// Give the backing back (unpin the host pages, or drop the pack reference
-    /// and the handle's mapping count) and free the VA, if `proof` covers the
-    /// mapping and no PTE was left; otherwise `Err(self)` unchanged. O(log n).
     /// Give back what the mapping held and its VA, if `proof` covers it and
     /// its PTEs are gone (`false` and nothing changed otherwise); the
     /// mapping is left empty, so its tree node can be kept for another
-    /// mapping. The VA goes back to `ranges`, a DRAM handle's mapping count
-    /// down, a host buffer is unpinned. O(log n).
+    /// mapping. A DRAM handle's mapping count goes down, a host buffer is
+    /// unpinned, and the VA goes back to `ranges`, or is held in `held`
+    /// until every CS up to sequence `until` has ended (see
+    /// [`super::va_quarantine`]). O(log n).
     pub(super) fn release(
         &mut self,
-        ranges: &VaRanges,
+        (ranges, held): (&VaRanges, &VaQuarantine),
         dev: &DeviceVm,
         proof: &Invalidated,
+        until: Option<u64>,
     ) -> bool {
         if self.ptes_left {
             return false;
@@ -153,10 +154,8 @@ impl Mapping {
         let Some(backing) = self.held.take(proof) else {
             return false;
         };
-        // The VA of a mapping is an allocation until here: this cannot fail.
-        if ranges.free(self.kind, self.va, self.size).is_err() {
-            hl_err!("mapping: VA {:#x} was not an allocation\n", self.va);
-        }
+        // The VA of a mapping is an allocation until here.
+        held.give_back(ranges, (self.kind, self.va, self.size), until);
         if let Backing::Dram { handle, pack } = &backing {
             release_mapping_count(dev, *handle, pack);
         }

@@ -17,6 +17,13 @@
 //! asks its owner whether to stop ([`JobOwner::stop`]): a CS aborted by a
 //! fault on another engine, timed out or closed stops within a chunk.
 //!
+//! **Reschedule points.** A job yields the CPU (`cond_resched`) every
+//! [`RESCHED_PACKETS`] packets and between the chunks of a DMA, and its
+//! engine between jobs: a CB of any length, or a `LIN_DMA` or memset of
+//! 4 GiB, never runs for more than 64 KiB of copying or 64 packets without
+//! one, so a worker over its cgroup's `cpu.max` is taken off the CPU at
+//! once, preemptible kernel or not.
+//!
 //! A job ends at the first fault (the pieces before it were done), at the
 //! first packet it cannot execute, when told to stop, or after its last
 //! packet; [`JobEnd`] says which. It never waits for anything but memory.
@@ -33,6 +40,11 @@ use kernel::{alloc::KVVec, prelude::*};
 
 /// Bytes a `LIN_DMA` moves per step (the bounce buffer).
 pub(crate) const DMA_CHUNK: usize = 64 * 1024;
+/// Packets between two reschedule points of a job: a CB of millions of
+/// NOPs or MSG_LONGs gives the CPU up as often as a DMA does (every 64
+/// KiB), so a preempted or throttled engine stops soon even on a kernel
+/// without preemption.
+pub(crate) const RESCHED_PACKETS: u32 = 64;
 /// Bytes of the CB fetch window: one page.
 const CB_WINDOW: usize = 4096;
 const CB_WINDOW_U64: u64 = CB_WINDOW as u64;
@@ -113,9 +125,14 @@ pub(crate) fn execute(
         buf: cb,
     };
     let mut pc = 0u32;
+    let mut packets = 0u32;
     while pc < size {
         if let Some(stop) = owner.stop() {
             return JobEnd::Stopped(stop);
+        }
+        packets = packets.wrapping_add(1);
+        if packets % RESCHED_PACKETS == 0 {
+            cond_resched();
         }
         // The header, then exactly the packet it announces: nothing past
         // the packet is fetched.

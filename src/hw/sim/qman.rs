@@ -13,35 +13,37 @@
 //! TPC, rotator and NIC queues exist in the uAPI but have no engine here:
 //! they count as disabled.
 //!
-//! **Execution.** Each engine is an in-order executor: one FIFO of jobs
-//! (from any of its streams, in submission order) drained by one work item
-//! on the device's own workqueue ([`OwnedQueue`]), so engines run in
-//! parallel with each other and with the submitter, and a job runs only
-//! after the engine's previous one ended. A job is executed by the command
-//! processor ([`super::cp`]) and reported to its owner with
+//! **Execution.** Each engine is an in-order executor: the jobs of a
+//! context for one engine (from any of its streams, in submission order)
+//! go to that context's worker thread for the engine ([`worker`]), which
+//! runs them one after the other, so engines run in parallel with each
+//! other and with the submitter, and a job runs only after the engine's
+//! previous one of the context ended (the compute node has one context at
+//! a time). A job is executed by the command processor ([`super::cp`]) with
+//! the engine's buffers ([`Engine::run`]) and reported to its owner with
 //! [`JobOwner::done`], with no lock of the engine held; the owner (the
 //! driver's CS) is told to stop through [`JobOwner::stop`], polled between
 //! packets and DMA chunks. An engine is busy (HW_IDLE) while it runs a job
-//! or has one queued. A submission enqueues an engine's work item only when
-//! the item is not already queued or draining the FIFO (`Fifo::active`):
-//! re-queueing a running work item on an unbound workqueue wakes an idle
-//! worker (an IPI to an idle CPU) only for it to hand the item back.
+//! or has one queued.
+//!
+//! **Threads of the context.** The workers are kernel threads created on a
+//! context's first job for each engine ([`crate::ffi::kthread`]), ending
+//! when the context closes (see [`worker`] on why they are not moved into
+//! the submitter's cgroups on 7.3).
 //!
 //! **Bounds.** Like a QMAN's PQ of `HL_QUEUE_LENGTH` entries, a stream
 //! takes at most [`QUEUE_LENGTH`] jobs that have not ended; a batch that
-//! would overflow one is refused whole with `EAGAIN` ([`Qman::submit`]).
+//! would overflow one is refused whole with `EAGAIN` ([`worker::Workers::submit`]).
 //!
-//! **Lifetime.** A queued engine's work item holds a reference to the
-//! engine. The workqueue is the module's ([`engines_queue`]), destroyed at
-//! unload after every device, which waits for every work item still
-//! running: a device's engines may be freed from their own work item (a
-//! job can hold the last reference to them), and no engine code runs
-//! after the unload.
+//! **Lifetime.** A worker holds a reference to its engine; the context's
+//! close stops its workers (waiting for their ends) after its last CS
+//! ended, so no engine code runs for a closed context, nor after the
+//! unload (which waits for every file's release).
 //!
-//! Lock order (the crate root's table): `Qman::submit` then
-//! `Engine::jobs`; `Engine::scratch` is held across a job's execution
-//! (and so over the STLB's lock and the memories' leaves), never with the
-//! other two, and released before [`JobOwner::done`].
+//! Lock order (the crate root's table): `Qman::submit` then a worker's
+//! `Feed` (`Engine::fifo` in the table); `Engine::scratch` is held across a
+//! job's execution (and so over the STLB's lock and the memories' leaves),
+//! never with the other two, and released before [`JobOwner::done`].
 
 use super::{
     cp::{self, Scratch},
@@ -49,26 +51,24 @@ use super::{
     job::JobOwner,
     SimGaudi2,
 };
-use crate::{
-    ffi::{sched::cond_resched, workqueue::engines_queue},
-    uapi::*,
-};
+use crate::uapi::*;
 use kernel::{
-    list::{impl_list_arc_safe, impl_list_item, List, ListArc, ListLinks},
+    list::{impl_list_arc_safe, impl_list_item, ListArc, ListLinks},
     new_mutex,
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
         Arc, Mutex,
     },
-    workqueue::{impl_has_work, new_work, Work, WorkItem},
 };
+
+pub(crate) mod worker;
 
 /// Engines that execute user CBs: PDMA 0 and 1, then the EDMAs (DCORE 0
 /// EDMA 0, EDMA 1, DCORE 1 EDMA 0, ...).
 pub(crate) const ENGINES: usize = 10;
 /// Streams of a QMAN.
-const STREAMS: usize = 4;
+pub(crate) const STREAMS: usize = 4;
 /// Jobs a stream takes that have not ended (upstream `HL_QUEUE_LENGTH`).
 pub(crate) const QUEUE_LENGTH: u32 = 4096;
 
@@ -118,7 +118,7 @@ pub(crate) fn engine_id(index: usize) -> Option<u16> {
 #[pin_data]
 pub(crate) struct HwJob {
     /// The engine index and stream of its queue.
-    slot: (usize, usize),
+    pub(crate) slot: (usize, usize),
     /// The ASID the queue runs with.
     pub(crate) asid: u32,
     /// Device address of the CB.
@@ -163,70 +163,17 @@ impl HwJob {
     }
 }
 
-/// An engine's FIFO.
-struct Fifo {
-    jobs: List<HwJob>,
-    /// A job was taken and has not ended.
-    running: bool,
-    /// The engine's work item is queued or in its loop, and takes every job
-    /// pushed before it clears this (under the lock): a submission enqueues
-    /// the work item only when it is not set.
-    active: bool,
-}
-
-/// One engine: its FIFO, its buffers and the work item that drains it.
+/// One engine: its buffers and its jobs' accounting. Its jobs come from
+/// the worker threads of the contexts ([`worker`]).
 #[pin_data]
 pub(crate) struct Engine {
     /// The upstream engine id.
-    id: u16,
+    pub(crate) id: u16,
     sim: Arc<SimGaudi2>,
     #[pin]
-    fifo: Mutex<Fifo>,
-    #[pin]
     scratch: Mutex<Scratch>,
-    /// Jobs of each stream not ended.
-    streams: [Atomic<u32>; STREAMS],
-    #[pin]
-    work: Work<Engine>,
-}
-
-impl_has_work! {
-    impl HasWork<Self> for Engine { self.work }
-}
-
-impl WorkItem for Engine {
-    type Pointer = Arc<Engine>;
-
-    /// Drain the FIFO: run each job, then report it. O(jobs x job).
-    fn run(this: Arc<Engine>) {
-        loop {
-            let job = {
-                let mut fifo = this.fifo.lock();
-                let job = fifo.jobs.pop_front();
-                fifo.running = job.is_some();
-                match job {
-                    Some(j) => j,
-                    None => {
-                        // The next submission enqueues the work item again.
-                        fifo.active = false;
-                        return;
-                    }
-                }
-            };
-            let who = EngineAccess::new(this.id, job.asid);
-            let cb = (job.cb, job.cb_size);
-            let end = cp::execute(&this.sim, &mut this.scratch.lock(), who, cb, &*job.owner);
-            // The job has ended before its owner hears of it: a WAIT_CS
-            // that returns for the last job finds the engine idle.
-            this.fifo.lock().running = false;
-            if let Some(n) = this.streams.get(job.slot.1) {
-                n.fetch_sub(1, Relaxed);
-            }
-            job.owner.done(this.id, end);
-            drop(job);
-            cond_resched();
-        }
-    }
+    /// Jobs of each stream queued or running (not ended).
+    pub(crate) streams: [Atomic<u32>; STREAMS],
 }
 
 impl Engine {
@@ -236,23 +183,29 @@ impl Engine {
             pin_init!(Self {
                 id,
                 sim,
-                fifo <- new_mutex!(Fifo {
-                    jobs: List::new(),
-                    running: false,
-                    active: false,
-                }),
                 scratch <- new_mutex!(scratch),
                 streams: core::array::from_fn(|_| Atomic::new(0)),
-                work <- new_work!("Engine::work"),
             }),
             GFP_KERNEL,
         )
     }
 
+    /// Run `job` with the engine's buffers, then report it to its owner
+    /// (after its stream's count dropped: a WAIT_CS that returns for the
+    /// last job finds the engine idle). O(job).
+    pub(crate) fn run(&self, job: ListArc<HwJob>) {
+        let who = EngineAccess::new(self.id, job.asid);
+        let cb = (job.cb, job.cb_size);
+        let end = cp::execute(&self.sim, &mut self.scratch.lock(), who, cb, &*job.owner);
+        if let Some(n) = self.streams.get(job.slot.1) {
+            n.fetch_sub(1, Relaxed);
+        }
+        job.owner.done(self.id, end);
+    }
+
     /// Whether the engine runs a job or has one queued. O(1).
     fn busy(&self) -> bool {
-        let fifo = self.fifo.lock();
-        fifo.running || !fifo.jobs.is_empty()
+        self.streams.iter().any(|n| n.load(Relaxed) > 0)
     }
 }
 
@@ -283,52 +236,14 @@ impl Qman {
         )
     }
 
-    /// Queue every job of `batch` on its engine, in order, and start the
-    /// engines: all of them, or none with `EAGAIN` if a stream would hold
-    /// more than [`QUEUE_LENGTH`] jobs (`batch` is then left as it was);
-    /// `ENODEV` outside the module's life (never while a device exists).
-    /// O(jobs).
-    pub(crate) fn submit(&self, batch: &mut List<HwJob>) -> Result {
-        let wq = engines_queue().ok_or(ENODEV)?;
-        let _serial = self.submit.lock();
-        let mut need = [0u32; ENGINES * STREAMS];
-        for job in batch.iter() {
-            let (e, s) = job.slot;
-            let n = need.get_mut(e * STREAMS + s).ok_or(EINVAL)?;
-            *n = n.saturating_add(1);
-        }
-        for (e, engine) in self.engines.iter().enumerate() {
-            for (s, queued) in engine.streams.iter().enumerate() {
-                let n = need.get(e * STREAMS + s).copied().unwrap_or(0);
-                if queued.load(Relaxed).saturating_add(n) > QUEUE_LENGTH {
-                    return Err(EAGAIN);
-                }
-            }
-        }
-        let mut started = [false; ENGINES];
-        while let Some(job) = batch.pop_front() {
-            let (e, s) = job.slot;
-            let Some(engine) = self.engines.get(e) else {
-                continue;
-            };
-            if let Some(n) = engine.streams.get(s) {
-                n.add(1, Relaxed);
-            }
-            let mut fifo = engine.fifo.lock();
-            fifo.jobs.push_back(job);
-            if !fifo.active {
-                fifo.active = true;
-                if let Some(st) = started.get_mut(e) {
-                    *st = true;
-                }
-            }
-        }
-        for (engine, _) in self.engines.iter().zip(started).filter(|(_, s)| *s) {
-            // Not active: the work item is idle, or past its last look at
-            // the FIFO (then queued again, it runs once more).
-            let _ = wq.enqueue(engine.clone());
-        }
-        Ok(())
+    /// The engine of index `e`. O(1).
+    pub(crate) fn engine(&self, e: usize) -> Option<&Arc<Engine>> {
+        self.engines.get(e)
+    }
+
+    /// Serialise a batch's room check and queueing ([`worker::Workers::submit`]).
+    fn serialise(&self) -> kernel::sync::MutexGuard<'_, ()> {
+        self.submit.lock()
     }
 
     /// The busy engines as upstream's HW_IDLE mask (bit = engine id), in
