@@ -44,6 +44,9 @@ impl Context {
                 return Err(e);
             }
         };
+        // A new user: what the last one's CSs captured goes
+        // (`hl_enable_err_info_capture`), not under the device's `state`.
+        dev.cs.enable_capture();
         dev.set_active_vm(Some(vm.clone()));
         // INVARIANT: `open_compute` marked the context active and reserved `asid`.
         Ok(Self { dev, asid, vm, cs })
