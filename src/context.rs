@@ -45,6 +45,9 @@ impl Context {
                 return Err(e);
             }
         };
+        // A new user: what the last one's CSs captured goes
+        // (`hl_enable_err_info_capture`), not under the device's `state`.
+        dev.cs.enable_capture();
         dev.set_active_vm(Some(vm.clone()), Some(cs.clone()));
         // Host memory the simulation takes for this user's DRAM is charged
         // to the opener's memory cgroup, whichever thread allocates it.

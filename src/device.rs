@@ -236,7 +236,8 @@ impl HlDevice {
         st.open_counter += 1;
         st.last_open_ktime_ns = now_ns;
         st.session_start = Some(Instant::now());
-        self.cs.enable_capture();
+        // The captured errors are cleared by the caller (`Context::new`),
+        // with this lock released.
         Ok(asid)
     }
 

@@ -33,10 +33,10 @@
 //!
 //! | # | lock | guards | notes |
 //! |---|---|---|---|
-//! | 1 | `HlDevice::state` | open/ASID bookkeeping, the parked VM | held by `open_compute` across the retry of a parked teardown (which takes 6-16) and the ASID purge (15, 16) |
-//! | 2 | `ContextCs::restore` | a context's restore phase (upstream `restore_phase_mutex`) | held across the submission of a restore CS (takes 3-5) |
+//! | 1 | `HlDevice::state` | open/ASID bookkeeping, the parked VM | held by `open_compute` across the retry of a parked teardown (which takes 6-16) and the ASID purge (15, 16); an open clears the captured errors (18) after releasing it |
+//! | 2 | `ContextCs::restore` | a context's restore phase (upstream `restore_phase_mutex`) | held across the submission of a restore CS, the copy of its chunk array from the user included (takes 2a-5, 14, 17) |
 //! | 2a | `ContextCs::workers` | a context's engine threads | held across a submission's creation of missing threads and its queueing (takes 3-5); by the close after its drain, to stop them |
-//! | 3 | `ContextCs::track` | a context's sequence numbers, window of 64 fences, CSs in flight, outcome store | held across a submission, jobs queued included (takes 4, 5; allocates); taken alone when a CS ends (an engine reports with none of its locks held), by WAIT_CS and by the close's drain |
+//! | 3 | `ContextCs::track` | a context's sequence numbers, window of 64 fences, CSs in flight, outcome store | held across a submission, jobs queued included (takes 4, 5, 14 (the device's state), 17 (a new CS polls the fence of its window slot, a refused CS signals its own); allocates); taken alone when a CS ends (an engine reports with none of its locks held), by WAIT_CS and by the close's drain |
 //! | 4 | `Qman::submit` | a batch of jobs' room check and queueing | takes only 5 |
 //! | 5 | `Engine::fifo` (a worker's `Feed`) | a context's queued jobs for one engine | leaf |
 //! | 6 | `ContextVm::exports` | a context's export records | alone (taken and released around 8 in EXPORT and the dma-buf release) |
@@ -45,13 +45,30 @@
 //! | 9 | a VA range's mutex (`VaRanges::{host, host_huge, dram}`) | one VA allocator | alone: only inside the allocator's calls, never across an allocation |
 //! | 10 | `ContextVm::mmu` | the context's two page tables (upstream: one device-wide `mmu_lock`) | held across the mapping of one pack |
 //! | 11 | `DeviceMmu::dr_hops`, `DeviceMmu::hr_hops` | the hop pools | inside 10 |
-//! | 12 | `Engine::scratch` | an engine's CB window and DMA bounce buffer | held across one job's execution (takes 13, 14), with none of 1-11 held; released before the job is reported |
+//! | 12 | `Engine::scratch` | an engine's CB window and DMA bounce buffer | held across one job's execution (takes 13, 14, and 18 then 19 when the job's check finds its CS timed out), with none of 1-11 held; released before the job is reported |
 //! | 13 | `SimGaudi2::stlb` | the device's STLB | held across each engine access piece (translate, walk, copy) and by every invalidation, which so waits for the piece in flight; taken with none of 6-11 held (invalidations come after the page-table lock is released); takes only 14 |
-//! | 14 | `SimGaudi2::dram`, `SimGaudi2::sram`, `SimGaudi2::dma_pages`, `SimGaudi2::invalidations`, `SimGaudi2::faults`, `SimGaudi2::status`, `CfgSpace::blocks` | simulated DRAM and SRAM, the IOMMU's map, invalidation log, engine faults, state, register blocks | leaves, inside 11 (PTE writes, host-resident hops mapped and unmapped), 13 (engine accesses, walks) or alone |
-//! | 15 | `DeviceVm::handles` | handle -> page pack | held only to look up, count or remove handles; packs dropped under it take 16 |
+//! | 14 | `SimGaudi2::dram`, `SimGaudi2::sram`, `SimGaudi2::dma_pages`, `SimGaudi2::invalidations`, `SimGaudi2::faults`, `SimGaudi2::status`, `CfgSpace::blocks` | simulated DRAM and SRAM, the IOMMU's map, invalidation log, engine faults, state, register blocks | leaves, inside 11 (PTE writes, host-resident hops mapped and unmapped), 13 (engine accesses, walks), 3 (`status`: a submission checks the device's state) or alone |
+//! | 15 | `DeviceVm::handles` | handle -> page pack | held only to look up, count or remove handles; packs dropped under it take 14 (`SimGaudi2::dram`: their pages' contents given back) then 16 |
 //! | 16 | `DeviceVm::pool` (shared by every page pack) | the DRAM page pool | leaf |
-//! | 17 | `Fence::state`, `DeviceCs::captured`, `VaQuarantine::ring`, `VaQuarantine::progress` | a CS's completion; the errors captured for INFO; a context's held VA blocks, the wait for its CSs' progress | leaves, taken alone, or `captured` inside 12 (a timeout an engine's check finds), `progress` inside 3 (the tracker publishing progress) |
-//! | 18 | an open debugfs file's kept rendering (`ffi::debugfs::Kept`), `AbiFiles::data_dma` | the rendering reads continue from; the last `dma_size` blob | leaves, taken alone, only to swap or clone a reference (never across a rendering or a copy to user memory) |
+//! | 17 | `Fence::state`, `VaQuarantine::ring`, `VaQuarantine::progress` | a CS's completion; a context's held VA blocks, the wait for its CSs' progress | leaves; `Fence::state` taken alone (WAIT_CS, a CS's end) or inside 3, `ring` alone, `progress` alone or inside 3 (the tracker publishing progress) |
+//! | 18 | `DeviceCs::captured` | the errors captured for INFO | leaf; taken alone (INFO, a job's report, an open once it released 1) or inside 12 (a timeout an engine's check finds); never across a user copy |
+//! | 19 | `DeviceCs::notifier` | the eventfd the compute file registered | leaf (the eventfd's own wait-queue lock inside, `eventfd_signal`); taken alone or inside 12, never together with 18 |
+//! | 20 | an open debugfs file's kept rendering (`ffi::debugfs::Kept`), `AbiFiles::data_dma` | the rendering reads continue from; the last `dma_size` blob | leaves, taken alone, only to swap or clone a reference (never across a rendering or a copy to user memory) |
+//!
+//! **User copies.** A copy to or from user memory can sleep for as long as
+//! the memory's owner likes (a buffer backed by FUSE or userfaultfd), so no
+//! lock another user, an engine or a close could wait for is held across
+//! one. Every copy of the module, and what is held:
+//!
+//! | copy | where | locks of ours held |
+//! |---|---|---|
+//! | ioctl arguments in and out, compute node | the DRM core (`drm_ioctl`), around our handlers | none |
+//! | INFO arguments in and out, control node | `shell/accel.rs` `ctrl_ioctl` | none |
+//! | every INFO answer (`InfoSink::write`) | `ioctl/info.rs` | none: OPEN_STATS and LAST_ERR_OPEN_DEV_TIME are copied out after 1 is released, the captured events after 18, USER_MAPPINGS's list is taken by reference under 18 and copied after |
+//! | a CS's execute chunk array (`UserChunks::read`) | `ioctl/cs.rs` | none (read before 3) |
+//! | a CS's restore chunk array | `ioctl/cs.rs`, from `cs/submit.rs` | 2 (as upstream's `restore_phase_mutex`): only the same context's other restore CSs wait |
+//! | debugfs writes (the text) and reads (a rendering made at a read at offset 0, kept by the open file) | `ffi/debugfs.rs` | none (20 only to take a reference to the rendering) |
+//! | host MAP's `pin_user_pages_fast`, which may fault pages in | `ffi/pin.rs`, from `vm/mapping.rs` | none (the kernel takes the mm's `mmap_lock`) |
 //!
 //! The kernel's own locks around our entry points: `mmap` runs under the
 //! mm's `mmap_lock` (write), the dma-buf `map`/`unmap` callbacks under the

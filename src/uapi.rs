@@ -776,6 +776,23 @@ pub const HL_RAZWI_WRITE: u8 = 1 << 1;
 pub const HL_RAZWI_HBW: u8 = 1 << 3;
 /// `HL_NOTIFIER_EVENT_RAZWI`.
 pub const HL_NOTIFIER_EVENT_RAZWI: u64 = 1 << 7;
+/// `HL_NOTIFIER_EVENT_USER_ENGINE_ERR`: an engine is in error.
+pub const HL_NOTIFIER_EVENT_USER_ENGINE_ERR: u64 = 1 << 5;
+
+/// `struct hl_info_engine_err_event` (16 bytes): the first engine error
+/// (`HL_INFO_USER_ENGINE_ERR_EVENT`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HlInfoEngineErrEvent {
+    /// Time of the error, ktime in nanoseconds.
+    pub timestamp: i64,
+    /// The engine (`GAUDI2_ENGINE_ID_*`).
+    pub engine_id: u16,
+    /// How many errors the engine reported.
+    pub error_count: u16,
+    /// Padding.
+    pub pad: u32,
+}
 
 /// `struct hl_info_razwi_event` (280 bytes): an access to an address no
 /// memory decodes.
@@ -1159,6 +1176,7 @@ assert_layout!(HlInfoUndefinedOpcodeEvent, 288, timestamp @ 0, cb_addr_streams @
 assert_layout!(HlInfoDevMemallocPageSizes, 8, page_order_bitmask @ 0);
 assert_layout!(HlInfoRazwiEvent, 280, timestamp @ 0, addr @ 8, engine_id @ 16,
     num_of_possible_engines @ 272, flags @ 274, pad @ 275);
+assert_layout!(HlInfoEngineErrEvent, 16, timestamp @ 0, engine_id @ 8, error_count @ 10, pad @ 12);
 assert_layout!(HlPageFaultInfo, 24, timestamp @ 0, addr @ 8, engine_id @ 16, pad @ 18);
 assert_layout!(HlUserMapping, 16, dev_va @ 0, size @ 8);
 assert_layout!(HlCbArgs, 24, cb_handle @ 0, op @ 8, cb_size @ 12, ctx_id @ 16, flags @ 20);

@@ -19,19 +19,30 @@
 //! (`hard_reset_cnt` + 1) and the device is operational again. Unlike
 //! upstream the process is not killed: it must close the device itself.
 //!
-//! **Notifier.** The events raised (page fault, CS timeout, undefined
-//! opcode, device reset) are kept for `HL_INFO_GET_EVENTS` and signalled on
-//! the eventfd the compute file registered (`HL_INFO_REGISTER_EVENTFD`),
-//! which goes with the file's close.
+//! **Notifier.** The events raised (page fault, RAZWI, engine error, CS
+//! timeout, undefined opcode, device reset) are kept for
+//! `HL_INFO_GET_EVENTS` and signalled on the eventfd the compute file
+//! registered (`HL_INFO_REGISTER_EVENTFD`), which goes with the file's
+//! close.
 //!
-//! Lock order: `captured` and `notifier` are leaves, never nested.
+//! **Kernel log.** Engine errors (faults, refused packets, timeouts, failed
+//! restore CSs) are logged through a per-device rate limit ([`LogLimit`]):
+//! at most [`LOG_BURST`] lines per [`LOG_INTERVAL_NS`], as the kernel's
+//! `dev_err_ratelimited` defaults, whatever the opens and closes; the lines
+//! left out are counted in one line when the next interval starts.
+//!
+//! Lock order: `captured` and `notifier` are leaves, never nested, taken
+//! alone or inside `Engine::scratch` (a timeout an engine's check finds);
+//! `captured` is never held across a copy to or from user memory (INFO
+//! takes what it reports, an O(1) copy or a reference, and copies it out
+//! unlocked), nor inside `HlDevice::state`.
 
 use crate::{
     cs::capture::{self, Captured},
-    ffi::eventfd::EventFd,
+    ffi::{clock::ktime_ns, eventfd::EventFd},
     hw::{
         backend::{Backend, DeviceStatus},
-        sim::{fault::EngineFault, qman::Qman, SimGaudi2},
+        sim::{fault::EngineFault, packets::PacketError, qman::Qman, SimGaudi2},
     },
     uapi::*,
     vm::context_vm::ContextVm,
@@ -110,13 +121,63 @@ pub(crate) struct DeviceCs {
     reset_pending: Atomic<bool>,
     /// Hard resets since load.
     hard_resets: Atomic<u32>,
-    /// Engine errors still to be logged in this open (upstream logs them
+    /// The rate limit of engine-error log lines (upstream logs them
     /// rate-limited; a fuzzer provokes thousands).
-    log_budget: Atomic<u32>,
+    log_limit: LogLimit,
 }
 
-/// Engine errors logged per open of the compute node.
-const LOG_BUDGET: u32 = 16;
+/// Engine-error lines logged per interval (`DEFAULT_RATELIMIT_BURST`).
+pub(crate) const LOG_BURST: u32 = 10;
+/// The interval of [`LOG_BURST`] (`DEFAULT_RATELIMIT_INTERVAL`: 5 s), in ns.
+pub(crate) const LOG_INTERVAL_NS: i64 = 5_000_000_000;
+
+/// A time-based rate limit without a lock (the kernel's `___ratelimit`
+/// with atomics): at most [`LOG_BURST`] lines in an interval of
+/// [`LOG_INTERVAL_NS`] that starts at the first line after the last one
+/// ended. Opens and closes do not refill it.
+pub(crate) struct LogLimit {
+    /// Start of the current interval (ktime ns); `i64::MIN`: none yet.
+    start_ns: Atomic<i64>,
+    /// Lines allowed in the current interval.
+    printed: Atomic<u32>,
+    /// Lines refused since the current interval started.
+    missed: Atomic<u32>,
+}
+
+impl LogLimit {
+    /// No line logged yet.
+    pub(crate) fn new() -> Self {
+        Self {
+            start_ns: Atomic::new(i64::MIN),
+            printed: Atomic::new(0),
+            missed: Atomic::new(0),
+        }
+    }
+
+    /// Whether one more line may go out at `now_ns`, and how many were
+    /// refused in the interval that `now_ns` ends (to be reported once).
+    /// Callers racing the start of an interval may each get one line more
+    /// through (the count is reset after the interval moved). O(1) (a
+    /// bounded retry under contention).
+    pub(crate) fn allow(&self, now_ns: i64) -> (bool, u32) {
+        let start = self.start_ns.load(Relaxed);
+        let mut missed = 0;
+        let over = start == i64::MIN || now_ns.saturating_sub(start) >= LOG_INTERVAL_NS;
+        if over && self.start_ns.cmpxchg(start, now_ns, Relaxed).is_ok() {
+            missed = self.missed.xchg(0, Relaxed);
+            self.printed.store(0, Relaxed);
+        }
+        let mut n = self.printed.load(Relaxed);
+        while n < LOG_BURST {
+            match self.printed.cmpxchg(n, n + 1, Relaxed) {
+                Ok(_) => return (true, missed),
+                Err(now) => n = now,
+            }
+        }
+        self.missed.add(1, Relaxed);
+        (false, missed)
+    }
+}
 
 impl DeviceCs {
     /// The CS state of a device on `sim`, with upstream's default timeout.
@@ -134,7 +195,7 @@ impl DeviceCs {
                 reset_on_fault: Atomic::new(false),
                 reset_pending: Atomic::new(false),
                 hard_resets: Atomic::new(0),
-                log_budget: Atomic::new(LOG_BUDGET),
+                log_limit: LogLimit::new(),
             }),
             GFP_KERNEL,
         )
@@ -163,28 +224,42 @@ impl DeviceCs {
     }
 
     /// A new open of the compute node: forget what was captured
-    /// (`hl_enable_err_info_capture`). O(1); frees the old mapping list.
+    /// (`hl_enable_err_info_capture`). Called with no other lock held (not
+    /// under `HlDevice::state`). O(1); frees the old mapping list (after
+    /// unlocking) unless an INFO still copies it out.
     pub(crate) fn enable_capture(&self) {
         let old = core::mem::take(&mut *self.captured.lock());
         drop(old);
-        self.log_budget.store(LOG_BUDGET, Relaxed);
     }
 
-    /// Whether one more engine error may be logged in this open. O(1).
+    /// Whether one more engine error may be logged now (the device's rate
+    /// limit). O(1).
     pub(crate) fn may_log(&self) -> bool {
-        let mut left = self.log_budget.load(Relaxed);
-        while left > 0 {
-            match self.log_budget.cmpxchg(left, left - 1, Relaxed) {
-                Ok(_) => return true,
-                Err(now) => left = now,
-            }
-        }
-        false
+        self.may_log_at(ktime_ns())
     }
 
-    /// Run `f` on what was captured (INFO). The lock is held for `f`. O(f).
+    /// [`Self::may_log`] at `now_ns`; reports the lines the limit left out
+    /// when a new interval starts. O(1).
+    pub(crate) fn may_log_at(&self, now_ns: i64) -> bool {
+        let (ok, missed) = self.log_limit.allow(now_ns);
+        if missed > 0 {
+            pr_info!("{} engine error message(s) suppressed\n", missed);
+        }
+        ok
+    }
+
+    /// Run `f` on what was captured (INFO) and return what it takes out.
+    /// The lock is held for `f`, which must not copy to or from user memory
+    /// (a fault there can sleep for as long as the memory's owner likes).
+    /// O(f).
     pub(crate) fn with_captured<R>(&self, f: impl FnOnce(&mut Captured) -> R) -> R {
         f(&mut self.captured.lock())
+    }
+
+    /// Whether `captured` is free now (tests: no user copy holds it).
+    #[cfg(CONFIG_KUNIT)]
+    pub(crate) fn captured_is_free(&self) -> bool {
+        self.captured.try_lock().is_some()
     }
 
     /// Record an engine fault of a job of context `vm`: the first page
@@ -199,12 +274,18 @@ impl DeviceCs {
             self.raise(HL_NOTIFIER_EVENT_RAZWI);
             return false;
         }
+        if let Some(engine) = capture::engine_error_of(fault) {
+            self.record_engine_error(engine);
+            return false;
+        }
         let Some((info, pmmu)) = capture::page_fault_info(fault) else {
             return false;
         };
         let first = self.captured.lock().page_fault.is_none();
         if first {
-            let maps = capture::user_mappings(vm, pmmu).unwrap_or_default();
+            let maps = capture::user_mappings(vm, pmmu)
+                .and_then(|m| Ok(Arc::new(m, GFP_KERNEL)?))
+                .ok();
             let mut c = self.captured.lock();
             if c.page_fault.is_none() {
                 c.page_fault = Some(info);
@@ -269,8 +350,15 @@ impl DeviceCs {
         self.raise(HL_NOTIFIER_EVENT_CS_TIMEOUT);
     }
 
-    /// Record the first undefined opcode: the packet at `addr` on `engine`. O(1).
-    pub(crate) fn record_bad_packet(&self, addr: u64, engine: u16) {
+    /// Record a packet at `addr` that `engine` refused with `error`: the
+    /// first undefined opcode, or for a `LIN_DMA` whose size does not fit
+    /// its swap, which the DMA core refuses (`WRONG CFG FOR COMMIT IN LIN
+    /// DMA`), an engine error. O(1).
+    pub(crate) fn record_bad_packet(&self, addr: u64, engine: u16, error: &PacketError) {
+        if matches!(error, PacketError::SwapSize { .. }) {
+            self.record_engine_error(engine);
+            return;
+        }
         {
             let mut c = self.captured.lock();
             if c.undefined_opcode.is_none() {
@@ -278,6 +366,16 @@ impl DeviceCs {
             }
         }
         self.raise(HL_NOTIFIER_EVENT_UNDEFINED_OPCODE);
+    }
+
+    /// Record the first engine error, on `engine` (`hl_capture_engine_err`),
+    /// and its event. O(1).
+    fn record_engine_error(&self, engine: u16) {
+        self.captured
+            .lock()
+            .engine_err
+            .get_or_insert_with(|| capture::engine_err_info(engine));
+        self.raise(HL_NOTIFIER_EVENT_USER_ENGINE_ERR);
     }
 
     /// The user of the device is gone: complete a pending reset (the device
@@ -293,5 +391,52 @@ impl DeviceCs {
     /// Hard resets since load (`HL_INFO_RESET_COUNT`). O(1).
     pub(crate) fn hard_resets(&self) -> u32 {
         self.hard_resets.load(Relaxed)
+    }
+}
+
+#[kunit_tests(hlrs_device_cs)]
+mod tests {
+    use super::*;
+
+    const T0: i64 = 1_000_000_000_000;
+
+    #[test]
+    fn the_log_limit_is_a_rate_not_a_budget_per_open() -> Result {
+        let asic = crate::asic::AsicProperties::gaudi2(6, 0)?;
+        let sim = Arc::pin_init(SimGaudi2::new(&asic), GFP_KERNEL)?;
+        let cs = DeviceCs::new(sim)?;
+        for _ in 0..LOG_BURST {
+            assert!(cs.may_log_at(T0));
+        }
+        assert!(!cs.may_log_at(T0 + 1));
+        // Opens and closes refill nothing.
+        for _ in 0..100 {
+            cs.enable_capture();
+            assert!(!cs.may_log_at(T0 + 2));
+        }
+        // Time does (asked of the limit itself: `may_log_at` would log
+        // the 102 lines it left out).
+        assert!(!cs.may_log_at(T0 + LOG_INTERVAL_NS - 1));
+        assert_eq!(cs.log_limit.allow(T0 + LOG_INTERVAL_NS), (true, 102));
+        Ok(())
+    }
+
+    #[test]
+    fn the_log_limit_counts_what_it_left_out() {
+        let l = LogLimit::new();
+        for i in 0..LOG_BURST {
+            assert_eq!(l.allow(T0 + i64::from(i)), (true, 0));
+        }
+        for _ in 0..7 {
+            assert_eq!(l.allow(T0 + 100), (false, 0));
+        }
+        // The next interval starts with the first line after it is due,
+        // and reports the 7 refused.
+        assert_eq!(l.allow(T0 + 3 * LOG_INTERVAL_NS), (true, 7));
+        assert_eq!(l.allow(T0 + 3 * LOG_INTERVAL_NS + 1), (true, 0));
+        // 1,000 calls in one interval: exactly the burst goes out.
+        let l = LogLimit::new();
+        let n = (0..1000).filter(|&i| l.allow(T0 + i).0).count();
+        assert_eq!(n, LOG_BURST as usize);
     }
 }

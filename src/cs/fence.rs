@@ -4,7 +4,8 @@
 //! once, with the CS's status and completion time, and waited for by
 //! WAIT_CS (interruptibly, with a timeout) and by the restore phase.
 //!
-//! Lock order: the fence's lock is a leaf, taken alone.
+//! Lock order: the fence's lock is a leaf, taken alone or inside the
+//! context's tracker lock (the crate root's table).
 
 use crate::ffi::{clock::ktime_ns, sched::cond_resched, workqueue::alone_on_cpu};
 use kernel::{

@@ -222,7 +222,9 @@ fn restore_phase(ctx: &Arc<ContextCs>, a: &CsIn, src: &dyn ChunkSource, seq: &mu
     match wait_cs(ctx, s, us) {
         Ok(WaitCs::Completed { .. } | WaitCs::Busy) => Ok(()),
         _ => {
-            hl_err!("restore CS for context {} failed to complete\n", ctx.asid());
+            if ctx.dev.may_log() {
+                hl_err!("restore CS for context {} failed to complete\n", ctx.asid());
+            }
             Err(ENOEXEC)
         }
     }

@@ -594,7 +594,7 @@ impl JobOwner for Flight {
                         self.seq
                     );
                 }
-                self.ctx.dev.record_bad_packet(addr, engine);
+                self.ctx.dev.record_bad_packet(addr, engine, &error);
             }
         }
         // Full: the states other jobs set are seen by the last one.

@@ -11,7 +11,7 @@ use crate::{
     file::ComputeFile,
     uapi::*,
     vm::{
-        command_buffer::{cb_create, cb_destroy, cb_get, cb_info},
+        command_buffer::{cb_create, cb_create_unpublished, cb_destroy, cb_info, cb_withdraw},
         context_vm::ContextVm,
         mapping::{map_cb_va, unmap_cb_va},
     },
@@ -51,17 +51,25 @@ pub(crate) fn cb_ioctl(file: &ComputeFile, args: &mut HlCbArgs) -> Result {
     }
 }
 
-/// CREATE, and with `map` the mapping into the device MMU; a CB whose
-/// mapping fails is destroyed again. O(size + log n).
+/// CREATE, and with `map` the mapping into the device MMU: the CB is
+/// published (DESTROY and INFO find its handle) only once it is mapped, so
+/// that a DESTROY of the new handle cannot come between and leave the
+/// mapping behind; a CB whose mapping fails is withdrawn. O(size + log n).
 fn create(vm: &ContextVm, size: u32, map: bool) -> Result<u64> {
-    let h = cb_create(&vm.cbs, size)?;
-    if map {
-        if let Err(e) = cb_get(&vm.cbs, h).and_then(|cb| map_cb_va(vm, &cb)) {
-            let _ = cb_destroy(&vm.cbs, h);
-            return Err(e);
+    if !map {
+        return cb_create(&vm.cbs, size);
+    }
+    let (h, cb) = cb_create_unpublished(&vm.cbs, size)?;
+    match map_cb_va(vm, &cb) {
+        Ok(_) => {
+            cb.publish();
+            Ok(h)
+        }
+        Err(e) => {
+            drop(cb_withdraw(&vm.cbs, h));
+            Err(e)
         }
     }
-    Ok(h)
 }
 
 /// DESTROY, and the unmap of a mapped CB. The handle is gone either way:

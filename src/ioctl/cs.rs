@@ -23,7 +23,7 @@
 use crate::{
     cs::{
         submit::{self, ChunkSource, Chunks, CsIn, INLINE_CHUNKS},
-        wait::{wait_cs, WaitCs},
+        wait::{upstream_timeout_us, wait_cs, WaitCs},
     },
     file::ComputeFile,
     uapi::*,
@@ -78,7 +78,7 @@ pub(crate) fn cs_ioctl(file: &ComputeFile, args: &mut HlCsArgs, src: &dyn ChunkS
 }
 
 /// Serve one WAIT_CS ioctl of a compute file. Sleeps (interruptibly) up to
-/// `timeout_us`.
+/// `timeout_us`, as upstream counts it (its low 32 bits, or for ever).
 pub(crate) fn wait_cs_ioctl(file: &ComputeFile, args: &mut HlWaitCsArgs) -> Result {
     let cs = file.ctx.cs();
     if !cs.dev.operational() {
@@ -93,7 +93,7 @@ pub(crate) fn wait_cs_ioctl(file: &ComputeFile, args: &mut HlWaitCsArgs) -> Resu
         }
         return Err(EPERM);
     }
-    let outcome = wait_cs(cs, args.seq, args.timeout_us);
+    let outcome = wait_cs(cs, args.seq, upstream_timeout_us(args.timeout_us));
     let (status, flags, ts, rc) = match outcome {
         Ok(WaitCs::Interrupted) => return Err(EINTR),
         Err(e) => (0, 0, 0, Err(e)),
@@ -438,9 +438,9 @@ mod tests {
             submit::cs_ioctl(f.ctx.cs(), &input, &Src(&e, &r)),
             (3, Err(ENOEXEC))
         );
-        let cb_addr =
-            d.cs.with_captured(|c| c.undefined_opcode.map(|u| u.cb_addr_streams[0][0]));
-        assert_eq!(cb_addr, Some(bad.0));
+        let cq_addr =
+            d.cs.with_captured(|c| c.undefined_opcode.map(|u| u.cq_addr));
+        assert_eq!(cq_addr, Some(bad.0));
         // Restore without restore chunks, or restore chunks without the flag.
         let only = CsIn {
             restore: (1, 0),

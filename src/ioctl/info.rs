@@ -12,6 +12,13 @@
 //!
 //! Ops that need firmware (CPU-CP) the simulated device does not have answer
 //! `EOPNOTSUPP` after the same argument checks (see the README's table).
+//!
+//! **No lock across a user copy.** The answer goes to the user buffer
+//! ([`InfoSink::write`]) with no lock of the module held: an op takes what
+//! it reports out of its lock (a copy, or for the user mappings a reference
+//! to the captured list) and writes after unlocking. A user buffer backed
+//! by FUSE or userfaultfd can hold the copy for as long as its owner likes;
+//! it then holds nothing anyone else waits for.
 
 use crate::{
     context::Context,
@@ -258,9 +265,21 @@ fn event_info(
                 None => Ok(()),
             }
         }),
-        HL_INFO_HW_ERR_EVENT | HL_INFO_FW_ERR_EVENT | HL_INFO_USER_ENGINE_ERR_EVENT => {
+        HL_INFO_USER_ENGINE_ERR_EVENT => {
+            // `engine_err_info` (ioc:929-949): nothing captured, nothing
+            // copied; else the whole struct, `ENOMEM` if it does not fit.
+            if args.return_pointer == 0 {
+                return Some(Err(EINVAL));
+            }
+            match cs.with_captured(|c| c.engine_err) {
+                None => Ok(()),
+                Some(e) if (args.return_size as usize) < core::mem::size_of_val(&e) => Err(ENOMEM),
+                Some(e) => out.write(e.as_bytes()),
+            }
+        }
+        HL_INFO_HW_ERR_EVENT | HL_INFO_FW_ERR_EVENT => {
             // Only the pointer is checked; nothing captured, nothing copied
-            // and `array_size` untouched (ioc:861-949).
+            // and `array_size` untouched (ioc:885-927).
             if args.return_pointer == 0 {
                 Err(EINVAL)
             } else {
@@ -288,26 +307,29 @@ fn cs_counters(caller: &InfoCaller<'_>) -> HlInfoCsCounters {
 
 /// `HL_INFO_USER_MAPPINGS` (`user_mappings_info`, ioc:861-884): nothing
 /// without a captured page fault; else `array_size` is set to the number of
-/// mappings and the whole list copied, `ENOMEM` if it does not fit.
+/// mappings and the whole list copied, `ENOMEM` if it does not fit. The
+/// list is taken (a reference, O(1)) under the capture's lock and copied to
+/// the user after it is released; a new open meanwhile clears the capture
+/// without waiting, and the list goes with the last reference. O(mappings)
+/// for the copy.
 fn user_mappings(caller: &InfoCaller<'_>, args: &mut HlInfoArgs, out: &mut dyn InfoSink) -> Result {
     if args.return_pointer == 0 {
         return Err(EINVAL);
     }
-    caller.dev.cs.with_captured(|c| {
-        if c.page_fault.is_none() {
-            return Ok(());
-        }
-        let n = u32::try_from(c.user_mappings.len()).unwrap_or(u32::MAX);
-        args.set_array_size(n);
-        let bytes = c
-            .user_mappings
-            .len()
-            .saturating_mul(core::mem::size_of::<HlUserMapping>());
-        if (args.return_size as usize) < bytes {
-            return Err(ENOMEM);
-        }
-        out.write(c.user_mappings.as_slice().as_bytes())
-    })
+    let Some(maps) = caller
+        .dev
+        .cs
+        .with_captured(|c| c.page_fault.map(|_| c.user_mappings.clone()))
+    else {
+        return Ok(());
+    };
+    let list: &[HlUserMapping] = maps.as_deref().map_or(&[], |m| m.as_slice());
+    args.set_array_size(u32::try_from(list.len()).unwrap_or(u32::MAX));
+    let bytes = core::mem::size_of_val(list);
+    if (args.return_size as usize) < bytes {
+        return Err(ENOMEM);
+    }
+    out.write(list.as_bytes())
 }
 
 /// The ops answered only while the device is operational.
@@ -367,7 +389,17 @@ fn operational_info(
 #[kunit_tests(hlrs_info)]
 mod tests {
     use super::*;
-    use crate::{asic::AsicProperties, hw::backend::DeviceStatus};
+    use crate::{
+        asic::AsicProperties,
+        hw::{
+            backend::{DeviceStatus, MmuKind},
+            sim::{
+                fault::{Access, EngineFault},
+                packets::PacketError,
+            },
+        },
+        vm::{device_memory::alloc_device_memory, mapping::map_device_va},
+    };
     use kernel::sync::Arc;
 
     /// A sink that records what would reach the user buffer.
@@ -660,6 +692,153 @@ mod tests {
         };
         let (rc, _, _) = run(&d, None, Node::Compute, args, true)?;
         assert_eq!(rc, Err(EFAULT));
+        Ok(())
+    }
+
+    /// A sink that records whether the device's locks were free when the
+    /// answer reached the user buffer.
+    struct Probe<'a> {
+        dev: &'a HlDevice,
+        locked: bool,
+        written: usize,
+    }
+
+    impl InfoSink for Probe<'_> {
+        fn write(&mut self, data: &[u8]) -> Result {
+            let state_free = self.dev.state.try_lock().is_some();
+            self.locked |= !state_free || !self.dev.cs.captured_is_free();
+            self.written += data.len();
+            Ok(())
+        }
+    }
+
+    /// Capture one of each error on `d` (a page fault of `ctx` with its
+    /// user mappings, a RAZWI, an engine error, an undefined opcode, a CS
+    /// timeout).
+    fn capture_everything(d: &HlDevice, ctx: &Context) {
+        let page = EngineFault::Page {
+            mmu: MmuKind::Dram,
+            asid: ctx.asid(),
+            va: 0x1001_0018_0765_4321,
+            engine: 12,
+        };
+        let razwi = EngineFault::Razwi {
+            addr: 0x1000,
+            engine: 45,
+            access: Access::Write,
+        };
+        let iommu = EngineFault::Iommu {
+            bus: 0x1000,
+            asid: ctx.asid(),
+            va: 0xFFF0_0000_0000_0000,
+            engine: 12,
+        };
+        for f in [page, razwi, iommu] {
+            d.cs.record_fault(&f, ctx.vm());
+        }
+        d.cs.record_bad_packet(0x2000, 45, &PacketError::Unsupported { opcode: 9 });
+        d.cs.record_timeout(7);
+    }
+
+    #[test]
+    fn no_info_op_copies_to_the_user_with_a_lock_held() -> Result {
+        let d = dev()?;
+        let ctx = Context::new(d.clone(), 1)?;
+        // A DRAM mapping, so that USER_MAPPINGS (of an HMMU fault) has
+        // something to copy.
+        let h = alloc_device_memory(ctx.vm(), d.asic.dram_page_size, 0)?;
+        map_device_va(ctx.vm(), u64::from(h), 0, 0)?;
+        capture_everything(&d, &ctx);
+        let ops = Iterator::chain(
+            ALWAYS_OPS.iter(),
+            [HL_INFO_GET_EVENTS, HL_INFO_HW_IDLE].iter(),
+        );
+        for &op in ops {
+            let mut args = HlInfoArgs {
+                return_pointer: 0x1000,
+                return_size: 8192,
+                op,
+                arg: 0,
+                pad: 0,
+            };
+            let mut probe = Probe {
+                dev: &d,
+                locked: false,
+                written: 0,
+            };
+            let c = InfoCaller {
+                dev: &d,
+                ctx: Some(&ctx),
+                node: Node::Compute,
+                now_ns: (1, 77),
+            };
+            let rc = info_ioctl(&c, &mut args, &mut probe);
+            // (The op is in the pair, so that a failure names it.)
+            assert_eq!((op, rc, probe.locked), (op, Ok(()), false));
+            if op == HL_INFO_USER_MAPPINGS {
+                assert_eq!((args.arg, probe.written), (1, 16));
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn engine_errors_are_captured_once_and_reported() -> Result {
+        let d = dev()?;
+        let ctx = Context::new(d.clone(), 1)?;
+        let (rc, out, _) = call(
+            &d,
+            None,
+            Node::Control,
+            HL_INFO_USER_ENGINE_ERR_EVENT,
+            16,
+            0,
+        )?;
+        assert_eq!((rc, out.len()), (Ok(()), 0));
+        // A LIN_DMA whose size does not fit its swap: an engine error, no
+        // undefined opcode.
+        d.cs.record_bad_packet(0x2000, 12, &PacketError::SwapSize { tsize: 6 });
+        let backing = EngineFault::Backing {
+            addr: 0x1000,
+            engine: 45,
+        };
+        d.cs.record_fault(&backing, ctx.vm());
+        let (rc, out, _) = call(
+            &d,
+            None,
+            Node::Control,
+            HL_INFO_USER_ENGINE_ERR_EVENT,
+            16,
+            0,
+        )?;
+        assert_eq!((rc, out.len()), (Ok(()), 16));
+        // The first one: engine 12, one error.
+        assert!(out.get(8..12) == Some(&[12, 0, 1, 0][..]));
+        let (rc, _, _) = call(
+            &d,
+            None,
+            Node::Control,
+            HL_INFO_USER_ENGINE_ERR_EVENT,
+            15,
+            0,
+        )?;
+        assert_eq!(rc, Err(ENOMEM));
+        assert!(d
+            .cs
+            .with_captured(|c| c.undefined_opcode.is_none() && c.page_fault.is_none()));
+        let events = d.cs.with_captured(|c| c.events);
+        assert_eq!(events, HL_NOTIFIER_EVENT_USER_ENGINE_ERR);
+        // A new open forgets it.
+        d.cs.enable_capture();
+        let (rc, out, _) = call(
+            &d,
+            None,
+            Node::Control,
+            HL_INFO_USER_ENGINE_ERR_EVENT,
+            16,
+            0,
+        )?;
+        assert_eq!((rc, out.len()), (Ok(()), 0));
         Ok(())
     }
 

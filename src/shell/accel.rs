@@ -119,6 +119,7 @@ uapi_as_bytes!(
     uapi::HlPageFaultInfo,
     uapi::HlUserMapping,
     uapi::HlInfoRazwiEvent,
+    uapi::HlInfoEngineErrEvent,
 );
 
 /// Makes one of the immutable C tables below usable in a `static`.

@@ -846,6 +846,15 @@ fn show_fault(f: &mut fmt::Formatter<'_>, what: &str, fault: Option<EngineFault>
         Some(EngineFault::Decode { addr, engine }) => {
             writeln!(f, "{}decode error: {:#x} engine {}", what, addr, engine)
         }
+        Some(EngineFault::Razwi {
+            addr,
+            engine,
+            access,
+        }) => writeln!(
+            f,
+            "{}decode error: {:#x} engine {} ({:?})",
+            what, addr, engine, access
+        ),
         Some(EngineFault::Backing { addr, engine }) => {
             writeln!(f, "{}no backing: {:#x} engine {}", what, addr, engine)
         }

@@ -24,7 +24,13 @@
 //!   until the last reference goes, and INFO answers for a destroyed CB);
 //!
 //! The mapping into the device MMU (`HL_CB_FLAGS_MAP`) is
-//! `super::mapping::map_cb_va`, a mapping that holds the CB.
+//! `super::mapping::map_cb_va`, a mapping that holds the CB. A CB created
+//! with it is in the table (its id taken, counted against the bound) but
+//! not *published* until its mapping is made: DESTROY, INFO and the ioctl
+//! paths find only published CBs, so no DESTROY of the new handle (whose
+//! id another thread can guess: ids count from 1) can come between the
+//! CREATE and its mapping, which would leave the mapping, and the CB it
+//! holds, out of the table and past the per-file bound until the close.
 
 use crate::ffi::{host_page::HostPage, vmalloc::vmalloc_page_ref};
 use crate::{
@@ -39,7 +45,7 @@ use kernel::{
     page::PAGE_SIZE,
     prelude::*,
     sync::{
-        atomic::{Atomic, Relaxed},
+        atomic::{Acquire, Atomic, Relaxed, Release},
         Arc, Mutex,
     }, //
 };
@@ -76,6 +82,8 @@ pub(crate) struct CommandBuffer {
     /// Device VA of its mapping into the device MMU (`HL_CB_FLAGS_MAP`); 0:
     /// not mapped.
     device_va: Atomic<u64>,
+    /// Its CREATE is done: DESTROY and INFO find it.
+    published: Atomic<bool>,
 }
 
 /// CBs alive in this module (all devices): a leak shows here (debugfs `cbs`)
@@ -90,7 +98,7 @@ pub(crate) fn live_cbs() -> u64 {
 impl CommandBuffer {
     /// A zeroed CB of `size` bytes (at least a page), charged to the caller's
     /// memory cgroup. O(size).
-    fn new(id: u32, size: u32) -> Result<Self> {
+    fn new(id: u32, size: u32, published: bool) -> Result<Self> {
         let memory = zeroed_user_words(mapped_bytes(size))?;
         LIVE.fetch_add(1, Relaxed);
         Ok(Self {
@@ -99,7 +107,19 @@ impl CommandBuffer {
             memory,
             vmas: VmaCount::new(),
             device_va: Atomic::new(0),
+            published: Atomic::new(published),
         })
+    }
+
+    /// Whether its CREATE is done. O(1).
+    fn published(&self) -> bool {
+        self.published.load(Acquire)
+    }
+
+    /// The CREATE is done (after its mapping, whose device VA a DESTROY
+    /// then sees). O(1).
+    pub(crate) fn publish(&self) {
+        self.published.store(true, Release);
     }
 
     /// The CB's id (its handle's value). O(1).
@@ -192,28 +212,59 @@ fn handle_id(handle: u64) -> Result<u32> {
 /// is as before (an id may have been used up). O(size) allocation, O(log n)
 /// insertion; the table lock is not held while allocating.
 pub(crate) fn cb_create(table: &Mutex<CbTable>, size: u32) -> Result<u64> {
+    create(table, size, true).map(|(h, _)| h)
+}
+
+/// CREATE of a CB that is not published yet (to be mapped first): its
+/// handle and the CB. [`CommandBuffer::publish`] ends the CREATE, or
+/// [`cb_withdraw`] undoes it. Errors and cost as [`cb_create`].
+pub(crate) fn cb_create_unpublished(
+    table: &Mutex<CbTable>,
+    size: u32,
+) -> Result<(u64, Arc<CommandBuffer>)> {
+    create(table, size, false)
+}
+
+fn create(table: &Mutex<CbTable>, size: u32, published: bool) -> Result<(u64, Arc<CommandBuffer>)> {
     if size > HL_MAX_CB_SIZE {
         return Err(EINVAL);
     }
     let charge = (1, CB_MAX_PER_FILE as u64, EMFILE);
     let id = add(table, charge, GFP_KERNEL_ACCOUNT, |id| {
-        CommandBuffer::new(id, size)
+        CommandBuffer::new(id, size, published)
     })?;
-    Ok(mmap_handle(u64::from(id), HL_MMAP_TYPE_CB))
+    // Only the table's owner removes an unpublished CB (and the file's
+    // close, which no ioctl of the file runs into).
+    let cb = table.lock().get(id).ok_or(EINVAL)?;
+    Ok((mmap_handle(u64::from(id), HL_MMAP_TYPE_CB), cb))
 }
 
-/// DESTROY: the handle goes (once: `EINVAL` for an unknown, foreign or
-/// already destroyed handle); the CB goes with it unless a mapping holds
-/// it. O(log n).
+/// Undo the CREATE of an unpublished CB (its mapping failed): out of the
+/// table, its charge back. O(log n).
+pub(crate) fn cb_withdraw(table: &Mutex<CbTable>, handle: u64) -> Option<Arc<CommandBuffer>> {
+    let id = handle_id(handle).ok()?;
+    table.lock().remove(id, 1)
+}
+
+/// The published CB `id` of a locked `table`. O(log n).
+fn published(table: &CbTable, id: u32) -> Option<Arc<CommandBuffer>> {
+    table.get(id).filter(|cb| cb.published())
+}
+
+/// DESTROY: the handle goes (once: `EINVAL` for an unknown, foreign,
+/// unpublished or already destroyed handle); the CB goes with it unless a
+/// mapping holds it. O(log n).
 pub(crate) fn cb_destroy(table: &Mutex<CbTable>, handle: u64) -> Result<Arc<CommandBuffer>> {
     let id = handle_id(handle)?;
+    let mut t = table.lock();
+    published(&t, id).ok_or(EINVAL)?;
     // Freed (if nothing else holds it) by the caller, with the table unlocked.
-    table.lock().remove(id, 1).ok_or(EINVAL)
+    t.remove(id, 1).ok_or(EINVAL)
 }
 
-/// The CB of `handle`, if the table has it. O(log n).
+/// The published CB of `handle`, if the table has it. O(log n).
 pub(crate) fn cb_get(table: &Mutex<CbTable>, handle: u64) -> Result<Arc<CommandBuffer>> {
-    table.lock().get(handle_id(handle)?).ok_or(EINVAL)
+    published(&table.lock(), handle_id(handle)?).ok_or(EINVAL)
 }
 
 /// INFO: the usage count of the CB (the command submissions using it:
@@ -221,7 +272,7 @@ pub(crate) fn cb_get(table: &Mutex<CbTable>, handle: u64) -> Result<Arc<CommandB
 /// of its mapping. `EINVAL` for an unknown handle, and with `get_device_va`
 /// for a CB that is not mapped. O(log n).
 pub(crate) fn cb_info(table: &Mutex<CbTable>, handle: u64, get_device_va: bool) -> Result<u64> {
-    let cb = table.lock().get(handle_id(handle)?).ok_or(EINVAL)?;
+    let cb = cb_get(table, handle)?;
     if get_device_va {
         return cb.device_va().ok_or(EINVAL);
     }
@@ -305,6 +356,31 @@ mod tests {
         assert_eq!(cb_create(&t, 1)?, mmap_handle(2, HL_MMAP_TYPE_CB));
         let u = table()?;
         assert_eq!(cb_create(&u, 1)?, mmap_handle(1, HL_MMAP_TYPE_CB));
+        Ok(())
+    }
+
+    #[test]
+    fn an_unpublished_cb_is_found_by_no_destroy_or_info() -> Result {
+        let live0 = live_cbs();
+        let t = table()?;
+        let (h, cb) = cb_create_unpublished(&t, 100)?;
+        assert_eq!(h, mmap_handle(1, HL_MMAP_TYPE_CB));
+        // Counted against the bound, but DESTROY and INFO do not see it.
+        assert_eq!(t.lock().len(), 1);
+        assert_eq!(cb_destroy(&t, h).err(), Some(EINVAL));
+        assert_eq!(cb_info(&t, h, false), Err(EINVAL));
+        assert!(cb_get(&t, h).is_err());
+        cb.set_device_va(0x1000);
+        cb.publish();
+        assert_eq!(cb_info(&t, h, true), Ok(0x1000));
+        assert_eq!(cb_destroy(&t, h)?.device_va(), Some(0x1000));
+        // A withdrawn CREATE gives its charge back; its id is used up.
+        let (h2, cb2) = cb_create_unpublished(&t, 100)?;
+        assert!(cb_withdraw(&t, h2).is_some());
+        assert_eq!(t.lock().len(), 0);
+        drop((cb, cb2));
+        assert_eq!(live_cbs(), live0);
+        assert_eq!(cb_create(&t, 1)?, mmap_handle(3, HL_MMAP_TYPE_CB));
         Ok(())
     }
 

@@ -31,7 +31,7 @@
 //! last, and counts per kind).
 
 use super::{
-    fault::{EngineFault, StaleUse, Target},
+    fault::{Access, EngineFault, StaleUse, Target},
     stlb::Stlb,
     walker::{self, Leaf, WalkStop},
     SimGaudi2,
@@ -86,6 +86,14 @@ enum Op<'a> {
 }
 
 impl Op<'_> {
+    /// Which way it goes.
+    fn access(&self) -> Access {
+        match self {
+            Self::Read(_) => Access::Read,
+            Self::Write(_) => Access::Write,
+        }
+    }
+
     fn len(&self) -> usize {
         match self {
             Self::Read(b) => b.len(),
@@ -161,9 +169,10 @@ impl SimGaudi2 {
     /// One piece: translate and touch memory, recording a fault.
     fn piece(&self, who: EngineAccess, va: u64, op: Op<'_>) -> Result<(), EngineFault> {
         let r = match who.mmu.map_or_else(|| route(va), |k| Ok(Some(k))) {
-            Err(()) => Err(EngineFault::Decode {
+            Err(()) => Err(EngineFault::Razwi {
                 addr: va,
                 engine: who.engine,
+                access: op.access(),
             }),
             Ok(None) => self.touch(who, va, Target::Sram(va), op),
             Ok(Some(kind)) => {
@@ -185,9 +194,10 @@ impl SimGaudi2 {
     /// error (recorded).
     fn access(&self, who: EngineAccess, va: u64, mut op: Op<'_>) -> Result<(), EngineFault> {
         let len = op.len();
-        let wraps = EngineFault::Decode {
+        let wraps = EngineFault::Razwi {
             addr: va,
             engine: who.engine,
+            access: op.access(),
         };
         if u64::try_from(len)
             .ok()
@@ -286,10 +296,14 @@ impl SimGaudi2 {
         target: Target,
         op: Op<'_>,
     ) -> Result<(), EngineFault> {
-        let engine = who.engine;
+        let (engine, access) = (who.engine, op.access());
         let memory_error = |addr: u64, e: Error| {
             if e == EINVAL {
-                EngineFault::Decode { addr, engine }
+                EngineFault::Razwi {
+                    addr,
+                    engine,
+                    access,
+                }
             } else {
                 EngineFault::Backing { addr, engine }
             }
@@ -487,7 +501,15 @@ mod tests {
         // nothing.
         for addr in [SRAM_BASE_ADDR - 2, 0x1000, u64::MAX - 1] {
             let r = s.engine_write(who, addr, &[0; 4]);
-            assert_eq!(r, Err(EngineFault::Decode { addr, engine: 1 }));
+            let access = Access::Write;
+            assert_eq!(
+                r,
+                Err(EngineFault::Razwi {
+                    addr,
+                    engine: 1,
+                    access
+                })
+            );
         }
         // An SRAM address forced through an MMU is translated (and faults).
         let r = s.engine_read(who.through(MmuKind::Host), at, &mut b);

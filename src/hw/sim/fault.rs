@@ -19,6 +19,15 @@ pub(crate) enum Target {
     Host(u64),
 }
 
+/// Which way an access goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// The engine reads.
+    Read,
+    /// The engine writes.
+    Write,
+}
+
 /// Why an engine access stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum EngineFault {
@@ -46,12 +55,24 @@ pub(crate) enum EngineFault {
         /// The engine.
         engine: u16,
     },
-    /// `addr` decodes to no memory (upstream: a RAZWI).
+    /// `addr` decodes to no memory (upstream: a RAZWI), where no access
+    /// direction is known: an address the command processor computed that
+    /// wraps, or a translation without an access (`engine_translate`).
     Decode {
         /// The address (as issued, or as translated).
         addr: u64,
         /// The engine.
         engine: u16,
+    },
+    /// An access of `access` at `addr` decodes to no memory (upstream: a
+    /// RAZWI, with `HL_RAZWI_READ` or `HL_RAZWI_WRITE`).
+    Razwi {
+        /// The address (as issued, or as translated).
+        addr: u64,
+        /// The engine.
+        engine: u16,
+        /// Read or write.
+        access: Access,
     },
     /// The simulation could not back the memory at `addr` (a host
     /// allocation failed).

@@ -487,7 +487,7 @@ fn every_wait_cs_outcome() {
     expect_errno(f.wait(&d, 10 * SEC), EIO);
     let u = d.undefined_opcode_event().unwrap();
     assert_eq!(u.engine_id, u32::from(GAUDI2_ENGINE_ID_PDMA_0));
-    assert_eq!(u.cb_addr_streams[0][0], bad.va() + 8);
+    assert_eq!((u.cq_addr, u.stream_id), (bad.va() + 8, 4));
     assert_eq!(d.run_cb(PDMA, nop.va(), nop.len, 10 * SEC).unwrap(), done);
 }
 
