@@ -19,6 +19,16 @@ module_param(cs_max_run_s, uint, 0644);
 MODULE_PARM_DESC(cs_max_run_s,
 		 "Longest a command submission runs on the simulated engines, in seconds, from its first job's start, whatever its timeout (0: no cap); writable at run time");
 
+static unsigned int engine_cpu_pct = 100;
+module_param(engine_cpu_pct, uint, 0644);
+MODULE_PARM_DESC(engine_cpu_pct,
+		 "Host CPU the simulated engines of one context may use together, in percent of one CPU (0: no bound); writable at run time");
+
+unsigned int hlrs_engine_cpu_pct(void)
+{
+	return READ_ONCE(engine_cpu_pct);
+}
+
 unsigned int hlrs_cs_max_run_s(void)
 {
 	return READ_ONCE(cs_max_run_s);

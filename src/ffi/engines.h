@@ -12,7 +12,9 @@ struct task_struct;
 
 /* the module parameter cs_max_run_s (seconds; 0: no cap) */
 unsigned int hlrs_cs_max_run_s(void);
-/* set it (KUnit), returning the old value */
+/* the module parameter engine_cpu_pct (percent of one CPU; 0: no bound) */
+unsigned int hlrs_engine_cpu_pct(void);
+/* set cs_max_run_s (KUnit), returning the old value */
 unsigned int hlrs_set_cs_max_run_s(unsigned int s);
 /* kthread_create(fn, data, "%s", name) plus a task reference; NULL and *err */
 struct task_struct *hlrs_kthread_create(int (*fn)(void *), void *data,

@@ -3,8 +3,9 @@
 //! Kernel threads that run a body until it returns, placed in their
 //! creator's cgroups (`kthread_create`, `cgroup_attach_task_all`,
 //! `kthread_stop_put`; the `kernel` crate of 7.3 has none of them), and the
-//! run-time cap of a command submission, a module parameter root may change
-//! at run time (`/sys/module/habanalabs_rs/parameters/cs_max_run_s`).
+//! run-time cap of a command submission and the engines' CPU share, module
+//! parameters root may change at run time
+//! (`/sys/module/habanalabs_rs/parameters/{cs_max_run_s,engine_cpu_pct}`).
 //!
 //! A [`KThread`] owns its thread: the thread runs [`ThreadBody::run`] on a
 //! body the owner shares with it, and the owner's [`KThread::stop`] (or drop)
@@ -32,6 +33,7 @@ struct Task {
 extern "C" {
     // Prototypes in `ffi/engines.h`, bodies in `ffi/engines.c`.
     fn hlrs_cs_max_run_s() -> u32;
+    fn hlrs_engine_cpu_pct() -> u32;
     #[cfg(CONFIG_KUNIT)]
     fn hlrs_set_cs_max_run_s(s: u32) -> u32;
     fn hlrs_kthread_create(
@@ -51,6 +53,14 @@ extern "C" {
 pub(crate) fn cs_max_run_s() -> u32 {
     // SAFETY: reads a module parameter (READ_ONCE); no preconditions.
     unsafe { hlrs_cs_max_run_s() }
+}
+
+/// The module parameter `engine_cpu_pct`: the host CPU a context's
+/// engines may use together, in percent of one CPU (0: no bound). Read at
+/// each reschedule point of an engine. O(1).
+pub(crate) fn engine_cpu_pct() -> u32 {
+    // SAFETY: reads a module parameter (READ_ONCE); no preconditions.
+    unsafe { hlrs_engine_cpu_pct() }
 }
 
 /// Set `cs_max_run_s` (KUnit: a test shortens the cap and puts it back);

@@ -47,6 +47,7 @@
 
 pub(crate) mod cfg_space;
 pub(crate) mod cp;
+pub(crate) mod cpu_budget;
 pub(crate) mod engine_mem;
 pub(crate) mod fault;
 pub(crate) mod host_backing;

@@ -17,17 +17,19 @@
 //! asks its owner whether to stop ([`JobOwner::stop`]): a CS aborted by a
 //! fault on another engine, timed out or closed stops within a chunk.
 //!
-//! **Reschedule points.** A job yields the CPU (`cond_resched`) every
-//! [`RESCHED_PACKETS`] packets and between the chunks of a DMA, and its
-//! engine between jobs: a CB of any length, or a `LIN_DMA` or memset of
+//! **Reschedule points.** A job reaches a reschedule point
+//! ([`Pace::point`]) every [`RESCHED_PACKETS`] packets, between the chunks
+//! of a DMA and at its end: a CB of any length, or a `LIN_DMA` or memset of
 //! 4 GiB, never runs for more than 64 KiB of copying or 64 packets without
-//! one, so a worker over its cgroup's `cpu.max` is taken off the CPU at
-//! once, preemptible kernel or not.
+//! one. There the engine charges its time to its context's CPU budget
+//! (`super::cpu_budget`) and sleeps off a debt, or yields the CPU
+//! (`cond_resched`) to whoever waits for it, preemptible kernel or not.
 //!
 //! A job ends at the first fault (the pieces before it were done), at the
 //! first packet it cannot execute, when told to stop, or after its last
 //! packet; [`JobEnd`] says which. It never waits for anything but memory.
 
+use super::cpu_budget::Pace;
 use super::{
     engine_mem::EngineAccess,
     fault::EngineFault,
@@ -35,7 +37,6 @@ use super::{
     packets::{self, LinDma, Packet},
     SimGaudi2,
 };
-use crate::ffi::sched::cond_resched;
 use kernel::{alloc::KVVec, prelude::*};
 
 /// Bytes a `LIN_DMA` moves per step (the bounce buffer).
@@ -114,6 +115,7 @@ pub(crate) fn execute(
     who: EngineAccess,
     (base, size): (u64, u32),
     owner: &dyn JobOwner,
+    pace: &mut Pace<'_>,
 ) -> JobEnd {
     let Scratch { cb, data } = scratch;
     let mut reader = CbReader {
@@ -132,7 +134,7 @@ pub(crate) fn execute(
         }
         packets = packets.wrapping_add(1);
         if packets % RESCHED_PACKETS == 0 {
-            cond_resched();
+            pace.point();
         }
         // The header, then exactly the packet it announces: nothing past
         // the packet is fetched.
@@ -156,7 +158,7 @@ pub(crate) fn execute(
             Packet::MsgLong { value, addr } => sim
                 .engine_write(who, addr, &value.to_le_bytes())
                 .map_err(JobEnd::Fault),
-            Packet::LinDma(d) => lin_dma(sim, data, who, &d, owner),
+            Packet::LinDma(d) => lin_dma(sim, data, who, &d, (owner, &mut *pace)),
         };
         if let Err(end) = r {
             return end;
@@ -173,7 +175,7 @@ fn lin_dma(
     buf: &mut [u8],
     who: EngineAccess,
     d: &LinDma,
-    owner: &dyn JobOwner,
+    (owner, pace): (&dyn JobOwner, &mut Pace<'_>),
 ) -> Result<(), JobEnd> {
     let total = u64::from(d.tsize);
     let chunk = buf.len() as u64;
@@ -197,7 +199,7 @@ fn lin_dma(
             if let Some(stop) = owner.stop() {
                 return Err(JobEnd::Stopped(stop));
             }
-            cond_resched();
+            pace.point();
         }
         let n = (total - done).min(chunk) as usize;
         let piece = buf.get_mut(..n).ok_or(wraps(d.dst))?;
@@ -216,6 +218,23 @@ fn lin_dma(
 #[kunit_tests(hlrs_cp)]
 mod tests {
     use super::*;
+    use crate::hw::sim::cpu_budget::CpuBudget;
+
+    /// `execute` with no CPU bound.
+    fn run(
+        sim: &SimGaudi2,
+        s: &mut Scratch,
+        who: EngineAccess,
+        cb: (u64, u32),
+        owner: &dyn JobOwner,
+    ) -> JobEnd {
+        let unbounded = || 0;
+        match kernel::sync::Arc::pin_init(CpuBudget::new(unbounded), GFP_KERNEL) {
+            Ok(budget) => execute(sim, s, who, cb, owner, &mut Pace::new(&budget)),
+            // No budget: an end no test expects.
+            Err(_) => JobEnd::Fault(EngineFault::Backing { addr: 0, engine: 0 }),
+        }
+    }
     use crate::{
         asic::{AsicProperties, SRAM_BASE_ADDR, SRAM_SIZE},
         hw::{
@@ -253,7 +272,7 @@ mod tests {
             ],
         )?;
         let owner = Owner::new(u32::MAX);
-        assert_eq!(execute(&sim, &mut s, who, cb, &owner), JobEnd::Done);
+        assert_eq!(run(&sim, &mut s, who, cb, &owner), JobEnd::Done);
         let mut b = [0u8; 8];
         sim.sram_read(SRAM + 0x3000, &mut b)?;
         assert_eq!(b, [2, 1, 4, 3, 7, 7, 7, 7]);
@@ -269,7 +288,7 @@ mod tests {
         let owner = Owner::new(u32::MAX);
         // Cut short: a MSG_LONG of which 12 bytes are in the CB.
         let (at, _) = cb_at(&sim, SRAM, &[&nop(false, false), &msg_long(SRAM, 1)])?;
-        let end = execute(&sim, &mut s, who, (at, 20), &owner);
+        let end = run(&sim, &mut s, who, (at, 20), &owner);
         let error = PacketError::Truncated {
             opcode: PACKET_MSG_LONG,
             need: 16,
@@ -285,14 +304,14 @@ mod tests {
         // through the DMMU, where ASID 1 has no tables) faults.
         let top = SRAM + SRAM_SIZE;
         let cb = cb_at(&sim, top - 16, &[&msg_long(SRAM + 0x100, 0xAB)])?;
-        let end = execute(&sim, &mut s, who, (cb.0, 24), &owner);
+        let end = run(&sim, &mut s, who, (cb.0, 24), &owner);
         assert!(matches!(end, JobEnd::Fault(EngineFault::Page { va, .. }) if va == top));
         let mut v = [0u8; 4];
         sim.sram_read(SRAM + 0x100, &mut v)?;
         assert_eq!(v, [0xAB, 0, 0, 0]);
         // An ASID without tables: the CB fetch through the DMMU faults.
         let through = who.through(MmuKind::Dram);
-        let end = execute(&sim, &mut s, through, cb, &owner);
+        let end = run(&sim, &mut s, through, cb, &owner);
         assert!(matches!(
             end,
             JobEnd::Fault(EngineFault::Page { asid: 1, .. })
@@ -314,7 +333,7 @@ mod tests {
         // third check stops it after two chunks.
         let owner = Owner::new(3);
         assert_eq!(
-            execute(&sim, &mut s, who, cb, &owner),
+            run(&sim, &mut s, who, cb, &owner),
             JobEnd::Stopped(Stop::Aborted)
         );
         let mut b = [0u8; 2];

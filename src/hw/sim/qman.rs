@@ -47,6 +47,7 @@
 
 use super::{
     cp::{self, Scratch},
+    cpu_budget::{CpuBudget, Pace},
     engine_mem::EngineAccess,
     job::JobOwner,
     SimGaudi2,
@@ -193,10 +194,18 @@ impl Engine {
     /// Run `job` with the engine's buffers, then report it to its owner
     /// (after its stream's count dropped: a WAIT_CS that returns for the
     /// last job finds the engine idle). O(job).
-    pub(crate) fn run(&self, job: ListArc<HwJob>) {
+    /// The engine's time is charged to `budget`, its context's.
+    pub(crate) fn run(&self, job: ListArc<HwJob>, budget: &CpuBudget) {
         let who = EngineAccess::new(self.id, job.asid);
         let cb = (job.cb, job.cb_size);
-        let end = cp::execute(&self.sim, &mut self.scratch.lock(), who, cb, &*job.owner);
+        let mut pace = Pace::new(budget);
+        let end = {
+            let mut scratch = self.scratch.lock();
+            let end = cp::execute(&self.sim, &mut scratch, who, cb, &*job.owner, &mut pace);
+            // The job's last slice is charged before it is reported.
+            pace.point();
+            end
+        };
         if let Some(n) = self.streams.get(job.slot.1) {
             n.fetch_sub(1, Relaxed);
         }

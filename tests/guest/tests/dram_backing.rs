@@ -92,10 +92,11 @@ fn a_memset_past_the_host_memory_limit_aborts_and_everything_comes_back() {
     set_limit(old_limit);
     assert_eq!(dram_host("all bytes:"), start);
     assert_eq!(dram_host("device bytes:"), 0);
-    // And the host sees it: MemAvailable up by most of the 64 MiB.
+    // And the host sees it: MemAvailable up by a good part of the 64 MiB
+    // (freed pages on the per-CPU lists are not counted as free).
     let after = mem_available_kb();
     assert!(
-        after >= during + 40 * 1024,
+        after >= during + 16 * 1024,
         "MemAvailable {during} kB at the limit, {after} kB after the close"
     );
 }

@@ -30,9 +30,12 @@
 //! with none held.
 
 use super::{Engine, HwJob, Qman, ENGINES, QUEUE_LENGTH, STREAMS};
-use crate::ffi::{
-    kthread::{KThread, ThreadBody},
-    sched::cond_resched,
+use crate::{
+    ffi::{
+        kthread::{engine_cpu_pct, KThread, ThreadBody},
+        sched::cond_resched,
+    },
+    hw::sim::cpu_budget::CpuBudget,
 };
 use kernel::{
     list::List,
@@ -60,6 +63,8 @@ struct Feed {
 #[pin_data]
 pub(crate) struct WorkerBody {
     engine: Arc<Engine>,
+    /// The CPU budget of the context's engines (shared by its workers).
+    budget: Arc<CpuBudget>,
     #[pin]
     feed: Mutex<Feed>,
     /// Notified when a job is queued or the worker must stop.
@@ -85,7 +90,7 @@ impl ThreadBody for WorkerBody {
                     let _ = self.more.wait_interruptible(&mut feed);
                 }
             };
-            self.engine.run(job);
+            self.engine.run(job, &self.budget);
             cond_resched();
         }
     }
@@ -97,6 +102,9 @@ pub(crate) type EngineWorker = KThread<WorkerBody>;
 /// A context's worker threads, by engine index.
 pub(crate) struct Workers {
     threads: [Option<EngineWorker>; ENGINES],
+    /// The host CPU all of them may use together (`engine_cpu_pct`),
+    /// made with the first worker.
+    budget: Option<Arc<CpuBudget>>,
 }
 
 impl Workers {
@@ -104,6 +112,7 @@ impl Workers {
     pub(crate) fn new() -> Self {
         Self {
             threads: [const { None }; ENGINES],
+            budget: None,
         }
     }
 
@@ -117,9 +126,17 @@ impl Workers {
             return Ok(());
         }
         let engine = qman.engine(e).ok_or(EINVAL)?.clone();
+        let budget = match &self.budget {
+            Some(b) => b.clone(),
+            None => {
+                let b = Arc::pin_init(CpuBudget::new(engine_cpu_pct), GFP_KERNEL)?;
+                self.budget.insert(b).clone()
+            }
+        };
         let body = Arc::pin_init(
             pin_init!(WorkerBody {
                 engine,
+                budget,
                 feed <- new_mutex!(Feed {
                     jobs: List::new(),
                     stop: false,
