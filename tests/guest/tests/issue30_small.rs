@@ -9,6 +9,7 @@
 use hlrs::{
     cs::{Cb, Cs, CsDone, Swap},
     uapi::*,
+    uffd::StalledPage,
     Device, HostBuffer,
 };
 use hlrs_guest_tests::{debugfs, expect_errno, guest_only};
@@ -77,100 +78,6 @@ fn engine_err_event(d: &Device) -> HlInfoEngineErrEvent {
     e
 }
 
-// --- userfaultfd -------------------------------------------------------------------------------
-
-const UFFD_API: u64 = 0xAA;
-const UFFD_EVENT_PAGEFAULT: u8 = 0x12;
-const UFFDIO_REGISTER_MODE_MISSING: u64 = 1;
-
-/// `_IOWR(0xAA, nr, size)`.
-const fn uffdio(nr: u64, size: u64) -> u64 {
-    (3 << 30) | (size << 16) | (0xAA << 8) | nr
-}
-const UFFDIO_API: u64 = uffdio(0x3F, 24);
-const UFFDIO_REGISTER: u64 = uffdio(0x00, 32);
-const UFFDIO_ZEROPAGE: u64 = uffdio(0x04, 32);
-
-/// A userfaultfd with one registered, never touched page: any access to it
-/// waits until [`Uffd::zeropage`] serves the fault.
-struct Uffd {
-    fd: i32,
-    page: *mut libc::c_void,
-}
-
-// SAFETY: the fd and the page are process-wide; the page's address is only
-// handed to the kernel.
-unsafe impl Send for Uffd {}
-// SAFETY: as above.
-unsafe impl Sync for Uffd {}
-
-impl Uffd {
-    fn new() -> Self {
-        // SAFETY: plain system calls on memory and fds of this function.
-        unsafe {
-            let fd = libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) as i32;
-            assert!(fd >= 0, "userfaultfd: {}", io::Error::last_os_error());
-            let mut api = [UFFD_API, 0, 0];
-            assert_eq!(libc::ioctl(fd, UFFDIO_API as _, api.as_mut_ptr()), 0);
-            let page = libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            assert_ne!(page, libc::MAP_FAILED);
-            let mut reg = [page as u64, 4096, UFFDIO_REGISTER_MODE_MISSING, 0];
-            let rc = libc::ioctl(fd, UFFDIO_REGISTER as _, reg.as_mut_ptr());
-            assert_eq!(rc, 0, "UFFDIO_REGISTER: {}", io::Error::last_os_error());
-            Self { fd, page }
-        }
-    }
-
-    fn addr(&self) -> u64 {
-        self.page as u64
-    }
-
-    /// The address of the next fault, if one comes within `ms`.
-    fn next_fault(&self, ms: i32) -> Option<u64> {
-        let mut p = libc::pollfd {
-            fd: self.fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one pollfd; then a read of one 32-byte `uffd_msg`.
-        unsafe {
-            if libc::poll(&mut p, 1, ms) != 1 {
-                return None;
-            }
-            let mut msg = [0u8; 32];
-            let n = libc::read(self.fd, msg.as_mut_ptr().cast(), 32);
-            assert_eq!(n, 32);
-            assert_eq!(msg[0], UFFD_EVENT_PAGEFAULT);
-            Some(u64::from_ne_bytes(msg[16..24].try_into().unwrap()))
-        }
-    }
-
-    /// Serve the fault: the page becomes a zero page, the waiter goes on.
-    fn zeropage(&self) {
-        let mut z = [self.addr(), 4096, 0, 0];
-        // SAFETY: UFFDIO_ZEROPAGE on the registered page.
-        let rc = unsafe { libc::ioctl(self.fd, UFFDIO_ZEROPAGE as _, z.as_mut_ptr()) };
-        assert_eq!(rc, 0, "UFFDIO_ZEROPAGE: {}", io::Error::last_os_error());
-    }
-}
-
-impl Drop for Uffd {
-    fn drop(&mut self) {
-        // SAFETY: the page and the fd made in `new`.
-        unsafe {
-            libc::munmap(self.page, 4096);
-            libc::close(self.fd);
-        }
-    }
-}
-
 /// A MSG_LONG to a host VA nothing maps: a page fault, captured.
 fn provoke_page_fault(d: &Device) {
     expect_errno(run(d, PDMA, &Cb::new().msg_long(UNMAPPED_HOST, 1)), EIO);
@@ -188,7 +95,7 @@ fn a_user_mappings_copy_stalled_by_userfaultfd_blocks_no_open_and_no_fault_repor
         provoke_page_fault(&d);
         assert!(!d.user_mappings(16).unwrap().is_empty());
     }
-    let uffd = Arc::new(Uffd::new());
+    let uffd = Arc::new(StalledPage::new().unwrap());
     let a_returned = Arc::new(AtomicBool::new(false));
     // A: INFO USER_MAPPINGS on the control node into the uffd-backed page;
     // its copy to the page waits for the fault to be served.
@@ -227,7 +134,7 @@ fn a_user_mappings_copy_stalled_by_userfaultfd_blocks_no_open_and_no_fault_repor
     // failing run from hanging, far below the hung-task detector's 90 s.)
     let b_done_first = rx.recv_timeout(Duration::from_secs(60)).is_ok();
     let a_still_blocked = !a_returned.load(SeqCst);
-    uffd.zeropage();
+    uffd.zeropage().unwrap();
     let mappings = a.join().unwrap().unwrap();
     b.join().unwrap();
     assert!(

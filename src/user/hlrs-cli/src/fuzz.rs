@@ -5,6 +5,8 @@
 //! of random packets on every queue and WAIT_CS (`fuzz_cs`), memsets that
 //! flood the run's DRAM mappings (the host memory behind simulated DRAM is
 //! bounded at 32 MiB for the run, and must all come back at its end),
+//! INFO answers copied into pages that stall the copy (userfaultfd) while the
+//! other threads go on,
 //! plus `mmap`/`munmap` of the handles MAP_BLOCK, TS_ALLOC and CB CREATE return, with arguments drawn from boundary values (0, 1,
 //! page - 1, page, 2^32 - 1, 2^32, 2^63, 2^64 - 1 and the device's own
 //! geometry) or taken from earlier successful calls (handles, VAs, mmap
@@ -32,7 +34,7 @@ use std::time::{Duration, Instant};
 /// The operations, in summary order. The first [`SELECTABLE`] are drawn; the
 /// rest are the host MAPs of buffers with other backings than anonymous
 /// memory, counted apart.
-const OPS: [&str; 25] = [
+const OPS: [&str; 26] = [
     "INFO",
     "ALLOC",
     "FREE",
@@ -54,13 +56,14 @@ const OPS: [&str; 25] = [
     "CS",
     "WAIT_CS",
     "DRAM flood",
+    "stalled INFO",
     "MAP hugetlb",
     "MAP thp",
     "MAP memfd",
     "MAP read-only",
 ];
 /// How many of [`OPS`] the fuzzer draws from.
-const SELECTABLE: usize = 21;
+const SELECTABLE: usize = 22;
 /// Index of "MAP host" in [`OPS`].
 const MAP_HOST_OP: usize = 4;
 
@@ -122,6 +125,8 @@ fn allowed(op: usize, e: i32) -> bool {
         "WAIT_CS" => matches!(e, EINVAL | EIO | ETIMEDOUT | EPERM),
         // A memset CS: as CS (its MAP of the CB failing submits nothing).
         "DRAM flood" => matches!(e, EINVAL | EAGAIN | EPERM | ENOMEM),
+        // An INFO whose answer is copied into a page that stalls: as INFO.
+        "stalled INFO" => matches!(e, EINVAL | EFAULT | EOPNOTSUPP | ENOMEM | EBADF),
         _ => false,
     }
 }
@@ -639,6 +644,7 @@ impl Worker<'_> {
                 let edge = self.edge();
                 crate::fuzz_cs::wait_cs(self.dev, &self.cs, &mut self.rng, edge)
             }
+            "stalled INFO" => self.stalled_info(),
             "DRAM flood" => {
                 let vas = lock(self.pool).vas.clone();
                 crate::fuzz_cs::dram_flood(self.dev, &mut self.cs, &mut self.rng, &vas)
@@ -650,6 +656,57 @@ impl Worker<'_> {
 }
 
 impl Worker<'_> {
+    /// An INFO whose answer goes to a page that stalls the copy (a
+    /// userfaultfd page, served after 0-4 ms by another thread), one draw in
+    /// eight: the other threads and devices carry on meanwhile, and no lock
+    /// of the driver may be held across the copy (a stalled copy under a
+    /// device-wide lock would stall them, or deadlock with the serving
+    /// thread's own calls). Not supported (no userfaultfd): nothing done.
+    fn stalled_info(&mut self) -> Result<(), i32> {
+        if self.rng.below(8) != 0 {
+            return Ok(());
+        }
+        let Ok(page) = hlrs::uffd::StalledPage::new() else {
+            return Ok(());
+        };
+        let op = [
+            HL_INFO_USER_MAPPINGS,
+            HL_INFO_HW_IP_INFO,
+            HL_INFO_DRAM_USAGE,
+            HL_INFO_CS_COUNTERS,
+            HL_INFO_OPEN_STATS,
+            HL_INFO_PAGE_FAULT_EVENT,
+            HL_INFO_UNDEFINED_OPCODE_EVENT,
+        ][self.rng.below(7) as usize];
+        let delay = Duration::from_micros(self.rng.below(4000));
+        let (dev, returned) = (self.dev, AtomicBool::new(false));
+        std::thread::scope(|s| {
+            let server = s.spawn(|| {
+                // Serve the fault after the delay; or stop looking once the
+                // INFO returned without touching the page (an error, or
+                // nothing to copy).
+                while !returned.load(Ordering::Relaxed) {
+                    if page.next_fault(10).is_some() {
+                        std::thread::sleep(delay);
+                        let _ = page.zeropage();
+                        break;
+                    }
+                }
+            });
+            let mut a = HlInfoArgs {
+                return_pointer: page.addr(),
+                return_size: 4096,
+                op,
+                arg: 0,
+                pad: 0,
+            };
+            let r = dev.info_args(&mut a).map_err(|e| errno(&e));
+            returned.store(true, Ordering::Relaxed);
+            let _ = server.join();
+            r
+        })
+    }
+
     /// One access through upstream's debugfs: `addr`, then a read or a write
     /// of `data32`/`data64`, at a known VA (plus an offset), an edge value,
     /// SRAM, DRAM by physical address or anything.

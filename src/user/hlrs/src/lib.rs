@@ -23,6 +23,7 @@ pub mod debugfs;
 pub mod gaudi2;
 mod host_buffer;
 mod mmap;
+pub mod uffd;
 pub use host_buffer::{Backing, HostBuffer, HUGE_PAGE_SIZE};
 pub use mmap::{cb_mapped_len, CbMapping, CommandBuffer, HwBlock, TimestampBuffer};
 
