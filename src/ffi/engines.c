@@ -24,6 +24,12 @@ module_param(engine_cpu_pct, uint, 0644);
 MODULE_PARM_DESC(engine_cpu_pct,
 		 "Host CPU the simulated engines of one context may use together, in percent of one CPU (0: no bound); writable at run time");
 
+u64 hlrs_current_runtime_ns(void)
+{
+	/* Updated at every tick and context switch: behind by at most a tick. */
+	return READ_ONCE(current->se.sum_exec_runtime);
+}
+
 unsigned int hlrs_engine_cpu_pct(void)
 {
 	return READ_ONCE(engine_cpu_pct);

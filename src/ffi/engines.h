@@ -12,6 +12,8 @@ struct task_struct;
 
 /* the module parameter cs_max_run_s (seconds; 0: no cap) */
 unsigned int hlrs_cs_max_run_s(void);
+/* current->se.sum_exec_runtime: CPU time the calling thread ran, in ns */
+u64 hlrs_current_runtime_ns(void);
 /* the module parameter engine_cpu_pct (percent of one CPU; 0: no bound) */
 unsigned int hlrs_engine_cpu_pct(void);
 /* set cs_max_run_s (KUnit), returning the old value */

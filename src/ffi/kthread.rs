@@ -34,6 +34,7 @@ extern "C" {
     // Prototypes in `ffi/engines.h`, bodies in `ffi/engines.c`.
     fn hlrs_cs_max_run_s() -> u32;
     fn hlrs_engine_cpu_pct() -> u32;
+    fn hlrs_current_runtime_ns() -> u64;
     #[cfg(CONFIG_KUNIT)]
     fn hlrs_set_cs_max_run_s(s: u32) -> u32;
     fn hlrs_kthread_create(
@@ -61,6 +62,13 @@ pub(crate) fn cs_max_run_s() -> u32 {
 pub(crate) fn engine_cpu_pct() -> u32 {
     // SAFETY: reads a module parameter (READ_ONCE); no preconditions.
     unsafe { hlrs_engine_cpu_pct() }
+}
+
+/// The CPU time the calling thread has run, in ns (its scheduler's
+/// `sum_exec_runtime`: behind by at most a tick). O(1).
+pub(crate) fn current_runtime_ns() -> u64 {
+    // SAFETY: reads a counter of the current task; no preconditions.
+    unsafe { hlrs_current_runtime_ns() }
 }
 
 /// Set `cs_max_run_s` (KUnit: a test shortens the cap and puts it back);

@@ -19,15 +19,16 @@
 //! engine sleeps until the debt is paid (at most [`MAX_SLEEP_NS`] at a
 //! time, so a stop or a close is seen soon).
 //!
-//! The time charged is wall time between points: time the engine thread
-//! was preempted counts too, which only makes the bound stricter on a busy
-//! host.
+//! The time charged is the CPU time the engine's thread ran between points
+//! (the scheduler's `sum_exec_runtime`, behind by at most a tick, so a
+//! debt is seen a tick late at worst): time it waited for a CPU or a lock
+//! is not charged; the bucket refills with wall time.
 //!
 //! Lock order: the bucket's lock is a leaf, taken at a reschedule point
 //! with no other lock of the engine held but `Engine::scratch` (the crate
 //! root's row 12).
 
-use crate::ffi::clock::ktime_ns;
+use crate::ffi::{clock::ktime_ns, kthread::current_runtime_ns};
 use kernel::{
     new_mutex,
     prelude::*,
@@ -94,7 +95,8 @@ impl CpuBudget {
 /// One engine's running slice between two reschedule points.
 pub(crate) struct Pace<'a> {
     budget: &'a CpuBudget,
-    since: i64,
+    /// The thread's CPU time (ns) at the slice's start.
+    since: u64,
 }
 
 impl<'a> Pace<'a> {
@@ -102,7 +104,7 @@ impl<'a> Pace<'a> {
     pub(crate) fn new(budget: &'a CpuBudget) -> Self {
         Self {
             budget,
-            since: ktime_ns(),
+            since: current_runtime_ns(),
         }
     }
 
@@ -110,14 +112,15 @@ impl<'a> Pace<'a> {
     /// CPU to whoever waits for it, and start a new slice. O(1) plus the
     /// sleep.
     pub(crate) fn point(&mut self) {
-        let now = ktime_ns();
-        let sleep = self.budget.charge(now, now.saturating_sub(self.since));
+        let ran = current_runtime_ns();
+        let used = i64::try_from(ran.saturating_sub(self.since)).unwrap_or(i64::MAX);
+        self.since = ran;
+        let sleep = self.budget.charge(ktime_ns(), used);
         if sleep > 0 {
             fsleep(Delta::from_nanos(sleep));
         } else {
             crate::ffi::sched::cond_resched();
         }
-        self.since = ktime_ns();
     }
 }
 
