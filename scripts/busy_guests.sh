@@ -8,7 +8,7 @@
 source "$(dirname "$0")/lib.sh"
 N=${1:-2}
 SECONDS_MAX=${2:-3600}
-KOBJ=$(scripts/kernel.sh)
+KOBJ=$("$HLRS_ROOT/scripts/kernel.sh")
 DIR=$(mktemp -d /tmp/hlrs-busy.XXXXXX)
 mkdir -p "$DIR/root/bin"
 cp /bin/busybox "$DIR/root/bin/busybox"
