@@ -291,17 +291,21 @@ impl ContextCs {
         if flight.timestamp {
             track.outcomes.push(flight.seq, finished);
         }
+        let oldest = track
+            .flights
+            .iter()
+            .flatten()
+            .min_by_key(|f| f.seq)
+            .cloned();
+        // Whether or not it was the armed (timed) one: CSs end out of order
+        // (one armed after an unlaunched one may be younger than another in
+        // flight), and a VA held for this CS must be given back once every
+        // CS up to it has ended.
+        self.vm
+            .va_quarantine
+            .set_oldest(oldest.as_ref().map(|f| f.seq));
         if track.armed == Some(flight.seq) {
             track.armed = None;
-            let oldest = track
-                .flights
-                .iter()
-                .flatten()
-                .min_by_key(|f| f.seq)
-                .cloned();
-            self.vm
-                .va_quarantine
-                .set_oldest(oldest.as_ref().map(|f| f.seq));
             if let Some(next) = oldest {
                 self.arm(&mut track, &next);
             }

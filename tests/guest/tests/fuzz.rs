@@ -13,7 +13,7 @@ fn fuzz_200k_calls_on_2_devices() {
         eprintln!("needs 2 devices: runs in the devices=4 pass");
         return;
     }
-    let out = std::process::Command::new("/bin/hlrs")
+    let mut child = std::process::Command::new("/bin/hlrs")
         .args([
             "fuzz",
             "--seed",
@@ -28,9 +28,45 @@ fn fuzz_200k_calls_on_2_devices() {
             "1800",
         ])
         .args(["--devices", "2", "--threads", "2"])
-        .stderr(std::process::Stdio::inherit())
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    // The progress bar goes straight to this process's stderr (fd 2, past
+    // libtest's capture): the guest's stall limit watches it. A newline
+    // after it, so that libtest's `... ok` starts a line of its own.
+    let mut err = child.stderr.take().unwrap();
+    let progress = std::thread::spawn(move || {
+        use std::io::Read;
+        let mut buf = [0u8; 512];
+        while let Ok(n @ 1..) = err.read(&mut buf) {
+            raw_stderr(&buf[..n]);
+        }
+        raw_stderr(b"\n");
+    });
+    // Once, if the fuzzer still runs after 200 s: where each of its threads
+    // is (in the kernel). If it hangs, the guest's stall limit ends the run
+    // 300 s later, and these lines say where (once: output is progress to
+    // the stall limit).
+    let pid = child.id();
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watch = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut waited = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_secs(1));
+                waited += 1;
+                if waited == 200 {
+                    dump_threads(pid);
+                }
+            }
+        })
+    };
+    let out = child.wait_with_output().unwrap();
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = watch.join();
+    let _ = progress.join();
     let summary = String::from_utf8_lossy(&out.stdout);
     for line in summary.lines() {
         std::fs::write("/dev/kmsg", format!("hlrs-fuzz: {line}\n")).unwrap();
@@ -38,4 +74,33 @@ fn fuzz_200k_calls_on_2_devices() {
     assert!(out.status.success(), "{summary}");
     // The pass really made its calls (not cut short by the time bound).
     assert!(summary.contains("200000 calls in"), "{summary}");
+}
+
+/// Each thread of process `pid`: its name, state and kernel stack, on
+/// stderr (the guest's live channel).
+fn dump_threads(pid: u32) {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return;
+    };
+    let mut text = format!("fuzzer {pid} still running; its threads:\n");
+    for t in tasks.flatten() {
+        let p = t.path();
+        let read = |f: &str| std::fs::read_to_string(p.join(f)).unwrap_or_default();
+        text.push_str(&format!(
+            "  {} {} state {} wchan {}\n{}\n",
+            t.file_name().to_string_lossy(),
+            read("comm").trim(),
+            read("stat").split_whitespace().nth(2).unwrap_or("?"),
+            read("wchan"),
+            read("stack")
+        ));
+    }
+    raw_stderr(text.as_bytes());
+}
+
+/// Write `b` to fd 2 itself (libtest captures what a test prints through
+/// `eprint!`, but not this).
+fn raw_stderr(b: &[u8]) {
+    // SAFETY: a write of `b.len()` readable bytes to fd 2.
+    let _ = unsafe { libc::write(2, b.as_ptr().cast(), b.len()) };
 }
