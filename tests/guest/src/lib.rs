@@ -129,3 +129,32 @@ pub fn vm_locked_kb() -> u64 {
     let line = status.lines().find(|l| l.starts_with("VmLck:")).unwrap();
     line.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
+
+/// A CB in a host buffer of its own, mapped on `d` (unmapped when dropped):
+/// `va` and `len` are what a CS chunk names.
+pub struct HostCb<'d> {
+    d: &'d hlrs::Device,
+    _buf: hlrs::HostBuffer,
+    /// The CB's device VA.
+    pub va: u64,
+    /// Its length in bytes.
+    pub len: u32,
+}
+
+impl Drop for HostCb<'_> {
+    fn drop(&mut self) {
+        let _ = self.d.unmap(self.va);
+    }
+}
+
+/// `cb` copied into a new host buffer and mapped on `d`.
+pub fn host_cb<'d>(d: &'d hlrs::Device, cb: &hlrs::cs::Cb) -> HostCb<'d> {
+    let buf = cb.to_host_buffer().unwrap();
+    let va = d.map_host(buf.addr(), buf.len() as u64, 0, 0).unwrap();
+    HostCb {
+        d,
+        _buf: buf,
+        va,
+        len: cb.len(),
+    }
+}

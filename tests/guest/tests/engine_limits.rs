@@ -18,7 +18,7 @@ use hlrs::{
     uapi::*,
     Device, HostBuffer,
 };
-use hlrs_guest_tests::{expect_errno, guest_only};
+use hlrs_guest_tests::{expect_errno, guest_only, host_cb};
 use std::time::{Duration, Instant};
 
 const EIO: i32 = 5;
@@ -37,31 +37,6 @@ const QUEUES: [u32; 4] = [
     GAUDI2_QUEUE_ID_DCORE0_EDMA_0_0,
     GAUDI2_QUEUE_ID_DCORE1_EDMA_0_0 + 4,
 ];
-
-/// A CB in a host buffer of its own, mapped (unmapped when dropped).
-struct HostCb<'d> {
-    d: &'d Device,
-    _buf: HostBuffer,
-    va: u64,
-    len: u32,
-}
-
-impl Drop for HostCb<'_> {
-    fn drop(&mut self) {
-        let _ = self.d.unmap(self.va);
-    }
-}
-
-fn host_cb<'d>(d: &'d Device, cb: &Cb) -> HostCb<'d> {
-    let buf = cb.to_host_buffer().unwrap();
-    let va = d.map_host(buf.addr(), buf.len() as u64, 0, 0).unwrap();
-    HostCb {
-        d,
-        _buf: buf,
-        va,
-        len: cb.len(),
-    }
-}
 
 /// A CB that keeps an engine busy for tens of seconds: memsets of 32 MiB
 /// of SRAM, 1000 of them.

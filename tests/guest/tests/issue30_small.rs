@@ -12,7 +12,7 @@ use hlrs::{
     uffd::StalledPage,
     Device, HostBuffer,
 };
-use hlrs_guest_tests::{debugfs, expect_errno, guest_only};
+use hlrs_guest_tests::{debugfs, expect_errno, guest_only, host_cb};
 use std::{
     io,
     sync::{
@@ -32,31 +32,6 @@ const SEC: u64 = 1_000_000;
 const SRAM: u64 = 0x1000_FFFF_FD00_0000;
 /// A host VA nothing maps.
 const UNMAPPED_HOST: u64 = 0xFFF0_0F00_0000_0000;
-
-/// A CB in a host buffer of its own, mapped (unmapped when dropped).
-struct HostCb<'d> {
-    d: &'d Device,
-    _buf: HostBuffer,
-    va: u64,
-    len: u32,
-}
-
-impl Drop for HostCb<'_> {
-    fn drop(&mut self) {
-        let _ = self.d.unmap(self.va);
-    }
-}
-
-fn host_cb<'d>(d: &'d Device, cb: &Cb) -> HostCb<'d> {
-    let buf = cb.to_host_buffer().unwrap();
-    let va = d.map_host(buf.addr(), buf.len() as u64, 0, 0).unwrap();
-    HostCb {
-        d,
-        _buf: buf,
-        va,
-        len: cb.len(),
-    }
-}
 
 /// Run `cb` from host memory on `queue` and wait for it.
 fn run(d: &Device, queue: u32, cb: &Cb) -> io::Result<CsDone> {
