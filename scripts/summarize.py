@@ -27,6 +27,10 @@ TS = re.compile(r"^\[\s*\d+\.\d+\]\s?")
 RESULT = re.compile(r"^(not ok|ok) (\d+) (\S+)(?:\s*#\s*(SKIP|skip)\b.*)?")
 PLAN = re.compile(r"^1\.\.(\d+)")
 LIBTEST = re.compile(r"^test (.+?) \.\.\. (ok|FAILED|ignored)")
+# A test that wrote to fd 2 itself (a progress bar) splits its line: the
+# name, then the result alone on a later line.
+LIBTEST_PENDING = re.compile(r"^test (\S+) \.\.\. (?!(ok|FAILED|ignored)\b)")
+LIBTEST_LATE = re.compile(r"^(ok|FAILED|ignored)$")
 LIBTEST_RUNNING = re.compile(r"^running (\d+) tests?")
 STOPPED = re.compile(r"^@@HLRS-HOST guest (stalled|timed out|ended before finishing)")
 LIBTEST_RESULT = re.compile(r"^test result: (ok|FAILED)\. (\d+) passed; (\d+) failed; (\d+) ignored")
@@ -159,17 +163,25 @@ def parse_libtest(lines, tally, title, prefix=""):
     announced, seen, results = 0, 0, 0
     failures = []
     capture = None
+    pending = None
     for line in lines:
         m = LIBTEST_RUNNING.match(line)
         if m:
             announced += int(m.group(1))
             continue
         m = LIBTEST.match(line)
-        if m:
+        late = LIBTEST_LATE.match(line.strip()) if pending else None
+        if m or late:
+            name, result = (m.group(1), m.group(2)) if m else (pending, late.group(1))
+            pending = None
             seen += 1
-            status = {"ok": "passed", "FAILED": "failed", "ignored": "skipped"}[m.group(2)]
+            status = {"ok": "passed", "FAILED": "failed", "ignored": "skipped"}[result]
             tally.add(status)
-            print(f"  {status.upper():7} {prefix}{m.group(1)}")
+            print(f"  {status.upper():7} {prefix}{name}")
+            continue
+        m = LIBTEST_PENDING.match(line)
+        if m:
+            pending = m.group(1)
             continue
         if LIBTEST_RESULT.match(line):
             results += 1
