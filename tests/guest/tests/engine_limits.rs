@@ -125,13 +125,16 @@ fn the_engines_of_one_context_use_at_most_their_cpu_share() {
     drop(cb);
     drop(d);
     eprintln!("busy share of one CPU: {unbounded:.2} unbounded, {half:.2} at engine_cpu_pct=50");
-    assert!(
-        unbounded >= 1.2,
-        "four engines should take both CPUs: {unbounded:.2}"
-    );
-    // Wide margins: tick accounting and background work.
+    // Wide margins: tick accounting and background work; and relative to
+    // the unbounded share, which a guest slowed on purpose
+    // (`HLRS_GUEST_SLOW`) sees lower (2.0 idle, 1.07 at half speed): the
+    // bound is kept in wall time, the budget's own clock.
     assert!(half <= 0.8, "over the share: {half:.2}");
-    assert!(half >= 0.2, "the engines hardly ran: {half:.2}");
+    assert!(half >= 0.1, "the engines hardly ran: {half:.2}");
+    assert!(
+        half * 1.5 <= unbounded,
+        "the share does not bind: {half:.2} at 50%, {unbounded:.2} unbounded"
+    );
 }
 
 // --- the run-time cap -----------------------------------------------------------------------
