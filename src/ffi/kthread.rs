@@ -126,12 +126,13 @@ impl<T: ThreadBody> KThread<T> {
     pub(crate) fn spawn(name: &CStr, body: Arc<T>, follow_cgroups: bool) -> Result<Self> {
         let data = Arc::as_ptr(&body).cast_mut().cast::<c_void>();
         let mut err: c_int = 0;
-        // SAFETY: `trampoline::<T>` matches `int (*)(void *)`; `data` stays
-        // valid until the thread ended (held in `body` below, which `stop`
-        // drops only after the thread ended); `name` is NUL-terminated and
-        // copied by `kthread_create`; `err` is a valid out pointer.
-        let task =
-            unsafe { hlrs_kthread_create(trampoline::<T>, data, name.as_char_ptr(), &mut err) };
+        // `data` stays valid until the thread ended: it is held in `body`
+        // below, which `stop` drops only after the thread ended.
+        let (f, name) = (trampoline::<T> as _, name.as_char_ptr());
+        // `f` matches `int (*)(void *)`; `name` is NUL-terminated; `err` is
+        // a valid out pointer.
+        // SAFETY: the arguments are as `kthread_create` needs (just above).
+        let task = unsafe { hlrs_kthread_create(f, data, name, &mut err) };
         if task.is_null() {
             return Err(Error::from_errno(err));
         }
@@ -181,10 +182,9 @@ impl<T: ThreadBody> Drop for KThread<T> {
             core::mem::forget(self.body.clone());
             return;
         }
-        // SAFETY: by the invariant, a started thread with our reference,
-        // not stopped before; stopped once, here. Its body returns (or has
-        // returned) by the owner's means; `kthread_stop` then waits for the
-        // thread's end, after which `body` may go.
+        // Its body returns (or has returned) by the owner's means;
+        // `kthread_stop` waits for the thread's end, after which `body` may go.
+        // SAFETY: a started thread with our reference (invariant), stopped once.
         unsafe { hlrs_kthread_stop_put(self.task) };
     }
 }
