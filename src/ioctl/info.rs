@@ -782,18 +782,24 @@ mod tests {
         Ok(())
     }
 
+    /// INFO `HL_INFO_USER_ENGINE_ERR_EVENT` on the control node with a
+    /// buffer of `size` bytes.
+    fn engine_err(d: &HlDevice, size: u32) -> Result<Outcome> {
+        call(
+            d,
+            None,
+            Node::Control,
+            HL_INFO_USER_ENGINE_ERR_EVENT,
+            size,
+            0,
+        )
+    }
+
     #[test]
     fn engine_errors_are_captured_once_and_reported() -> Result {
         let d = dev()?;
         let ctx = Context::new(d.clone(), 1)?;
-        let (rc, out, _) = call(
-            &d,
-            None,
-            Node::Control,
-            HL_INFO_USER_ENGINE_ERR_EVENT,
-            16,
-            0,
-        )?;
+        let (rc, out, _) = engine_err(&d, 16)?;
         assert_eq!((rc, out.len()), (Ok(()), 0));
         // A LIN_DMA whose size does not fit its swap: an engine error, no
         // undefined opcode.
@@ -803,25 +809,11 @@ mod tests {
             engine: 45,
         };
         d.cs.record_fault(&backing, ctx.vm());
-        let (rc, out, _) = call(
-            &d,
-            None,
-            Node::Control,
-            HL_INFO_USER_ENGINE_ERR_EVENT,
-            16,
-            0,
-        )?;
+        let (rc, out, _) = engine_err(&d, 16)?;
         assert_eq!((rc, out.len()), (Ok(()), 16));
         // The first one: engine 12, one error.
         assert!(out.get(8..12) == Some(&[12, 0, 1, 0][..]));
-        let (rc, _, _) = call(
-            &d,
-            None,
-            Node::Control,
-            HL_INFO_USER_ENGINE_ERR_EVENT,
-            15,
-            0,
-        )?;
+        let (rc, _, _) = engine_err(&d, 15)?;
         assert_eq!(rc, Err(ENOMEM));
         assert!(d
             .cs
@@ -830,14 +822,7 @@ mod tests {
         assert_eq!(events, HL_NOTIFIER_EVENT_USER_ENGINE_ERR);
         // A new open forgets it.
         d.cs.enable_capture();
-        let (rc, out, _) = call(
-            &d,
-            None,
-            Node::Control,
-            HL_INFO_USER_ENGINE_ERR_EVENT,
-            16,
-            0,
-        )?;
+        let (rc, out, _) = engine_err(&d, 16)?;
         assert_eq!((rc, out.len()), (Ok(()), 0));
         Ok(())
     }
