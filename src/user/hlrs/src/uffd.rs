@@ -39,7 +39,7 @@ impl StalledPage {
         // SAFETY: plain system calls on memory and fds of this function;
         // each result is checked, and what was made is undone on an error.
         unsafe {
-            let fd = libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC) as i32;
+            let fd = libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) as i32;
             if fd < 0 {
                 return Err(io::Error::last_os_error());
             }
@@ -76,7 +76,10 @@ impl StalledPage {
         self.page as u64
     }
 
-    /// The address of the next fault, if one comes within `ms`.
+    /// The address of the next fault, if one comes within `ms`. The fd is
+    /// non-blocking: a fault `poll` saw may be gone by the `read` (the
+    /// faulting access retried or was woken), and a blocking read then
+    /// waited for ever (found by the fuzzer's stalled INFO).
     pub fn next_fault(&self, ms: i32) -> Option<u64> {
         let mut p = libc::pollfd {
             fd: self.fd,
