@@ -128,7 +128,8 @@ impl<T: ThreadBody> KThread<T> {
         let mut err: c_int = 0;
         // `data` stays valid until the thread ended: it is held in `body`
         // below, which `stop` drops only after the thread ended.
-        let (f, name) = (trampoline::<T> as _, name.as_char_ptr());
+        let f: unsafe extern "C" fn(*mut c_void) -> c_int = trampoline::<T>;
+        let name = name.as_char_ptr();
         // `f` matches `int (*)(void *)`; `name` is NUL-terminated; `err` is
         // a valid out pointer.
         // SAFETY: the arguments are as `kthread_create` needs (just above).

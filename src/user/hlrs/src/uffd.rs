@@ -39,7 +39,8 @@ impl StalledPage {
         // SAFETY: plain system calls on memory and fds of this function;
         // each result is checked, and what was made is undone on an error.
         unsafe {
-            let fd = libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) as i32;
+            let fd =
+                libc::syscall(libc::SYS_userfaultfd, libc::O_CLOEXEC | libc::O_NONBLOCK) as i32;
             if fd < 0 {
                 return Err(io::Error::last_os_error());
             }
