@@ -16,6 +16,8 @@
 #   HLRS_GUEST_SLOW=N   give the guest 1/N of its CPU time (a slower machine)
 # It prints a progress line every 30 s and writes each test case's duration
 # to guest-times.tsv next to LOG.
+#   HLRS_PCI=1          the guest gets a PCI Gaudi2 served by the model
+#                       process over vfio-user (below; docs/pci.md)
 source "$(dirname "$0")/lib.sh"
 MODE=$1
 LOG=$2
@@ -28,11 +30,13 @@ cp /bin/busybox "$OUT/root/bin/busybox"
 cp "$HLRS_ROOT/scripts/guest/init" "$OUT/root/init"
 # What the second pass (devices=4) of the in-guest tests runs.
 cp "$HLRS_ROOT/scripts/guest/multi-device" "$OUT/root/multi-device"
+# What the pass on the PCI device runs (HLRS_PCI=1).
+cp "$HLRS_ROOT/scripts/guest/pci-pass" "$OUT/root/pci-pass"
 # HLRS_MODULE_KO: another build of the module (the production kernel's).
 cp "${HLRS_MODULE_KO:-$HLRS_ROOT/habanalabs_rs.ko}" "$OUT/root/habanalabs_rs.ko"
 # The same module as built by `dkms build` (scripts/dkms.sh check), if any:
 # the guest loads it once at the end.
-if [ "$MODE" = test ] && [ -f "$HLRS_ROOT/target/dkms/habanalabs_rs.ko" ]; then
+if [ "$MODE" = test ] && [ "${HLRS_PCI:-0}" != 1 ] && [ -f "$HLRS_ROOT/target/dkms/habanalabs_rs.ko" ]; then
 	cp "$HLRS_ROOT/target/dkms/habanalabs_rs.ko" "$OUT/root/habanalabs_rs-dkms.ko"
 fi
 [ -f "$HLRS_ROOT/scripts/guest/run.sh" ] && cp "$HLRS_ROOT/scripts/guest/run.sh" "$OUT/root/run.sh"
@@ -83,10 +87,51 @@ LOCKUP_ARGS="watchdog_thresh=3 sysctl.kernel.hung_task_timeout_secs=90"
 ACCEL=(-accel tcg,thread=multi)
 if [ "${HLRS_KVM:-0}" = 1 ] && [ -w /dev/kvm ]; then ACCEL=(-enable-kvm -cpu host); fi
 DIR=$(dirname "$LOG")
-exec python3 "$HLRS_ROOT/scripts/guest_watch.py" --log "$LOG" --live "$DIR/guest-live.log" \
+QEMU=(qemu-system-x86_64)
+MACHINE=()
+CMDLINE_PCI=""
+MODEL_PID=""
+# HLRS_PCI=1: the guest gets a Gaudi2 on PCI, the model process
+# (src/user/gaudi2-model, HLRS_MODEL_BIN) served over vfio-user to the QEMU
+# built by scripts/qemu.sh (HLRS_QEMU), behind an emulated intel-iommu: q35,
+# guest RAM in a shared memfd (QEMU hands the model the guest's DMA
+# mappings as file descriptors), the IOMMU strict so a page the driver
+# unmapped is gone for the device at once.
+if [ "${HLRS_PCI:-0}" = 1 ]; then
+	QEMU=("${HLRS_QEMU:-$("$HLRS_ROOT/scripts/qemu.sh")}")
+	MODEL=${HLRS_MODEL_BIN:-$HLRS_ROOT/target/release/gaudi2-model}
+	[ -x "$MODEL" ] || die "no model server at $MODEL (cargo build --release -p gaudi2-model)"
+	SOCK=$DIR/gaudi2.sock
+	rm -f "$SOCK" "$DIR/gaudi2-stats.txt"
+	"$MODEL" --socket "$SOCK" --stats "$DIR/gaudi2-stats.txt" ${HLRS_MODEL_ARGS:-} \
+		>"$DIR/gaudi2-model.log" 2>&1 &
+	MODEL_PID=$!
+	for _ in $(seq 100); do [ -S "$SOCK" ] && break; sleep 0.1; done
+	[ -S "$SOCK" ] || { cat "$DIR/gaudi2-model.log" >&2; die "the model server did not open $SOCK"; }
+	MACHINE=(-machine q35,memory-backend=mem -object memory-backend-memfd,id=mem,size=3072M,share=on
+		-L /usr/share/seabios -L /usr/share/qemu -nic none
+		-device intel-iommu,caching-mode=on
+		-device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"path\":\"$SOCK\",\"type\":\"unix\"}}")
+	# The KUnit suites ran in the first boot: not again at this load.
+	CMDLINE_PCI="intel_iommu=on iommu.strict=1 kunit.filter_glob=hlrs_none_on_pci hlrs.pci=1"
+fi
+stop_model() {
+	[ -n "$MODEL_PID" ] || return 0
+	# SIGTERM: the model writes its stats and exits (it also exits on its
+	# own when QEMU disconnects).
+	kill -TERM "$MODEL_PID" 2>/dev/null || true
+	for _ in $(seq 50); do kill -0 "$MODEL_PID" 2>/dev/null || break; sleep 0.1; done
+	kill -KILL "$MODEL_PID" 2>/dev/null || true
+	wait "$MODEL_PID" 2>/dev/null || true
+}
+trap stop_model EXIT
+rc=0
+python3 "$HLRS_ROOT/scripts/guest_watch.py" --log "$LOG" --live "$DIR/guest-live.log" \
 	--stall "${HLRS_GUEST_STALL:-300}" --cap "${HLRS_GUEST_TIMEOUT:-3600}" \
 	--slow "${HLRS_GUEST_SLOW:-1}" --src "$HLRS_ROOT/src" --times "$DIR/guest-times.tsv" -- \
-	qemu-system-x86_64 "${ACCEL[@]}" -m 3072 -smp 2 -nographic -no-reboot \
+	"${QEMU[@]}" "${ACCEL[@]}" "${MACHINE[@]}" -m 3072 -smp 2 -nographic -no-reboot \
 	-serial mon:stdio -serial "file:$DIR/guest-live.log" \
 	-kernel "$KOBJ/arch/x86/boot/bzImage" -initrd "$OUT/initrd.gz" \
-	-append "console=ttyS0 panic=-1 $TSC_ARGS kfence.sample_interval=10 $LOCKUP_ARGS hlrs.mode=$MODE hlrs.params=$PARAMS ${HLRS_CMDLINE:-}"
+	-append "console=ttyS0 panic=-1 $TSC_ARGS kfence.sample_interval=10 $LOCKUP_ARGS $CMDLINE_PCI hlrs.mode=$MODE hlrs.params=$PARAMS ${HLRS_CMDLINE:-}" || rc=$?
+stop_model
+exit $rc

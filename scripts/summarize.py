@@ -205,11 +205,82 @@ def parse_libtest(lines, tally, title, prefix=""):
         tally.problems.append(f"{title}: no `test result` line (test binary crashed?)")
 
 
+def parse_guest(path, tally, where, kunit, expect_tests, expect_check):
+    """One guest boot's console log: its KUnit suites (when `kunit`), its
+    in-guest test binaries, its init's checks and markers, and any kernel
+    report in its log. `where` names the boot in section titles and problems."""
+    with open(path, errors="replace") as f:
+        raw = f.readlines()
+    lines = [strip(l) for l in raw]
+
+    # The host stopped the guest, or it ended early: the one line naming what
+    # ran is the failure; what would have come after it is not.
+    stopped = [l for l in lines if STOPPED.match(l)]
+    if stopped:
+        tally.problems.append(f"{where}: " + stopped[0][len("@@HLRS-HOST "):])
+
+    def marker(prefix):
+        return [l for l in lines if l.startswith("@@HLRS " + prefix)]
+
+    ktap = section(raw, "insmod-begin", "insmod-end")
+    if ktap is None:
+        if not stopped:
+            tally.problems.append(f"{where}: module was never loaded (no insmod marker)")
+    elif kunit:
+        print(f"== {where}: KUnit suites of the module")
+        parse_ktap(ktap, tally, "KUnit", complete=bool(marker("insmod-end")) or not stopped)
+
+    if expect_tests:
+        print(f"== {where}: userspace tests against the device nodes")
+        runs = sections(raw, "guest-tests-begin", "guest-tests-end")
+        if not runs and not stopped:
+            tally.problems.append(f"{where}: userspace tests did not run")
+        for label, g in runs:
+            parse_libtest(g, tally, f"guest tests ({label})", prefix=f"[{label}] ")
+
+    # One-line checks of the guest's init: `@@HLRS check NAME rc=N ...`.
+    checks = {}
+    for l in lines:
+        if l.startswith("@@HLRS check "):
+            parts = l.split()
+            checks[parts[2]] = "rc=0" in parts[3:4]
+    if checks or expect_check:
+        print(f"== {where}: checks of the guest's init")
+    for name, ok in checks.items():
+        tally.add("passed" if ok else "failed")
+        print(f"  {'PASSED' if ok else 'FAILED':7} {name}")
+    for name in expect_check:
+        if name not in checks and not stopped:
+            tally.problems.append(f"{where}: check {name} did not run")
+
+    for l in lines:
+        if l.startswith("@@HLRS reload") and "rc=0" not in l:
+            tally.problems.append(f"{where}: {l[len('@@HLRS '):]}")
+    for prefix, what in [("insmod-end", "insmod failed"),
+                         ("rmmod-end", "rmmod failed (module unload not clean)"),
+                         ("done", "guest did not finish (crash, hang or timeout)")]:
+        seen = marker(prefix)
+        if seen and not any(l.startswith(f"@@HLRS {prefix} rc=0") or prefix == "done" for l in seen):
+            tally.problems.append(f"{where}: {what}")
+        elif not seen and not stopped:
+            tally.problems.append(f"{where}: {what}")
+    for l in lines:
+        if l.startswith("@@HLRS-HOST") and not STOPPED.match(l):
+            tally.problems.append(f"{where}: " + l[len("@@HLRS-HOST "):])
+    # Userspace test output is not kernel output: skip that section.
+    user = {l for _, g in sections(raw, "guest-tests-begin", "guest-tests-end") for l in g}
+    bugs = [l for l in lines if BUG_RE.search(l) and not l.startswith("@@HLRS") and l not in user]
+    for b in dict.fromkeys(bugs):
+        tally.problems.append(f"{where} log: kernel report: {b.strip()}")
+
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--guest", required=True, help="guest console log")
     ap.add_argument("--host", help="host cargo test output")
     ap.add_argument("--expect-guest-tests", action="store_true")
+    ap.add_argument("--pci-guest", help="console log of the boot with the PCI Gaudi2")
     ap.add_argument("--lint", help="file with one lint failure per line")
     ap.add_argument("--expect-check", action="append", default=[],
                     help="a `@@HLRS check NAME rc=N` marker that must be present")
@@ -221,69 +292,10 @@ def main():
         with open(a.host, errors="replace") as f:
             parse_libtest([l.rstrip("\n") for l in f], tally, "host cargo test")
 
-    with open(a.guest, errors="replace") as f:
-        raw = f.readlines()
-    lines = [strip(l) for l in raw]
-
-    # The host stopped the guest, or it ended early: the one line naming what
-    # ran is the failure; what would have come after it is not.
-    stopped = [l for l in lines if STOPPED.match(l)]
-    if stopped:
-        tally.problems.append("guest: " + stopped[0][len("@@HLRS-HOST "):])
-
-    def marker(prefix):
-        return [l for l in lines if l.startswith("@@HLRS " + prefix)]
-
-    print("== guest: KUnit suites of the module")
-    ktap = section(raw, "insmod-begin", "insmod-end")
-    if ktap is None:
-        if not stopped:
-            tally.problems.append("guest: module was never loaded (no insmod marker)")
-    else:
-        parse_ktap(ktap, tally, "KUnit", complete=bool(marker("insmod-end")) or not stopped)
-
-    if a.expect_guest_tests:
-        print("== guest: userspace tests against the device nodes")
-        runs = sections(raw, "guest-tests-begin", "guest-tests-end")
-        if not runs and not stopped:
-            tally.problems.append("guest: userspace tests did not run")
-        for label, g in runs:
-            parse_libtest(g, tally, f"guest tests ({label})", prefix=f"[{label}] ")
-
-    # One-line checks of the guest's init: `@@HLRS check NAME rc=N ...`.
-    checks = {}
-    for l in lines:
-        if l.startswith("@@HLRS check "):
-            parts = l.split()
-            checks[parts[2]] = "rc=0" in parts[3:4]
-    if checks or a.expect_check:
-        print("== guest: checks of the guest's init")
-    for name, ok in checks.items():
-        tally.add("passed" if ok else "failed")
-        print(f"  {'PASSED' if ok else 'FAILED':7} {name}")
-    for name in a.expect_check:
-        if name not in checks and not stopped:
-            tally.problems.append(f"guest: check {name} did not run")
-
-    for l in lines:
-        if l.startswith("@@HLRS reload") and "rc=0" not in l:
-            tally.problems.append(f"guest: {l[len('@@HLRS '):]}")
-    for prefix, what in [("insmod-end", "insmod failed"),
-                         ("rmmod-end", "rmmod failed (module unload not clean)"),
-                         ("done", "guest did not finish (crash, hang or timeout)")]:
-        seen = marker(prefix)
-        if seen and not any(l.startswith(f"@@HLRS {prefix} rc=0") or prefix == "done" for l in seen):
-            tally.problems.append(f"guest: {what}")
-        elif not seen and not stopped:
-            tally.problems.append(f"guest: {what}")
-    for l in lines:
-        if l.startswith("@@HLRS-HOST") and not STOPPED.match(l):
-            tally.problems.append("guest: " + l[len("@@HLRS-HOST "):])
-    # Userspace test output is not kernel output: skip that section.
-    user = {l for _, g in sections(raw, "guest-tests-begin", "guest-tests-end") for l in g}
-    bugs = [l for l in lines if BUG_RE.search(l) and not l.startswith("@@HLRS") and l not in user]
-    for b in dict.fromkeys(bugs):
-        tally.problems.append(f"guest log: kernel report: {b.strip()}")
+    parse_guest(a.guest, tally, "guest", True, a.expect_guest_tests, a.expect_check)
+    if a.pci_guest:
+        # The boot with the PCI Gaudi2 (HLRS_PCI=1): its KUnit ran in the first.
+        parse_guest(a.pci_guest, tally, "PCI guest", False, True, [])
 
     if a.lint:
         with open(a.lint) as f:

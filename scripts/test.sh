@@ -6,7 +6,8 @@
 # Environment: HLRS_PARAMS (module parameters for the guest, e.g. devices=4),
 # HLRS_GUEST_STALL / HLRS_GUEST_TIMEOUT / HLRS_GUEST_SLOW (the guest's stall
 # limit, its cap, a slowed guest: scripts/guest.sh), HLRS_GUEST_ONLY /
-# HLRS_GUEST_SKIP (some in-guest test binaries), HLRS_KVM=1 (try KVM).
+# HLRS_GUEST_SKIP (some in-guest test binaries), HLRS_KVM=1 (try KVM),
+# HLRS_PCI_PASS=0 (no second boot with the PCI Gaudi2).
 source "$(dirname "$0")/lib.sh"
 cd "$HLRS_ROOT"
 T0=$(date +%s)
@@ -52,9 +53,30 @@ step "DKMS build (Debian dkms, against the cached kernel tree)" with_progress "D
 # A progress line every 30 s names the guest's current test (guest_watch.py).
 step "guest run (QEMU)" scripts/guest.sh test "$OUT/console.log" "${HLRS_PARAMS:-}" || true
 
+# The second boot: the same test binaries (the list scripts/guest/pci-pass)
+# against a Gaudi2 on PCI, the model process behind QEMU's vfio-user-pci
+# with the IOMMU on (docs/pci.md). HLRS_PCI_PASS=0 skips it.
+PCI_ARGS=()
+if [ "${HLRS_PCI_PASS:-0}" = 1 ]; then
+	mkdir -p "$OUT/pci"
+	pci_prepare() {
+		HLRS_QEMU=$("$HLRS_ROOT/scripts/qemu.sh") || return 1
+		export HLRS_QEMU
+		(cd "$HLRS_ROOT" && cargo build --release -p gaudi2-model --color never) >"$OUT/pci/model-build.log" 2>&1 ||
+			{ tail -n 30 "$OUT/pci/model-build.log"; return 1; }
+	}
+	if step "QEMU with vfio-user (cached) and the model process" pci_prepare; then
+		step "guest run on the PCI device (QEMU, vfio-user, intel-iommu)" \
+			env HLRS_PCI=1 scripts/guest.sh test "$OUT/pci/console.log" "pci=1,devices=0" || true
+		PCI_ARGS=(--pci-guest "$OUT/pci/console.log")
+	else
+		echo "PCI pass: no QEMU with vfio-user or no model process (see above)" >>"$OUT/lint.txt"
+	fi
+fi
+
 echo "==> summary (guest console: $OUT/console.log)"
 rc=0
-python3 scripts/summarize.py --guest "$OUT/console.log" --host "$OUT/host.log" \
+python3 scripts/summarize.py --guest "$OUT/console.log" --host "$OUT/host.log" "${PCI_ARGS[@]}" \
 	--expect-guest-tests --expect-check dkms_built_module_loads --lint "$OUT/lint.txt" >"$OUT/summary.txt" || rc=$?
 echo "==> time per step"
 awk -F'\t' '{ printf "    %-60s %7.1f s\n", $1, $2 }' "$HLRS_STEPS"
