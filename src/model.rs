@@ -50,11 +50,22 @@
 #![allow(dead_code, unreachable_pub)]
 
 mod boot;
+pub mod bus;
+pub mod cpu_if;
+pub mod cpucp;
+pub mod events;
+pub mod mmu;
 mod regfile;
 pub mod regs;
+pub mod stlb;
 pub mod walker;
 
+// Part of the API; the kernel crate does not name it yet (see the allow above).
+#[allow(unused_imports)]
+pub use bus::EngineFault;
+use mmu::{Effect, Mmu, MMUS};
 use regfile::RegFile;
+use walker::HbmScrambler;
 
 /// A device access to an address nothing answers: host memory the driver
 /// did not map for the device, DRAM or SRAM past its end. The model turns
@@ -153,6 +164,9 @@ pub struct Gaudi2 {
     cfg: Config,
     stats: Stats,
     boot: boot::Boot,
+    cpu_if: cpu_if::CpuIf,
+    mmus: [Mmu; MMUS],
+    scrambler: HbmScrambler,
     regfile: RegFile,
 }
 
@@ -164,6 +178,9 @@ impl Gaudi2 {
             cfg: *cfg,
             stats: Stats::default(),
             boot: boot::Boot::new(),
+            cpu_if: cpu_if::CpuIf::new(),
+            mmus: [const { Mmu::new() }; MMUS],
+            scrambler: HbmScrambler::new(cfg.hbms),
             regfile: RegFile::new(),
         }
     }
@@ -179,22 +196,31 @@ impl Gaudi2 {
     pub fn reg_read(&mut self, env: &mut dyn Env, reg: u32) -> u32 {
         let _ = env;
         self.stats.reg_reads = self.stats.reg_reads.wrapping_add(1);
-        if let Some(v) = self.boot.read(reg) {
-            return v;
-        }
-        self.regfile.get(reg)
+        let v = match mmu::decode(reg) {
+            Some((i, off)) => self.mmus.get(i).and_then(|m| m.read(off)),
+            None => self.boot.read(reg).or_else(|| self.cpu_if.read(reg)),
+        };
+        v.unwrap_or_else(|| self.regfile.get(reg))
     }
 
     /// Write the 32-bit register `reg`. Completes synchronously except
     /// engine work (a doorbell queues it for [`Self::step`]). O(1) expected
     /// for plain registers; an invalidation is O(STLB entries).
     pub fn reg_write(&mut self, env: &mut dyn Env, reg: u32, val: u32) {
-        let _ = env;
         self.stats.reg_writes = self.stats.reg_writes.wrapping_add(1);
-        if self.boot.write(reg, val) {
-            return;
+        if let Some((i, off)) = mmu::decode(reg) {
+            match self.mmus.get_mut(i).map(|m| m.write(off, val)) {
+                Some(Effect::Done) => {}
+                Some(Effect::Invalidated) => {
+                    self.stats.invalidations = self.stats.invalidations.wrapping_add(1);
+                }
+                Some(Effect::NotMine) | None => self.store(reg, val),
+            }
+        } else if reg == regs::CPU_IF_PF_PQ_PI {
+            self.cpu_pq_doorbell(env, val);
+        } else if !self.boot.write(reg, val) && !self.cpu_if.write(reg, val) {
+            self.store(reg, val);
         }
-        self.store(reg, val);
     }
 
     /// Keep `val` in the register file (counted when it is full).

@@ -210,3 +210,8 @@ pub const PAGE_ERR_VALID: u32 = 1 << 0;
 /// `ACCESS_ERR_VALID_ENTRY` of `ACCESS_PAGE_ERROR_VALID`
 /// (asic_reg/dcore0_hmmu0_mmu_masks.h:109).
 pub const ACCESS_ERR_VALID: u32 = 1 << 1;
+
+/// `PQ_INIT_STATUS_LEN_NOT_POWER_OF_TWO_ERR` (include/linux/habanalabs/cpucp_if.h:414).
+pub const PQ_INIT_STATUS_LEN_NOT_POWER_OF_TWO_ERR: u32 = 4;
+/// `PQ_INIT_STATUS_ILLEGAL_Q_ADDR_ERR` (include/linux/habanalabs/cpucp_if.h:415).
+pub const PQ_INIT_STATUS_ILLEGAL_Q_ADDR_ERR: u32 = 5;
