@@ -51,12 +51,16 @@
 
 mod boot;
 pub mod bus;
+pub mod cp;
 pub mod cpu_if;
 pub mod cpucp;
 pub mod events;
 pub mod mmu;
+pub mod packets;
+pub mod qman;
 mod regfile;
 pub mod regs;
+pub mod sm;
 pub mod stlb;
 pub mod walker;
 
@@ -167,7 +171,12 @@ pub struct Gaudi2 {
     cpu_if: cpu_if::CpuIf,
     mmus: [Mmu; MMUS],
     scrambler: HbmScrambler,
+    qmans: [qman::Qman; qman::QMANS],
+    sm: sm::SyncManager,
     regfile: RegFile,
+    /// Nesting of LBW writes (a monitor's write firing another monitor):
+    /// bounded by [`bus::MAX_LBW_DEPTH`].
+    lbw_depth: u8,
 }
 
 impl Gaudi2 {
@@ -181,7 +190,28 @@ impl Gaudi2 {
             cpu_if: cpu_if::CpuIf::new(),
             mmus: [const { Mmu::new() }; MMUS],
             scrambler: HbmScrambler::new(cfg.hbms),
+            qmans: [qman::Qman {
+                cfg0: 0,
+                pqc_cfg: 0,
+                qm_asid: 0,
+                core_asid: 0,
+                streams: [qman::Stream {
+                    pq_base: 0,
+                    pq_size: 0,
+                    pi: 0,
+                    ci: 0,
+                    msg_base: [0; 4],
+                    fence: [0; 4],
+                    pqc_base: 0,
+                    pqc_wdata: 0,
+                    job: None,
+                    halted: false,
+                    fenced: false,
+                }; qman::STREAMS],
+            }; qman::QMANS],
+            sm: sm::SyncManager::new(),
             regfile: RegFile::new(),
+            lbw_depth: 0,
         }
     }
 
@@ -196,16 +226,23 @@ impl Gaudi2 {
     pub fn reg_read(&mut self, env: &mut dyn Env, reg: u32) -> u32 {
         let _ = env;
         self.stats.reg_reads = self.stats.reg_reads.wrapping_add(1);
-        let v = match mmu::decode(reg) {
-            Some((i, off)) => self.mmus.get(i).and_then(|m| m.read(off)),
-            None => self.boot.read(reg).or_else(|| self.cpu_if.read(reg)),
+        let v = if let Some((i, off)) = mmu::decode(reg) {
+            self.mmus.get(i).and_then(|m| m.read(off))
+        } else if let Some((i, off)) = qman::decode(reg) {
+            self.qmans.get(i).and_then(|m| m.read(off))
+        } else {
+            self.sm
+                .read(reg)
+                .or_else(|| self.boot.read(reg))
+                .or_else(|| self.cpu_if.read(reg))
         };
         v.unwrap_or_else(|| self.regfile.get(reg))
     }
 
     /// Write the 32-bit register `reg`. Completes synchronously except
     /// engine work (a doorbell queues it for [`Self::step`]). O(1) expected
-    /// for plain registers; an invalidation is O(STLB entries).
+    /// for plain registers; an invalidation is O(STLB entries), a SOB write
+    /// O(monitors), a CPU PQ doorbell O(packets answered).
     pub fn reg_write(&mut self, env: &mut dyn Env, reg: u32, val: u32) {
         self.stats.reg_writes = self.stats.reg_writes.wrapping_add(1);
         if let Some((i, off)) = mmu::decode(reg) {
@@ -215,6 +252,19 @@ impl Gaudi2 {
                     self.stats.invalidations = self.stats.invalidations.wrapping_add(1);
                 }
                 Some(Effect::NotMine) | None => self.store(reg, val),
+            }
+        } else if let Some((i, off)) = qman::decode(reg) {
+            match self.qmans.get_mut(i).map(|m| m.write(off, val)) {
+                Some(qman::Effect::Doorbell) => {
+                    self.stats.doorbells = self.stats.doorbells.wrapping_add(1);
+                }
+                Some(qman::Effect::Fence) => self.unfence(i),
+                Some(qman::Effect::Done) => {}
+                Some(qman::Effect::NotMine) | None => self.store(reg, val),
+            }
+        } else if let Some(touch) = self.sm.write(reg, val) {
+            if let Some(t) = touch {
+                self.sm_check(env, t);
             }
         } else if reg == regs::CPU_IF_PF_PQ_PI {
             self.cpu_pq_doorbell(env, val);
@@ -230,15 +280,11 @@ impl Gaudi2 {
         }
     }
 
-    /// Engine work is queued (a doorbell was rung).
-    pub fn pending(&self) -> bool {
-        false
-    }
-
-    /// Run a bounded slice of queued engine work; true while more is left.
-    pub fn step(&mut self, env: &mut dyn Env) -> bool {
-        let _ = env;
-        false
+    /// A fence counter of QMAN `m` grew: its parked streams look again.
+    fn unfence(&mut self, m: usize) {
+        if let Some(x) = self.qmans.get_mut(m) {
+            x.streams.iter_mut().for_each(|s| s.fenced = false);
+        }
     }
 
     /// The counters so far. O(1).

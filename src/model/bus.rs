@@ -38,6 +38,8 @@ use super::{Env, Gaudi2};
 /// `HOST_PHYS_SIZE_0` (include/gaudi2/gaudi2.h:49): host bus addresses
 /// from 0 (`HOST_PHYS_BASE_0`, :48).
 pub const HOST_PHYS_END: u64 = 0x0100_0000_0000_0000;
+/// LBW writes an LBW write may nest (bounds the model's recursion).
+pub const MAX_LBW_DEPTH: u8 = 4;
 /// `VA_HOST_SPACE_PAGE_START` (gaudi2/gaudi2P.h:131).
 pub const VA_HOST_START: u64 = 0xFFF0_0000_0000_0000;
 /// `VA_HOST_SPACE_HPAGE_END` (gaudi2/gaudi2P.h:135).
@@ -186,11 +188,20 @@ impl Gaudi2 {
         (a >= base && end <= base.checked_add(size)?).then_some(())
     }
 
-    /// An LBW access of whole aligned 32-bit words at register `reg`.
+    /// An LBW access of whole aligned 32-bit words at register `reg`,
+    /// refused past [`MAX_LBW_DEPTH`] nested LBW writes (a chain of
+    /// monitors writing SOBs that fire monitors).
     fn lbw(&mut self, env: &mut dyn Env, reg: u32, op: Op<'_>) -> Option<()> {
-        if reg % 4 != 0 {
+        if reg % 4 != 0 || self.lbw_depth >= MAX_LBW_DEPTH {
             return None;
         }
+        self.lbw_depth += 1;
+        let r = self.lbw_words(env, reg, op);
+        self.lbw_depth -= 1;
+        r
+    }
+
+    fn lbw_words(&mut self, env: &mut dyn Env, reg: u32, op: Op<'_>) -> Option<()> {
         match op {
             Op::Read(b) => {
                 if b.len() % 4 != 0 {

@@ -682,3 +682,213 @@ fn an_engine_access_to_an_unmapped_bus_address_faults_to_the_event_queue() {
     assert_eq!(env.host_read_u32(CPU_EQ + 64 + 4), 1 << 31 | 768 << 16 | 2);
     assert_eq!(g.stats().faults, 2);
 }
+
+// --- PDMA QMAN, CP, PQC, sync manager, CQ, MSI-X 21 ----------------------
+
+use gaudi2_model::packets::build;
+
+const QM0: u32 = 0x4C8_A000;
+/// The PDMA0 stream 0 PQ (16 entries), a CB page, a data page, the CQ and
+/// the virtual MSI-X doorbell page, at these bus addresses.
+const PQ: u64 = 0x400_0000;
+const CB: u64 = 0x401_0000;
+const DATA: u64 = 0x402_0000;
+const CQ: u64 = 0x403_0000;
+const MSIX_DB: u64 = 0x404_0000;
+const SOB_BASE: u64 = 0x1000_007F_F800_0000 + 0x410_0000;
+
+/// `gaudi2_init_pdma` (stream 0 of PDMA0), `gaudi2_init_sm` (CQ 0, the
+/// LBW doorbell), CPU queues with ENABLE_PCI_ACCESS naming the doorbell.
+fn pdma_device() -> (Gaudi2, TestEnv) {
+    let (mut g, mut env) = device();
+    cpu_queues(&mut g, &mut env);
+    let (fence, rc, _) = cpu_message(&mut g, &mut env, 0, 2, MSIX_DB, 0);
+    assert_eq!((fence, rc), (FENCE, 0));
+    for at in [PQ, CB, DATA, CQ, MSIX_DB] {
+        env.map(at, 0x1000);
+    }
+    let sob_lo = SOB_BASE as u32;
+    let sob_hi = (SOB_BASE >> 32) as u32;
+    for (reg, v) in [
+        (QM0 + 0x050, PQ as u32),
+        (QM0 + 0x060, 0),
+        (QM0 + 0x070, 4),
+        (QM0 + 0x080, 0),
+        (QM0 + 0x46C, sob_lo),
+        (QM0 + 0x47C, sob_hi),
+        (QM0 + 0x45C, 1 | 1 << 31),
+        (QM0 + 0x48C, 1),
+        (QM0 + 0x1F0 + 0x28, sob_lo),
+        (QM0 + 0x204 + 0x28, sob_hi),
+        (QM0, 0x3 | 0x1F << 4 | 0x1F << 9),
+        (0x411_E550, MSIX_DB as u32),
+        (0x411_E650, 0),
+        (0x411_E750, 21),
+        (0x411_E050, CQ as u32),
+        (0x411_E150, 0),
+        (0x411_E250, 12),
+    ] {
+        g.reg_write(&mut env, reg, v);
+    }
+    // MON_CONFIG of the 64 CS-completion monitors: CQ and LBW enabled.
+    for mon in 0..64 {
+        g.reg_write(&mut env, 0x411_0000 + mon * 4, 1 << 4 | 1 << 8);
+    }
+    env.msix.clear();
+    (g, env)
+}
+
+/// A BD for the CB `[cb, cb + len)` completing into SOB `sob`, at PQ
+/// entry `pi`, then the doorbell.
+fn submit(g: &mut Gaudi2, env: &mut TestEnv, pi: u32, cb: u64, len: u32, sob: u32) {
+    let mut bd = [0u8; 16];
+    bd[0..8].copy_from_slice(&cb.to_le_bytes());
+    bd[8..12].copy_from_slice(&len.to_le_bytes());
+    bd[12..16].copy_from_slice(&(sob << 16 | pi).to_le_bytes());
+    env.host_write(PQ + u64::from(pi % 16) * 16, &bd);
+    g.reg_write(env, QM0 + 0x080, pi + 1);
+}
+
+/// `gaudi2_arm_cq_monitor`: SOB `sob` = 0, monitor `sob` to CQ 0 with the
+/// CS-completion payload for `index`, armed for "equal to `jobs`".
+fn arm(g: &mut Gaudi2, env: &mut TestEnv, sob: u32, index: u32, jobs: u32) {
+    g.reg_write(env, 0x410_0000 + sob * 4, 0);
+    g.reg_write(env, 0x410_8000 + sob * 4, 0);
+    g.reg_write(env, 0x410_C000 + sob * 4, 1 << 30 | 1 << 31 | index);
+    let mask = !(1u32 << (sob & 7)) & 0xFF;
+    g.reg_write(
+        env,
+        0x410_E000 + sob * 4,
+        jobs << 17 | 1 << 16 | mask << 8 | (sob / 8),
+    );
+}
+
+fn run(g: &mut Gaudi2, env: &mut TestEnv) {
+    for _ in 0..1000 {
+        if !g.step(env) {
+            return;
+        }
+    }
+    panic!("engine work never ended");
+}
+
+#[test]
+fn a_lin_dma_cb_completes_into_the_sob_the_cq_and_msix_21() {
+    let (mut g, mut env) = pdma_device();
+    let payload: Vec<u8> = (0..3000u32).map(|i| (i * 7) as u8).collect();
+    env.host_write(DATA, &payload);
+    let dst = regs::DRAM_PHYS_BASE + 0x1000;
+    let mut cb = Vec::new();
+    cb.extend_from_slice(&build::nop());
+    cb.extend_from_slice(&build::lin_dma(DATA, dst, 3000, false));
+    cb.extend_from_slice(&build::msg_long(SOB_BASE + 4 * 40, 1 << 31 | 5));
+    env.host_write(CB, &cb);
+    arm(&mut g, &mut env, 3, 3, 1);
+    submit(&mut g, &mut env, 0, CB, cb.len() as u32, 3);
+    assert!(g.pending());
+    assert!(env.msix.is_empty(), "nothing runs before step");
+    run(&mut g, &mut env);
+    assert_eq!(env.dram_range(dst, 3000).unwrap(), &payload[..]);
+    // The MSG_LONG added 5 to SOB 40; the PQC incremented SOB 3, which
+    // fired monitor 3: CQ entry 0 and MSI-X 21.
+    assert_eq!(g.reg_read(&mut env, 0x410_0000 + 40 * 4), 5);
+    assert_eq!(g.reg_read(&mut env, 0x410_0000 + 3 * 4), 1);
+    assert_eq!(env.host_read_u32(CQ), 1 << 31 | 1 << 30 | 3);
+    assert_eq!(env.msix, vec![21]);
+    assert_eq!(g.reg_read(&mut env, 0x411_E350), 1);
+    assert_eq!(g.reg_read(&mut env, QM0 + 0x090), 1);
+    assert_eq!(g.reg_read(&mut env, 0x411_2000 + 3 * 4), 0, "disarmed");
+    // A second job on the same SOB: an unarmed monitor stays quiet.
+    submit(&mut g, &mut env, 1, CB, 8, 3);
+    run(&mut g, &mut env);
+    assert_eq!(env.msix, vec![21]);
+    assert_eq!(g.reg_read(&mut env, 0x410_0000 + 3 * 4), 2);
+    assert!(g.stats().doorbells >= 2);
+}
+
+#[test]
+fn a_pdma_to_an_unmapped_bus_address_faults_and_halts_the_stream() {
+    let (mut g, mut env) = pdma_device();
+    let cb = build::lin_dma(0x7000_0000, regs::DRAM_PHYS_BASE, 64, false);
+    env.host_write(CB, &cb);
+    arm(&mut g, &mut env, 4, 4, 1);
+    submit(&mut g, &mut env, 0, CB, 24, 4);
+    run(&mut g, &mut env);
+    let m = regs::PMMU_MMU_BASE;
+    assert_eq!(
+        g.reg_read(&mut env, m + regs::mmu::ACCESS_PAGE_ERROR_VALID),
+        2
+    );
+    assert_eq!(
+        g.reg_read(&mut env, m + regs::mmu::ACCESS_ERROR_CAPTURE_VA),
+        0x7000_0000
+    );
+    // EQ: the PMMU event, then the QMAN error; MSI-X 0 for each.
+    assert_eq!(env.host_read_u32(CPU_EQ + 4), 1 << 31 | 768 << 16 | 1);
+    assert_eq!(env.host_read_u32(CPU_EQ + 64 + 4), 1 << 31 | 1244 << 16 | 2);
+    assert_eq!(env.msix, vec![0, 0]);
+    // No completion: the SOB was not incremented, and the stream is
+    // halted: a new job waits until GLBL_CFG1 is written.
+    assert_eq!(g.reg_read(&mut env, 0x410_0000 + 4 * 4), 0);
+    submit(&mut g, &mut env, 1, CB, 0, 4);
+    assert!(!g.step(&mut env));
+    assert_eq!(g.reg_read(&mut env, 0x410_0000 + 4 * 4), 0);
+    // The reset drops what was queued (CI = PI); the next job runs.
+    g.reg_write(&mut env, QM0 + 0x004, 0);
+    submit(&mut g, &mut env, 2, CB, 0, 4);
+    run(&mut g, &mut env);
+    assert_eq!(env.msix, vec![0, 0, 21]);
+}
+
+#[test]
+fn a_fence_parks_the_stream_until_its_counter_is_written() {
+    let (mut g, mut env) = pdma_device();
+    // FENCE on counter 0 for 1, then a MSG_SHORT to SOB 9 via base 1.
+    let fence_cfg: u32 = 1 << 16 | 1;
+    let mut cb = Vec::new();
+    cb.extend_from_slice(&fence_cfg.to_le_bytes());
+    cb.extend_from_slice(&build::ctl(8).to_le_bytes());
+    cb.extend_from_slice(&7u32.to_le_bytes());
+    cb.extend_from_slice(&(build::ctl(4) | 1 << 22 | (9 * 4)).to_le_bytes());
+    env.host_write(CB, &cb);
+    submit(&mut g, &mut env, 0, CB, cb.len() as u32, 60);
+    run(&mut g, &mut env);
+    assert!(!g.pending());
+    assert_eq!(g.reg_read(&mut env, 0x410_0000 + 9 * 4), 0);
+    g.reg_write(&mut env, QM0 + 0x290, 1);
+    run(&mut g, &mut env);
+    assert_eq!(g.reg_read(&mut env, 0x410_0000 + 9 * 4), 7);
+    assert_eq!(g.reg_read(&mut env, QM0 + 0x2E0), 0);
+}
+
+#[test]
+fn garbage_packets_and_registers_never_panic() {
+    let (mut g, mut env) = pdma_device();
+    // Every opcode with random-ish fields, truncated CBs, huge sizes.
+    let mut x: u64 = 0x1234_5678_9ABC_DEF1;
+    for round in 0..200u32 {
+        let mut cb = [0u8; 64];
+        for b in cb.iter_mut() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            *b = x as u8;
+        }
+        cb[7] = (cb[7] & 0xE0) | (round % 32) as u8;
+        env.host_write(CB, &cb);
+        g.reg_write(&mut env, QM0 + 0x004, 0);
+        submit(
+            &mut g,
+            &mut env,
+            round % 32,
+            CB,
+            (x % 100) as u32,
+            (x >> 8) as u32 & 0xFFF,
+        );
+        for _ in 0..10 {
+            g.step(&mut env);
+        }
+        g.reg_write(&mut env, (x >> 20) as u32 & 0x7FF_FFFC, x as u32);
+        let _ = g.reg_read(&mut env, (x >> 24) as u32);
+    }
+}
