@@ -50,11 +50,26 @@
 #![allow(dead_code, unreachable_pub)]
 
 mod boot;
+pub mod bus;
+pub mod cp;
+pub mod cpu_if;
+pub mod cpucp;
+pub mod events;
+pub mod mmu;
+pub mod packets;
+pub mod qman;
 mod regfile;
 pub mod regs;
+pub mod sm;
+pub mod stlb;
 pub mod walker;
 
+// Part of the API; the kernel crate does not name it yet (see the allow above).
+#[allow(unused_imports)]
+pub use bus::EngineFault;
+use mmu::{Effect, Mmu, MMUS};
 use regfile::RegFile;
+use walker::HbmScrambler;
 
 /// A device access to an address nothing answers: host memory the driver
 /// did not map for the device, DRAM or SRAM past its end. The model turns
@@ -153,7 +168,15 @@ pub struct Gaudi2 {
     cfg: Config,
     stats: Stats,
     boot: boot::Boot,
+    cpu_if: cpu_if::CpuIf,
+    mmus: [Mmu; MMUS],
+    scrambler: HbmScrambler,
+    qmans: [qman::Qman; qman::QMANS],
+    sm: sm::SyncManager,
     regfile: RegFile,
+    /// Nesting of LBW writes (a monitor's write firing another monitor):
+    /// bounded by [`bus::MAX_LBW_DEPTH`].
+    lbw_depth: u8,
 }
 
 impl Gaudi2 {
@@ -164,7 +187,31 @@ impl Gaudi2 {
             cfg: *cfg,
             stats: Stats::default(),
             boot: boot::Boot::new(),
+            cpu_if: cpu_if::CpuIf::new(),
+            mmus: [const { Mmu::new() }; MMUS],
+            scrambler: HbmScrambler::new(cfg.hbms),
+            qmans: [qman::Qman {
+                cfg0: 0,
+                pqc_cfg: 0,
+                qm_asid: 0,
+                core_asid: 0,
+                streams: [qman::Stream {
+                    pq_base: 0,
+                    pq_size: 0,
+                    pi: 0,
+                    ci: 0,
+                    msg_base: [0; 4],
+                    fence: [0; 4],
+                    pqc_base: 0,
+                    pqc_wdata: 0,
+                    job: None,
+                    halted: false,
+                    fenced: false,
+                }; qman::STREAMS],
+            }; qman::QMANS],
+            sm: sm::SyncManager::new(),
             regfile: RegFile::new(),
+            lbw_depth: 0,
         }
     }
 
@@ -179,22 +226,51 @@ impl Gaudi2 {
     pub fn reg_read(&mut self, env: &mut dyn Env, reg: u32) -> u32 {
         let _ = env;
         self.stats.reg_reads = self.stats.reg_reads.wrapping_add(1);
-        if let Some(v) = self.boot.read(reg) {
-            return v;
-        }
-        self.regfile.get(reg)
+        let v = if let Some((i, off)) = mmu::decode(reg) {
+            self.mmus.get(i).and_then(|m| m.read(off))
+        } else if let Some((i, off)) = qman::decode(reg) {
+            self.qmans.get(i).and_then(|m| m.read(off))
+        } else {
+            self.sm
+                .read(reg)
+                .or_else(|| self.boot.read(reg))
+                .or_else(|| self.cpu_if.read(reg))
+        };
+        v.unwrap_or_else(|| self.regfile.get(reg))
     }
 
     /// Write the 32-bit register `reg`. Completes synchronously except
     /// engine work (a doorbell queues it for [`Self::step`]). O(1) expected
-    /// for plain registers; an invalidation is O(STLB entries).
+    /// for plain registers; an invalidation is O(STLB entries), a SOB write
+    /// O(monitors), a CPU PQ doorbell O(packets answered).
     pub fn reg_write(&mut self, env: &mut dyn Env, reg: u32, val: u32) {
-        let _ = env;
         self.stats.reg_writes = self.stats.reg_writes.wrapping_add(1);
-        if self.boot.write(reg, val) {
-            return;
+        if let Some((i, off)) = mmu::decode(reg) {
+            match self.mmus.get_mut(i).map(|m| m.write(off, val)) {
+                Some(Effect::Done) => {}
+                Some(Effect::Invalidated) => {
+                    self.stats.invalidations = self.stats.invalidations.wrapping_add(1);
+                }
+                Some(Effect::NotMine) | None => self.store(reg, val),
+            }
+        } else if let Some((i, off)) = qman::decode(reg) {
+            match self.qmans.get_mut(i).map(|m| m.write(off, val)) {
+                Some(qman::Effect::Doorbell) => {
+                    self.stats.doorbells = self.stats.doorbells.wrapping_add(1);
+                }
+                Some(qman::Effect::Fence) => self.unfence(i),
+                Some(qman::Effect::Done) => {}
+                Some(qman::Effect::NotMine) | None => self.store(reg, val),
+            }
+        } else if let Some(touch) = self.sm.write(reg, val) {
+            if let Some(t) = touch {
+                self.sm_check(env, t);
+            }
+        } else if reg == regs::CPU_IF_PF_PQ_PI {
+            self.cpu_pq_doorbell(env, val);
+        } else if !self.boot.write(reg, val) && !self.cpu_if.write(reg, val) {
+            self.store(reg, val);
         }
-        self.store(reg, val);
     }
 
     /// Keep `val` in the register file (counted when it is full).
@@ -204,15 +280,11 @@ impl Gaudi2 {
         }
     }
 
-    /// Engine work is queued (a doorbell was rung).
-    pub fn pending(&self) -> bool {
-        false
-    }
-
-    /// Run a bounded slice of queued engine work; true while more is left.
-    pub fn step(&mut self, env: &mut dyn Env) -> bool {
-        let _ = env;
-        false
+    /// A fence counter of QMAN `m` grew: its parked streams look again.
+    fn unfence(&mut self, m: usize) {
+        if let Some(x) = self.qmans.get_mut(m) {
+            x.streams.iter_mut().for_each(|s| s.fenced = false);
+        }
     }
 
     /// The counters so far. O(1).

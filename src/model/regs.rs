@@ -210,3 +210,112 @@ pub const PAGE_ERR_VALID: u32 = 1 << 0;
 /// `ACCESS_ERR_VALID_ENTRY` of `ACCESS_PAGE_ERROR_VALID`
 /// (asic_reg/dcore0_hmmu0_mmu_masks.h:109).
 pub const ACCESS_ERR_VALID: u32 = 1 << 1;
+
+/// `PQ_INIT_STATUS_LEN_NOT_POWER_OF_TWO_ERR` (include/linux/habanalabs/cpucp_if.h:414).
+pub const PQ_INIT_STATUS_LEN_NOT_POWER_OF_TWO_ERR: u32 = 4;
+/// `PQ_INIT_STATUS_ILLEGAL_Q_ADDR_ERR` (include/linux/habanalabs/cpucp_if.h:415).
+pub const PQ_INIT_STATUS_ILLEGAL_Q_ADDR_ERR: u32 = 5;
+
+// --- PDMA QMANs --------------------------------------------------------------
+
+/// `mmPDMA0_QM_BASE`, `mmPDMA1_QM_BASE`
+/// (asic_reg/gaudi2_blocks_linux_driver.h:23119,23245).
+pub const PDMA_QM_BASES: [u32; 2] = [0x4C8_A000, 0x4C9_A000];
+/// `mmPDMA0_CORE_BASE` minus `mmPDMA0_QM_BASE`: the DMA core follows its
+/// QMAN (asic_reg/gaudi2_blocks_linux_driver.h:23188).
+pub const PDMA_CORE_OFFSET: u32 = 0x1000;
+/// Bytes of a QMAN register block the model decodes.
+pub const QM_SPAN: u32 = 0x1000;
+
+/// QMAN block offsets (asic_reg/pdma0_qm_regs.h, line of each); per-stream
+/// registers are 4 bytes apart (`q` = 0..4; the CP registers have a fifth,
+/// the lower CP).
+pub mod qm {
+    /// `GLBL_CFG0` (:23): `PQF_EN` bits 3:0 per stream, `CP_EN` 13:9
+    /// (asic_reg/pdma0_qm_masks.h:24-29).
+    pub const GLBL_CFG0: u32 = 0x000;
+    /// `GLBL_CFG1` (:25): stop/flush; the model clears a halted stream on
+    /// any write.
+    pub const GLBL_CFG1: u32 = 0x004;
+    /// `GLBL_STS0` (:37): `PQF_IDLE` 3:0, `CQF_IDLE` 8:4, `CP_IDLE` 13:9
+    /// (asic_reg/pdma0_qm_masks.h:118-123).
+    pub const GLBL_STS0: u32 = 0x01C;
+    /// `PQ_BASE_LO_0` (:63).
+    pub const PQ_BASE_LO: u32 = 0x050;
+    /// `PQ_BASE_HI_0` (:71).
+    pub const PQ_BASE_HI: u32 = 0x060;
+    /// `PQ_SIZE_0` (:79): log2 of the entries.
+    pub const PQ_SIZE: u32 = 0x070;
+    /// `PQ_PI_0` (:87): the doorbell.
+    pub const PQ_PI: u32 = 0x080;
+    /// `PQ_CI_0` (:95).
+    pub const PQ_CI: u32 = 0x090;
+    /// `CP_MSG_BASE0_ADDR_LO_0` (:255); base `n` at + 0x28 n, `HI` at
+    /// + 0x14 (:265, :275...).
+    pub const CP_MSG_BASE0_LO: u32 = 0x1F0;
+    /// `CP_FENCE0_RDATA_0` (:335): a write adds to fence counter 0; fence
+    /// `n` at + 0x14 n.
+    pub const CP_FENCE0_RDATA: u32 = 0x290;
+    /// `CP_FENCE0_CNT_0` (:375).
+    pub const CP_FENCE0_CNT: u32 = 0x2E0;
+    /// `PQC_LBW_WDATA_0` (:555).
+    pub const PQC_LBW_WDATA: u32 = 0x45C;
+    /// `PQC_LBW_BASE_LO_0` (:563).
+    pub const PQC_LBW_BASE_LO: u32 = 0x46C;
+    /// `PQC_LBW_BASE_HI_0` (:571).
+    pub const PQC_LBW_BASE_HI: u32 = 0x47C;
+    /// `PQC_CFG` (:579): bit 0 `EN` (asic_reg/pdma0_qm_masks.h:708-709).
+    pub const PQC_CFG: u32 = 0x48C;
+    /// `AXUSER_NONSECURED_HB_ASID` (asic_reg/pdma0_qm_axuser_nonsecured_regs.h:23):
+    /// `WR` ASID bits 9:0, `RD` 25:16 (asic_reg/arc_farm_kdma_ctx_axuser_masks.h:25-27).
+    pub const AXUSER_HB_ASID: u32 = 0xB80;
+}
+
+/// `mmPDMA0_CORE_CTX_AXUSER_HB_ASID` minus the core base: the DMA core's
+/// ASIDs, as the QMAN's (asic_reg/pdma0_core_ctx_axuser_regs.h:23).
+pub const CORE_AXUSER_HB_ASID: u32 = 0x800;
+
+/// `BD_CTL_COMP_OFFSET_SHIFT` / `_MASK` (include/common/qman_if.h:42-43):
+/// the SOB the PQC increments when the BD's CB is done.
+pub const BD_CTL_COMP_OFFSET_SHIFT: u32 = 16;
+/// The `COMP_OFFSET` field.
+pub const BD_CTL_COMP_OFFSET_MASK: u32 = 0x0FFF_0000;
+/// `GAUDI2_EVENT_PDMA0_QM`, `GAUDI2_EVENT_PDMA1_QM`
+/// (include/gaudi2/gaudi2_async_events.h:884-885): a QMAN error.
+pub const EVENT_PDMA_QM: [u16; 2] = [1244, 1245];
+
+// --- DCORE0 sync manager -------------------------------------------------------
+
+/// `mmDCORE0_SYNC_MNGR_OBJS_SOB_OBJ_0` (asic_reg/dcore0_sync_mngr_objs_regs.h:23).
+pub const SM_SOB_OBJ_0: u32 = 0x410_0000;
+/// `mmDCORE0_SYNC_MNGR_OBJS_MON_PAY_ADDRL_0` (:16407).
+pub const SM_MON_PAY_ADDRL_0: u32 = 0x410_8000;
+/// `mmDCORE0_SYNC_MNGR_OBJS_MON_PAY_ADDRH_0` (:20503).
+pub const SM_MON_PAY_ADDRH_0: u32 = 0x410_A000;
+/// `mmDCORE0_SYNC_MNGR_OBJS_MON_PAY_DATA_0` (:24599).
+pub const SM_MON_PAY_DATA_0: u32 = 0x410_C000;
+/// `mmDCORE0_SYNC_MNGR_OBJS_MON_ARM_0` (:28695): `SID` 7:0, `MASK` 15:8,
+/// `SOP` 16 (1: equal, 0: greater or equal), `SOD` 31:17
+/// (asic_reg/dcore0_sync_mngr_objs_masks.h:46-53).
+pub const SM_MON_ARM_0: u32 = 0x410_E000;
+/// `mmDCORE0_SYNC_MNGR_OBJS_MON_CONFIG_0` (:32791): `CQ_EN` bit 4, `LBW_EN`
+/// bit 8, `MSB_SID` 19:16 (asic_reg/dcore0_sync_mngr_objs_masks.h:56-65).
+pub const SM_MON_CONFIG_0: u32 = 0x411_0000;
+/// `mmDCORE0_SYNC_MNGR_OBJS_MON_STATUS_0` (:36887): bit 0 `VALID` (armed).
+pub const SM_MON_STATUS_0: u32 = 0x411_2000;
+/// `mmDCORE0_SYNC_MNGR_GLBL_CQ_BASE_ADDR_L_0` (asic_reg/dcore0_sync_mngr_glbl_regs.h:51).
+pub const SM_CQ_BASE_ADDR_L_0: u32 = 0x411_E050;
+/// `mmDCORE0_SYNC_MNGR_GLBL_CQ_BASE_ADDR_H_0` (:179).
+pub const SM_CQ_BASE_ADDR_H_0: u32 = 0x411_E150;
+/// `mmDCORE0_SYNC_MNGR_GLBL_CQ_SIZE_LOG2_0` (:307): log2 of the CQ's bytes.
+pub const SM_CQ_SIZE_LOG2_0: u32 = 0x411_E250;
+/// `mmDCORE0_SYNC_MNGR_GLBL_CQ_PI_0` (:435).
+pub const SM_CQ_PI_0: u32 = 0x411_E350;
+/// `mmDCORE0_SYNC_MNGR_GLBL_LBW_ADDR_L_0` (:691).
+pub const SM_LBW_ADDR_L_0: u32 = 0x411_E550;
+/// `mmDCORE0_SYNC_MNGR_GLBL_LBW_ADDR_H_0` (:819).
+pub const SM_LBW_ADDR_H_0: u32 = 0x411_E650;
+/// `mmDCORE0_SYNC_MNGR_GLBL_LBW_DATA_0` (:947).
+pub const SM_LBW_DATA_0: u32 = 0x411_E750;
+/// `GAUDI2_IRQ_NUM_COMPLETION` (gaudi2/gaudi2P.h:423).
+pub const MSIX_COMPLETION: u16 = 21;
