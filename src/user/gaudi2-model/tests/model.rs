@@ -167,6 +167,12 @@ fn boot_status_reads_as_after_firmware_boot() {
 }
 
 #[test]
+fn the_device_state_stays_small() {
+    // Fixed-size state a host can box: guard against an array growing.
+    assert!(core::mem::size_of::<Gaudi2>() < 48 << 10);
+}
+
+#[test]
 fn register_file_fills_without_panicking() {
     let (mut g, mut env) = device();
     // More distinct registers than the file holds, unaligned ones and the
