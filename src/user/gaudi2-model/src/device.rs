@@ -81,6 +81,7 @@ impl Device {
             sram,
             dram,
             msix: Msix::new(pci::MSIX_VECTORS),
+            bus_master: false,
             counts: Default::default(),
         };
         Ok(Self {
@@ -133,6 +134,7 @@ impl Device {
             VFIO_PCI_CONFIG_REGION_INDEX => {
                 self.counts.config += 1;
                 self.config.write(off, data);
+                self.env.bus_master = self.config.bus_master();
             }
             VFIO_PCI_BAR0_REGION_INDEX => self.bar0_write(off, data),
             VFIO_PCI_BAR2_REGION_INDEX => {}
@@ -236,11 +238,14 @@ impl Device {
     }
 
     /// A device reset (`VFIO_USER_DEVICE_RESET`): the model as after
-    /// power-up and boot. Memories keep their bytes (a reset does not
+    /// power-up and boot, the command register cleared (no memory decode,
+    /// no bus mastering). Memories keep their bytes (a reset does not
     /// clear HBM), DMA maps and eventfds are QEMU's to change.
     pub fn reset(&mut self) {
         self.counts.resets += 1;
         self.model = Gaudi2::new(&self.cfg);
+        self.config.reset();
+        self.env.bus_master = false;
     }
 
     /// The model's counters.

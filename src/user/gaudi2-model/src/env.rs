@@ -39,6 +39,9 @@ pub struct HostEnv {
     pub dram: SharedMem,
     /// The MSI-X eventfds.
     pub msix: Msix,
+    /// Bus mastering is on (the config space's command register): DMA
+    /// with it off faults, as a PCI function issues no requests then.
+    pub bus_master: bool,
     /// Counters.
     pub counts: EnvCounts,
 }
@@ -64,6 +67,16 @@ impl HostEnv {
         BusFault { addr: f.addr }
     }
 
+    /// Count and log a DMA attempted with bus mastering off.
+    fn master_off(&mut self, dir: &str, addr: u64, len: usize) -> BusFault {
+        add(&mut self.counts.dma_faults, 1);
+        event!(
+            "dma.master_off",
+            "device {dir} of {len} bytes at IOVA {addr:#x}: bus mastering is off"
+        );
+        BusFault { addr }
+    }
+
     /// Count and log an access past DRAM or SRAM.
     fn mem_fault(&mut self, what: &str, pa: u64, len: usize) -> BusFault {
         add(&mut self.counts.mem_faults, 1);
@@ -82,6 +95,9 @@ fn offset(pa: u64, base: u64) -> Option<u64> {
 
 impl Env for HostEnv {
     fn dma_read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), BusFault> {
+        if !self.bus_master {
+            return Err(self.master_off("read", addr, buf.len()));
+        }
         match self.dma.read(addr, buf) {
             Ok(()) => {
                 add(&mut self.counts.dma_read_bytes, buf.len());
@@ -92,6 +108,9 @@ impl Env for HostEnv {
     }
 
     fn dma_write(&mut self, addr: u64, data: &[u8]) -> Result<(), BusFault> {
+        if !self.bus_master {
+            return Err(self.master_off("write", addr, data.len()));
+        }
         match self.dma.write(addr, data) {
             Ok(()) => {
                 add(&mut self.counts.dma_write_bytes, data.len());

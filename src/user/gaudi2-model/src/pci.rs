@@ -69,6 +69,8 @@ const STATUS_CAP_LIST: u16 = 0x10;
 /// Command bits a driver may set: memory space, bus master, parity, SERR,
 /// INTx disable (no I/O BARs, so no I/O space).
 const COMMAND_WRITABLE: u16 = 0x0002 | 0x0004 | 0x0040 | 0x0100 | 0x0400;
+/// `PCI_COMMAND_MASTER`.
+const COMMAND_MASTER: u8 = 0x04;
 /// MSI-X message control bits a driver may set: function mask, enable.
 const MSIX_CONTROL_WRITABLE: u16 = 0xC000;
 
@@ -124,6 +126,18 @@ impl ConfigSpace {
         self.mask32(at, (addr_mask as u32) & !0xF);
         self.set32(at + 4, 0);
         self.mask32(at + 4, (addr_mask >> 32) as u32);
+    }
+
+    /// Bus mastering is on (`PCI_COMMAND_MASTER`): the device may issue
+    /// DMA (QEMU likewise drops MSI writes of a device without it).
+    pub fn bus_master(&self) -> bool {
+        self.bytes[0x04] & COMMAND_MASTER != 0
+    }
+
+    /// A function reset clears the command register (memory decode, bus
+    /// mastering); QEMU re-programs it.
+    pub fn reset(&mut self) {
+        self.set16(0x04, 0);
     }
 
     /// Read `data.len()` bytes from `off`; bytes past the end read 0.
@@ -268,6 +282,17 @@ mod tests {
         let mut b = [0; 2];
         c.read(0x02, &mut b);
         assert_eq!(u16::from_le_bytes(b), DEVICE);
+    }
+
+    #[test]
+    fn bus_master_follows_the_command_register() {
+        let mut c = ConfigSpace::new(DRAM);
+        assert!(!c.bus_master());
+        c.write(0x04, &[0x06, 0x00]);
+        assert!(c.bus_master());
+        c.reset();
+        assert!(!c.bus_master());
+        assert_eq!(c.dword(0x00), 0x1020_1da3);
     }
 
     #[test]

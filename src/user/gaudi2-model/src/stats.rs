@@ -94,6 +94,8 @@ pub struct Counters {
     pub dma_maps: u64,
     /// `DMA_UNMAP` messages applied.
     pub dma_unmaps: u64,
+    /// Bytes those unmaps removed.
+    pub dma_unmapped_bytes: u64,
     /// `DMA_MAP` messages refused.
     pub dma_map_errors: u64,
     /// Device resets.
@@ -137,6 +139,7 @@ pub fn render(s: &Snapshot<'_>) -> String {
     kv("msix_assigned", s.msix_assigned as u64);
     kv("dma_maps", c.dma_maps);
     kv("dma_unmaps", c.dma_unmaps);
+    kv("dma_unmapped_bytes", c.dma_unmapped_bytes);
     kv("dma_map_errors", c.dma_map_errors);
     kv("dma_live_entries", s.dma_live.0 as u64);
     kv("dma_live_bytes", s.dma_live.1);

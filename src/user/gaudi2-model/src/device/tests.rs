@@ -165,6 +165,49 @@ fn dma_and_msix_without_maps_or_eventfds() {
 }
 
 #[test]
+fn dma_needs_bus_mastering() {
+    use std::os::unix::fs::FileExt;
+    let mut d = dev();
+    let ram = std::fs::File::from(
+        rustix::fs::memfd_create("ram", rustix::fs::MemfdFlags::CLOEXEC).unwrap(),
+    );
+    ram.set_len(0x1000).unwrap();
+    ram.write_all_at(b"host", 0x10).unwrap();
+    let rw = crate::dma::Perm {
+        read: true,
+        write: true,
+    };
+    d.env()
+        .dma
+        .map(0x8000, 0x1000, Some(ram.try_clone().unwrap()), 0, rw)
+        .unwrap();
+    let mut b = [0; 4];
+    assert!(
+        d.env().dma_read(0x8010, &mut b).is_err(),
+        "bus mastering is off after reset"
+    );
+    d.region_write(VFIO_PCI_CONFIG_REGION_INDEX, 4, &[0x06, 0]);
+    d.env().dma_read(0x8010, &mut b).unwrap();
+    assert_eq!(&b, b"host");
+    d.env().dma_write(0x8014, b"dev!").unwrap();
+    ram.read_exact_at(&mut b, 0x14).unwrap();
+    assert_eq!(&b, b"dev!");
+    d.reset();
+    assert!(
+        d.env().dma_read(0x8010, &mut b).is_err(),
+        "a reset clears bus mastering"
+    );
+    assert_eq!(d.env().counts.dma_faults, 2);
+    assert_eq!(
+        (
+            d.env().counts.dma_read_bytes,
+            d.env().counts.dma_write_bytes
+        ),
+        (4, 4)
+    );
+}
+
+#[test]
 fn reset_rebuilds_the_model() {
     let mut d = dev();
     d.region_write(BAR0, at(0x4C8_A050), &7u32.to_le_bytes());
