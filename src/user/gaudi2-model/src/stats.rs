@@ -96,6 +96,8 @@ pub struct Counters {
     pub dma_unmaps: u64,
     /// Bytes those unmaps removed.
     pub dma_unmapped_bytes: u64,
+    /// `DMA_MAP` messages without a file (BARs, ROMs: not reachable).
+    pub dma_maps_without_file: u64,
     /// `DMA_MAP` messages refused.
     pub dma_map_errors: u64,
     /// Device resets.
@@ -140,6 +142,7 @@ pub fn render(s: &Snapshot<'_>) -> String {
     kv("dma_maps", c.dma_maps);
     kv("dma_unmaps", c.dma_unmaps);
     kv("dma_unmapped_bytes", c.dma_unmapped_bytes);
+    kv("dma_maps_without_file", c.dma_maps_without_file);
     kv("dma_map_errors", c.dma_map_errors);
     kv("dma_live_entries", s.dma_live.0 as u64);
     kv("dma_live_bytes", s.dma_live.1);

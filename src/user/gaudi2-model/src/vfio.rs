@@ -167,11 +167,11 @@ impl ServerBackend for Backend {
                         "map of IOVA {address:#x}+{size:#x} replaced {replaced:#x} mapped bytes"
                     );
                 }
+                // QEMU maps every BAR and ROM of the machine (ours included)
+                // without a file: peer-to-peer windows this model does not
+                // serve. Counted; an access there is logged as a fault.
                 if !has_file {
-                    event!(
-                        "dma.no_file",
-                        "map of IOVA {address:#x}+{size:#x} without a file (a BAR or ROM: no peer-to-peer): device accesses fault"
-                    );
+                    c.dma_maps_without_file += 1;
                 }
                 Ok(())
             }
