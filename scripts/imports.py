@@ -16,6 +16,11 @@ items, `#[cfg(test)]`).
 Floors (each file imports only its own floor or those below; within a floor
 the files must not import each other in a cycle) are the table FLOORS below,
 the same table as the README's layout section.
+
+Floor 0, the model core (src/model.rs, src/model/), is also compiled into
+the userspace server src/user/gaudi2-model: its files import only each other
+and only by `super::`/`self::` paths (no `crate::`, which would name the
+kernel crate's root), and use neither `kernel`, `alloc`, `std` nor `unsafe`.
 """
 
 import re
@@ -28,6 +33,7 @@ CRATE_ROOT = SRC / "hlrs.rs"
 
 # (path prefix relative to src/, floor, name). The first matching prefix wins.
 FLOORS = [
+    ("model", 0, "model core (kernel-free)"),
     ("uapi.rs", 1, "ground"),
     ("asic", 1, "ground"),
     ("params.rs", 1, "ground"),
@@ -241,6 +247,16 @@ def size_problems(f, rel):
     return out
 
 
+MODEL_FORBIDDEN = re.compile(r"(?<![\w:])(crate::|kernel::|alloc::|std::|unsafe\b|extern\s+crate)")
+
+
+def model_problems(f, rel):
+    """What keeps a model-core file from building outside the kernel crate."""
+    text = strip_tests(strip_comments(f.read_text()))
+    found = sorted(set(m.group(1) for m in MODEL_FORBIDDEN.finditer(text)))
+    return [f"model: {rel} uses {w!r} (the model core is core-only, super:: paths only)" for w in found]
+
+
 def sccs(nodes, graph):
     index, low, stack, on, out = {}, {}, [], set(), []
     counter = [0]
@@ -291,7 +307,7 @@ def main():
         fl, name = floor_of(rel(f))
         if fl is None:
             problems.append(f"{rel(f)}: on no floor (add it to FLOORS in {Path(__file__).name})")
-            fl, name = 0, "none"
+            fl, name = -1, "none"
         by_floor.setdefault((fl, name), []).append(f)
     for (fl, name), fs in sorted(by_floor.items(), reverse=True):
         print(f"floor {fl}  {name}")
@@ -304,6 +320,9 @@ def main():
             tf, _ = floor_of(rel(t))
             if ff is not None and tf is not None and tf > ff:
                 problems.append(f"up: {rel(f)} (floor {ff}) imports {rel(t)} (floor {tf})")
+    for f in files:
+        if floor_of(rel(f))[0] == 0:
+            problems += model_problems(f, rel(f))
     if "--sizes" in sys.argv:
         for f in files:
             problems += size_problems(f, rel(f))

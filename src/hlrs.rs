@@ -25,6 +25,7 @@
 //! | 3 | `hw/` | the sealed [`hw::backend::Backend`] trait and the simulated Gaudi2, its MMUs' engine side and its engines (QMANs, command processor); the PCI Gaudi2 (`hw/pci`: BARs, registers, DMA API) |
 //! | 2 | `ffi/` | safe wrappers of kernel C APIs the `kernel` crate lacks (leaves) |
 //! | 1 | `uapi.rs`, `asic/`, `params.rs` | uAPI structs, Gaudi2 constants, module parameters |
+//! | 0 | `model.rs`, `model/` | the Gaudi2 model core: kernel-free (`core` only), imports nothing of the driver; also compiled into the userspace server `src/user/gaudi2-model` |
 //!
 //! `bench/` (KUnit builds only) stands above them all.
 //!
@@ -110,6 +111,7 @@ mod file;
 mod hw;
 mod ioctl;
 mod mmu;
+mod model;
 mod params;
 mod shell;
 mod small_array;

@@ -20,9 +20,10 @@
 //! The engines' side of the MMUs is a hardware model of its own, which
 //! shares no code with the driver's page tables:
 //!
-//! - [`walker`]: the page walk from each ASID's hop 0 (set by the driver
-//!   through [`Backend::set_hop0`]), PTEs decoded from Gaudi2's format, and
-//!   the HMMUs' HBM scrambling;
+//! - [`crate::model::walker`] (the model core's): the page walk
+//!   from each ASID's hop 0 (set by the driver through
+//!   [`Backend::set_hop0`]), PTEs decoded from Gaudi2's format, and the
+//!   HMMUs' HBM scrambling;
 //! - [`stlb`]: the translation cache, filled only by walks and emptied only
 //!   by [`Backend::invalidate_range`] / [`Backend::invalidate_all`] (and
 //!   eviction);
@@ -56,10 +57,10 @@ pub(crate) mod job;
 pub(crate) mod packets;
 pub(crate) mod qman;
 pub(crate) mod stlb;
-pub(crate) mod walker;
 
 use crate::asic::{AsicProperties, MAX_ASID, SRAM_BASE_ADDR, SRAM_SIZE};
 use crate::hw::backend::{Backend, BusAddrs, DeviceStatus, MmuKind};
+use crate::model::walker::HbmScrambler;
 use crate::{
     ffi::{
         dma::{DmaDirection, Importer, ImporterSgt},
@@ -137,7 +138,7 @@ pub(crate) struct SimGaudi2 {
     #[pin]
     faults: Mutex<fault::FaultLog>,
     /// The HMMUs' HBM address scrambling.
-    scrambler: walker::HbmScrambler,
+    scrambler: HbmScrambler,
     /// The hop-0 address of each ASID, PMMU then DMMU (0: not set).
     hop0: [[Atomic<u64>; MAX_ASID as usize]; 2],
     /// PTE writes since creation (statistics).
@@ -169,7 +170,7 @@ impl SimGaudi2 {
     /// A simulated device with the DRAM geometry of `asic`, operational and idle.
     pub(crate) fn new(asic: &AsicProperties) -> impl PinInit<Self, Error> {
         let (dram_base, dram_end) = (asic.dram_base, asic.dram_end());
-        let scrambler = walker::HbmScrambler::new(asic.hbms);
+        let scrambler = HbmScrambler::new(asic.hbms);
         let user_from = asic.dram_user_base / CHUNK_U64;
         try_pin_init!(Self {
             dram_base,

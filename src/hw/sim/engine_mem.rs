@@ -33,13 +33,13 @@
 use super::{
     fault::{Access, EngineFault, StaleUse, Target},
     stlb::Stlb,
-    walker::{self, Leaf, WalkStop},
     SimGaudi2,
 };
 use crate::{
     asic::{DRAM_PHYS_BASE, SRAM_BASE_ADDR, SRAM_SIZE, VA_HBM_SPACE_END},
     ffi::dma_pages::page_pieces,
     hw::backend::{Backend, MmuKind},
+    model::walker::{self, Leaf, Tables, WalkStop},
 };
 use kernel::prelude::*;
 
@@ -276,14 +276,14 @@ impl SimGaudi2 {
     fn walk(&self, kind: MmuKind, asid: u32, key: u64) -> Result<Leaf, WalkStop> {
         let hop0 = self.hop0(kind, asid).ok_or(WalkStop::NotPresent(0))?;
         match kind {
-            MmuKind::Dram => walker::walk(kind, hop0, key, &mut |a| self.read_pte(a).ok()),
+            MmuKind::Dram => walker::walk(Tables::Hmmu, hop0, key, &mut |a| self.read_pte(a).ok()),
             MmuKind::Host => {
                 let pages = self.dma_pages.lock();
                 let mut read = |a: u64| {
                     let mut b = [0u8; 8];
                     (a % 8 == 0 && pages.read(a, &mut b).is_ok()).then(|| u64::from_le_bytes(b))
                 };
-                walker::walk(kind, hop0, key, &mut read)
+                walker::walk(Tables::Pmmu, hop0, key, &mut read)
             }
         }
     }
