@@ -20,18 +20,17 @@
 //!   mapped, in an sg table with `sg_page` set and DMA-mapped for its device
 //!   with `dma_map_sgtable` ([`ImporterSgt::map_host_pages`]); CPU mappings of
 //!   the export fault in the same pages ([`Backend::dram_host_page`]).
-//! - **Peer to peer** (device DRAM behind a BAR; the PCI backend does not
-//!   implement it yet: it answers no importer is P2P, so every map is
-//!   refused with `EPERM`), as upstream `hl_dmabuf_attach`/`hl_map_dmabuf`: `peer_to_peer` asks
-//!   `pci_p2pdma_distance(pdev, importer, true)`; `map_for_importer` refuses
-//!   a non-P2P attachment (`EPERM`; [`Importer`] would grow an accessor for
-//!   `attach->peer2peer`) and otherwise maps each DRAM piece's BAR
+//! - **Peer to peer** (device DRAM behind a BAR: the PCI backend,
+//!   `crate::hw::pci::PciGaudi2`), as upstream `hl_dmabuf_attach`/`hl_map_dmabuf`:
+//!   `peer_to_peer` asks `pci_p2pdma_distance(pdev, importer, true)`;
+//!   `map_for_importer` refuses a non-P2P attachment (`EPERM`,
+//!   [`Importer::peer2peer`]) and otherwise maps each DRAM piece's BAR
 //!   window with `dma_map_resource` for the importer (split at its segment
-//!   limit, [`Importer::max_seg_size`]) into an `ImporterSgt` made by a second
-//!   constructor next to `map_host_pages`, whose drop undoes them with
+//!   limit, [`Importer::max_seg_size`]) into an `ImporterSgt` made by
+//!   [`ImporterSgt::map_resources`], whose drop undoes them with
 //!   `dma_unmap_resource`; `dram_host_page` answers `EOPNOTSUPP` (device
 //!   memory has no `struct page`), so CPU mappings of an export fault with
-//!   `SIGBUS`, and its `mmap` should be refused instead.
+//!   `SIGBUS` (refusing its `mmap` instead is left to do).
 //!
 //! Either way the only sg table an importer can be handed is an
 //! [`ImporterSgt`], and the only way to make one is a DMA-mapping call for
