@@ -397,10 +397,10 @@ mod tests {
             submit::cs_ioctl(f.ctx.cs(), &input, &Src(&[], &[])).1,
             Err(EINVAL)
         );
-        d.sim()?.set_status(DeviceStatus::InReset);
+        d.set_status(DeviceStatus::InReset);
         assert_eq!(submit(&f, &[c]).err(), Some(EBUSY));
         assert_eq!(wait(&f, 1, 0).0, Err(EBUSY));
-        d.sim()?.set_status(DeviceStatus::Operational);
+        d.set_status(DeviceStatus::Operational);
         Ok(())
     }
 
@@ -521,24 +521,24 @@ mod tests {
     fn a_context_has_one_engine_thread_per_engine_it_used_until_close() -> Result {
         let (_d, f) = setup()?;
         let ok = put_cb(&f, SRAM, &[&nop(false, false)])?;
-        assert_eq!(f.ctx.cs().workers.lock().count(), 0);
+        assert_eq!(f.ctx.cs().engine_threads(), 0);
         // Two streams of PDMA 0 and one EDMA: two threads.
         let edma = GAUDI2_QUEUE_ID_DCORE3_EDMA_0_0 + 6;
         run(&f, &[chunk(ok, PDMA), chunk(ok, PDMA + 1), chunk(ok, edma)])?;
         run(&f, &[chunk(ok, PDMA)])?;
-        assert_eq!(f.ctx.cs().workers.lock().count(), 2);
+        assert_eq!(f.ctx.cs().engine_threads(), 2);
         // A disabled queue makes none.
         let mut a = args(&[chunk(ok, 2)], 0);
         assert_eq!(
             cs_ioctl(&f, &mut a, &Src(&[chunk(ok, 2)], &[])),
             Err(EINVAL)
         );
-        assert_eq!(f.ctx.cs().workers.lock().count(), 2);
+        assert_eq!(f.ctx.cs().engine_threads(), 2);
         // The close ends them; later CSs are refused.
         f.ctx.cs().stop_and_drain();
-        assert_eq!(f.ctx.cs().workers.lock().count(), 0);
+        assert_eq!(f.ctx.cs().engine_threads(), 0);
         assert_eq!(submit(&f, &[chunk(ok, PDMA)]).err(), Some(EBUSY));
-        assert_eq!(f.ctx.cs().workers.lock().count(), 0);
+        assert_eq!(f.ctx.cs().engine_threads(), 0);
         Ok(())
     }
 
