@@ -129,7 +129,7 @@ module! {
     params: {
         devices: u32 {
             default: 1,
-            description: "Number of simulated Gaudi2 devices to create (1..=8)",
+            description: "Number of simulated Gaudi2 devices to create (1..=8; 0 with pci=1: none)",
         },
         hbms: u32 {
             default: 6,
@@ -219,10 +219,11 @@ impl kernel::Module for HabanaLabsRs {
             }
         };
         mark("init", 0);
-        let config = params::Config::validate(
+        let config = params::Config::validate_with_pci(
             module_parameters::devices.value(),
             module_parameters::hbms.value(),
             module_parameters::dram_mib.value(),
+            module_parameters::pci.value(),
         )
         .inspect_err(|e| pr_err!("invalid module parameters: {}\n", e.msg()))
         .map_err(|e| e.errno())?;

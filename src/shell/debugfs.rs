@@ -20,7 +20,7 @@
 //! | `stlb` | the simulated device's STLB (statistics, entries), IOMMU map, hop-0 registers and engine faults (first, last, counts, last use of a stale translation) |
 //! | `engine` | an engine access through the device's MMUs (tests): write `read ASID VA LEN` to choose what reading shows (read at each read from offset 0, through the STLB), `write ASID VA HEX` to store bytes |
 //! | `dram` | simulated DRAM by physical address (tests): write `write ADDR HEX` to store bytes, `read ADDR LEN` to choose what reading shows |
-//! | `pci` | a PCI device's state (`alive`, `dead`, `gone`) and register traffic since its probe: register reads and writes, PTE writes and reads through BAR4, hop-0 commits, invalidations, poll timeouts, DMA maps and unmaps, pages mapped (one `name value` per line) |
+//! | `pci` | a PCI device's bus id, state (`alive`, `dead`, `gone`) and register traffic since its probe: register reads and writes, PTE writes and reads through BAR4, hop-0 commits, invalidations, poll timeouts, DMA maps and unmaps, pages mapped (one `name value` per line) |
 //!
 //! On a PCI device the files of the simulation (`stlb`, `engine`, the
 //! injection switches, `status` writes) answer `ENODEV` to writes and say
@@ -121,6 +121,8 @@ static DEVICE_FILES: [FileDef<DeviceFiles>; 18] = [
 fn show_pci(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     #[cfg(CONFIG_PCI)]
     if let Some(pci) = dev.pci() {
+        let bus = dev.bus_id();
+        writeln!(f, "bus {}", core::str::from_utf8(&bus).unwrap_or("?"))?;
         return pci.show_counters(f);
     }
     writeln!(f, "not a PCI device: {}", dev.index)
