@@ -578,6 +578,48 @@ mod tests {
     }
 
     #[test]
+    fn the_driver_s_tdr_halts_the_timed_out_cs_s_queues() -> Result {
+        let (d, f) = setup()?;
+        let ok = put_cb(&f, SRAM, &[&nop(false, false)])?;
+        // 64 jobs of 256 MiB of memset each: far longer than its 1 s.
+        let slow = slow_cb(&f)?;
+        let mut long = KVec::new();
+        for _ in 0..64 {
+            long.push(chunk(slow, PDMA), GFP_KERNEL)?;
+        }
+        let mut a = args(&long, HL_CS_FLAGS_CUSTOM_TIMEOUT);
+        a.timeout = 1;
+        cs_ioctl(&f, &mut a, &Src(&long, &[]))?;
+        let s1 = a.out_seq();
+        // Behind it on its queue, and on another engine.
+        let s2 = submit(&f, &[chunk(ok, PDMA)])?;
+        let s3 = submit(&f, &[chunk(ok, GAUDI2_QUEUE_ID_PDMA_1_0)])?;
+        assert_eq!(wait(&f, s3, 60 * SEC).0, Ok(()));
+        // The watchdog times it out and halts PDMA 0's stream: it ends
+        // TIMEDOUT once its jobs stopped, the CS behind it ABORTED.
+        assert_eq!(
+            wait(&f, s1, 60 * SEC),
+            (Err(ETIMEDOUT), (HL_WAIT_CS_STATUS_TIMEDOUT, 0, 0))
+        );
+        assert_eq!(
+            wait(&f, s2, 60 * SEC),
+            (Err(EIO), (HL_WAIT_CS_STATUS_ABORTED, 0, 0))
+        );
+        assert_eq!(d.cs.with_captured(|c| c.cs_timeout.seq), s1);
+        // The queue was reset: it takes work again.
+        run(&f, &[chunk(ok, PDMA)])?;
+        // The close halts a CS without a timeout, and quiesces the queues.
+        d.cs.configure(0, false);
+        let s5 = submit(&f, &long)?;
+        let fence = f.ctx.cs().fence(s5)?.ok_or(EINVAL)?;
+        f.ctx.cs().stop_and_drain();
+        assert_eq!(fence.poll().map(|x| x.status), Some(CsStatus::Aborted));
+        assert_eq!(f.ctx.cs().engine_threads(), 0);
+        assert_eq!(d.cs.busy_mask(), [0; 4]);
+        Ok(())
+    }
+
+    #[test]
     fn an_unmapped_va_is_not_reused_while_a_cs_could_reach_it() -> Result {
         let (d, f) = setup()?;
         let vm = f.ctx.vm();
