@@ -42,7 +42,7 @@
 //! jobs is `EOPNOTSUPP`).
 //!
 //! **What stays in the driver.** The CS timeout (upstream's TDR) is a
-//! driver-side timer (`cs::tdr`): when a CS times out the driver halts and
+//! driver-side timer (the context watchdog of `cs::tracker`): when a CS times out the driver halts and
 //! resets its queues through [`AsidQueues::halt`]; the engines never see a
 //! deadline. The device status is the driver's (`DeviceCs`), not the
 //! engines'. A halt ends every job of the halted queues queued before it,
