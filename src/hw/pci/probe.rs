@@ -129,6 +129,7 @@ pub(crate) fn probe<'bound>(
     check_bars(pdev)?;
     let bar4_len = pdev.resource_len(r::DRAM_BAR_ID)?;
     let bar0_start = pdev.resource_start(r::SRAM_CFG_BAR_ID)?;
+    let bar4_start = pdev.resource_start(r::DRAM_BAR_ID)?;
     let enabled = EnabledDevice::enable(pdev)?;
     let bar0 = pdev
         .iomap_region(r::SRAM_CFG_BAR_ID, c"habanalabs_rs")?
@@ -170,6 +171,11 @@ pub(crate) fn probe<'bound>(
             dram_base,
             dram_end,
             bar0_start,
+            bar4_start,
+            pdev: {
+                let plain: &pci::Device = pdev;
+                plain.into()
+            },
         }),
         GFP_KERNEL,
     )?;
