@@ -2,16 +2,16 @@
 
 //! Command submission (floor 5, beside `vm/`): the driver's side of
 //! `DRM_IOCTL_HL_CS` and `DRM_IOCTL_HL_WAIT_CS` (upstream
-//! `common/command_submission.c`), over the simulated device's engines
-//! (`hw::sim::qman`). Each concept has its file, importing only downward:
+//! `common/command_submission.c`), over the engine boundary
+//! ([`crate::hw::engines`]: no `hw::sim` type is named here). Each concept has its file, importing only downward:
 //!
 //! 1. [`fence`] (one CS's completion), [`outcome`] (outcomes kept for late
 //!    waits), [`capture`] (the errors captured for INFO), [`validate`]
 //!    (the checks of a chunk);
-//! 2. [`device_cs`]: the device-wide part (engines, aggregated counters,
+//! 2. [`device_cs`]: the device-wide part (engines, device status, aggregated counters,
 //!    captured errors, timeout and page-fault configuration);
 //! 3. [`tracker`]: one context's CSs in flight, sequence numbers, the
-//!    window of 64, timeouts, close;
+//!    window of 64, timeouts (the driver's TDR watchdog), close;
 //! 4. [`wait`] (WAIT_CS) and [`submit`] (CS, with its restore phase).
 
 pub(crate) mod capture;

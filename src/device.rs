@@ -14,7 +14,8 @@ use crate::{
     cs::{device_cs::DeviceCs, tracker::ContextCs},
     hw::{
         backend::{Backend, DeviceStatus},
-        sim::SimGaudi2,
+        engines::Engines,
+        sim::{qman::queues::SimEngines, SimGaudi2},
     },
     mmu::device_mmu::DeviceMmu,
     vm::{context_vm::ContextVm, device_vm::DeviceVm},
@@ -139,8 +140,9 @@ impl HlDevice {
     /// A new, operational simulated device.
     pub(crate) fn new(index: u32, asic: AsicProperties) -> Result<Arc<Self>> {
         let (sim, mmu, vm) = DeviceVm::simulated(&asic)?;
-        let cs = DeviceCs::new(sim.clone())?;
         let hw: Arc<dyn Backend> = sim.clone();
+        let engines: Arc<dyn Engines> = SimEngines::new(&sim)?;
+        let cs = DeviceCs::new(hw.clone(), Some(engines))?;
         Self::assemble(
             index,
             asic,
@@ -163,7 +165,7 @@ impl HlDevice {
     ) -> Result<Arc<Self>> {
         let hw: Arc<dyn Backend> = pci.clone();
         let (mmu, vm) = DeviceVm::on(&asic, hw.clone())?;
-        let cs = DeviceCs::without_engines(hw.clone())?;
+        let cs = DeviceCs::new(hw.clone(), None)?;
         Self::assemble(
             index,
             asic,
@@ -256,7 +258,12 @@ impl HlDevice {
 
     /// The device state (`hl_device_status`).
     pub(crate) fn status(&self) -> DeviceStatus {
-        self.backend().status()
+        self.cs.status()
+    }
+
+    /// Set the device state the driver keeps (debugfs, tests). O(1).
+    pub(crate) fn set_status(&self, status: DeviceStatus) {
+        self.cs.set_status(status);
     }
 
     /// The bus id: a PCI device's own, or the stable fake one of a
@@ -536,11 +543,11 @@ mod tests {
     #[test]
     fn open_fails_when_not_operational() -> Result {
         let d = dev(0)?;
-        d.sim()?.set_status(DeviceStatus::InReset);
+        d.set_status(DeviceStatus::InReset);
         assert_eq!(d.open_compute(1), Err(EAGAIN));
-        d.sim()?.set_status(DeviceStatus::Malfunction);
+        d.set_status(DeviceStatus::Malfunction);
         assert_eq!(d.open_compute(1), Err(EPERM));
-        d.sim()?.set_status(DeviceStatus::InDeviceCreation);
+        d.set_status(DeviceStatus::InDeviceCreation);
         let asid = d.open_compute(1)?;
         d.close_compute(asid);
         Ok(())

@@ -22,7 +22,7 @@
 //! | 6 | `context.rs`, `device.rs`, `file.rs` | aggregates: one open, one device |
 //! | 5 | `vm/`, `cs/` | device-wide [`vm::device_vm::DeviceVm`]; per context [`vm::context_vm::ContextVm`] and the operations on it; command submission: [`cs::device_cs::DeviceCs`], per context [`cs::tracker::ContextCs`], CS and WAIT_CS |
 //! | 4 | `mmu/` | device-wide [`mmu::device_mmu::DeviceMmu`]; page tables, hop pools, invalidation proofs |
-//! | 3 | `hw/` | the sealed [`hw::backend::Backend`] trait and the simulated Gaudi2, its MMUs' engine side and its engines (QMANs, command processor); the PCI Gaudi2 (`hw/pci`: BARs, registers, DMA API) |
+//! | 3 | `hw/` | the sealed [`hw::backend::Backend`] trait, the engine boundary ([`hw::engines`]: submit, halt, busy mask, events) and the simulated Gaudi2, its MMUs' engine side and its engines (QMANs, command processor); the PCI Gaudi2 (`hw/pci`: BARs, registers, DMA API) |
 //! | 2 | `ffi/` | safe wrappers of kernel C APIs the `kernel` crate lacks (leaves) |
 //! | 1 | `uapi.rs`, `asic/`, `params.rs` | uAPI structs, Gaudi2 constants, module parameters |
 //! | 0 | `model.rs`, `model/` | the Gaudi2 model core: kernel-free (`core` only), imports nothing of the driver; also compiled into the userspace server `src/user/gaudi2-model` |
@@ -38,9 +38,10 @@
 //! | # | lock | guards | notes |
 //! |---|---|---|---|
 //! | 1 | `HlDevice::state` | open/ASID bookkeeping, the parked VM | held by `open_compute` across the retry of a parked teardown (which takes 6-16) and the ASID purge (15, 16); an open clears the captured errors (18) after releasing it |
-//! | 2 | `ContextCs::restore` | a context's restore phase (upstream `restore_phase_mutex`) | held across the submission of a restore CS, the copy of its chunk array from the user included (takes 2a-5, 14, 17) |
-//! | 2a | `ContextCs::workers` | a context's engine threads | held across a submission's creation of missing threads and its queueing (takes 3-5); by the close after its drain, to stop them |
-//! | 3 | `ContextCs::track` | a context's sequence numbers, window of 64 fences, CSs in flight, outcome store | held across a submission, jobs queued included (takes 4, 5, 14 (the device's state), 17 (a new CS polls the fence of its window slot, a refused CS signals its own); allocates); taken alone when a CS ends (an engine reports with none of its locks held), by WAIT_CS and by the close's drain |
+//! | 2 | `ContextCs::restore` | a context's restore phase (upstream `restore_phase_mutex`) | held across the submission of a restore CS, the copy of its chunk array from the user included (takes 2a-5, 17, 18a) |
+//! | 2a | `ContextCs::watch` | a context's watchdog thread (the TDR timer) | held by a submission while it creates the watchdog (then released before 3a and 3); by the close after its drain, to stop it (the watchdog takes 3 alone) |
+//! | 3 | `ContextCs::track` | a context's sequence numbers, window of 64 fences, CSs in flight, outcome store, the watchdog's next deadline | held across a submission, jobs queued included (takes 3a, 4, 5, 18a (the device's state), 17 (a new CS polls the fence of its window slot, a refused CS signals its own); allocates); taken alone when a CS ends (an engine reports with none of its locks held), by WAIT_CS, by an abort (to mark its CSs; the halt after it takes no lock), by the watchdog (released before it times a CS out) and by the close's drain |
+//! | 3a | `SimQueues::workers` | a context's engine threads (simulated engines) | taken alone by a submission's creation of missing threads (before 3) and by the close's quiesce (after its drain, to stop them); inside 3 to queue a batch (takes 4, 5) |
 //! | 4 | `Qman::submit` | a batch of jobs' room check and queueing | takes only 5 |
 //! | 5 | `Engine::fifo` (a worker's `Feed`) | a context's queued jobs for one engine | leaf |
 //! | 6 | `ContextVm::exports` | a context's export records | alone (taken and released around 8 in EXPORT and the dma-buf release) |
@@ -49,15 +50,16 @@
 //! | 9 | a VA range's mutex (`VaRanges::{host, host_huge, dram}`) | one VA allocator | alone: only inside the allocator's calls, never across an allocation |
 //! | 10 | `ContextVm::mmu` | the context's two page tables (upstream: one device-wide `mmu_lock`) | held across the mapping of one pack |
 //! | 11 | `DeviceMmu::dr_hops`, `DeviceMmu::hr_hops` | the hop pools | inside 10 |
-//! | 12 | `Engine::scratch` | an engine's CB window and DMA bounce buffer | held across one job's execution (takes 13, 14, and 18 then 19 when the job's check finds its CS timed out), with none of 1-11 held; released before the job is reported |
+//! | 12 | `Engine::scratch` | an engine's CB window and DMA bounce buffer | held across one job's execution (takes 13, 14), with none of 1-11 held; released before the job is reported (a halt is seen through atomics, no lock) |
 //! | 13 | `SimGaudi2::stlb` | the device's STLB | held across each engine access piece (translate, walk, copy) and by every invalidation, which so waits for the piece in flight; taken with none of 6-11 held (invalidations come after the page-table lock is released); takes only 14 |
-//! | 14 | `SimGaudi2::dram`, `SimGaudi2::sram`, `SimGaudi2::dma_pages`, `SimGaudi2::invalidations`, `SimGaudi2::faults`, `SimGaudi2::status`, `CfgSpace::blocks` | simulated DRAM and SRAM, the IOMMU's map, invalidation log, engine faults, state, register blocks | leaves, inside 11 (PTE writes, host-resident hops mapped and unmapped), 13 (engine accesses, walks), 3 (`status`: a submission checks the device's state) or alone |
+//! | 14 | `SimGaudi2::dram`, `SimGaudi2::sram`, `SimGaudi2::dma_pages`, `SimGaudi2::invalidations`, `SimGaudi2::faults`, `CfgSpace::blocks` | simulated DRAM and SRAM, the IOMMU's map, invalidation log, engine faults, register blocks | leaves, inside 11 (PTE writes, host-resident hops mapped and unmapped), 13 (engine accesses, walks) or alone |
 //! | 14a | `PciGaudi2::mmu_regs`, `DmaStreams::table` (PCI device) | the MMU register sequences (held across their polls, which sleep), the host pages DMA-mapped for the function | leaves, inside 11 (hop-0 tables mapped) or alone; the PCI probe's `PCI_HOME` (`shell/pci.rs`) is a leaf taken alone |
 //! | 15 | `DeviceVm::handles` | handle -> page pack | held only to look up, count or remove handles; packs dropped under it take 14 (`SimGaudi2::dram`: their pages' contents given back) then 16 |
 //! | 16 | `DeviceVm::pool` (shared by every page pack) | the DRAM page pool | leaf |
 //! | 17 | `Fence::state`, `VaQuarantine::ring`, `VaQuarantine::progress` | a CS's completion; a context's held VA blocks, the wait for its CSs' progress | leaves; `Fence::state` taken alone (WAIT_CS, a CS's end) or inside 3, `ring` alone, `progress` alone or inside 3 (the tracker publishing progress) |
-//! | 18 | `DeviceCs::captured` | the errors captured for INFO | leaf; taken alone (INFO, a job's report, an open once it released 1) or inside 12 (a timeout an engine's check finds); never across a user copy |
-//! | 19 | `DeviceCs::notifier` | the eventfd the compute file registered | leaf (the eventfd's own wait-queue lock inside, `eventfd_signal`); taken alone or inside 12, never together with 18 |
+//! | 18 | `DeviceCs::captured` | the errors captured for INFO | leaf; taken alone (INFO, a job's report, the watchdog's timeout, an open once it released 1); never across a user copy |
+//! | 18a | `DeviceCs::status` | the device status the driver keeps | leaf; taken alone or inside 3 (a submission checks the device's state) |
+//! | 19 | `DeviceCs::notifier` | the eventfd the compute file registered | leaf (the eventfd's own wait-queue lock inside, `eventfd_signal`); taken alone, never together with 18 |
 //! | 20 | an open debugfs file's kept rendering (`ffi::debugfs::Kept`), `AbiFiles::data_dma` | the rendering reads continue from; the last `dma_size` blob | leaves, taken alone, only to swap or clone a reference (never across a rendering or a copy to user memory) |
 //!
 //! **User copies.** A copy to or from user memory can sleep for as long as

@@ -52,7 +52,7 @@ use crate::{
     ffi::clock::ktime_ns,
     hw::{
         backend::MmuKind,
-        sim::fault::{Access, EngineFault},
+        engines::{Access, EngineFault},
     },
     uapi::*,
     vm::{context_vm::ContextVm, mapping_table::Backing},

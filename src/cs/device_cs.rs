@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The device-wide side of command submission: the engines ([`Qman`]), the
+//! The device-wide side of command submission: the engines (the boundary
+//! [`Engines`]), the device status (the driver's, [`DeviceCs::status`]), the
 //! CS counters of every context together (`aggregated_cs_counters`), the
 //! errors captured for the user ([`Captured`]) and the configuration from
 //! the module parameters: the CS timeout (`timeout_locked`) and what a page
@@ -32,7 +33,7 @@
 //! left out are counted in one line when the next interval starts.
 //!
 //! Lock order: `captured` and `notifier` are leaves, never nested, taken
-//! alone or inside `Engine::scratch` (a timeout an engine's check finds);
+//! alone (a CS's event, the watchdog's timeout); `status` is a leaf;
 //! `captured` is never held across a copy to or from user memory (INFO
 //! takes what it reports, an O(1) copy or a reference, and copies it out
 //! unlocked), nor inside `HlDevice::state`.
@@ -42,7 +43,7 @@ use crate::{
     ffi::{clock::ktime_ns, eventfd::EventFd},
     hw::{
         backend::{Backend, DeviceStatus},
-        sim::{fault::EngineFault, packets::PacketError, qman::Qman, SimGaudi2},
+        engines::{EngineFault, Engines, PacketError},
     },
     uapi::*,
     vm::context_vm::ContextVm,
@@ -101,16 +102,18 @@ pub(crate) const DEFAULT_TIMEOUT_S: u32 = 30;
 /// The device-wide command-submission state.
 #[pin_data]
 pub(crate) struct DeviceCs {
-    /// The hardware (its status).
+    /// The hardware (its health: a PCI device that fell off the bus).
     hw: Arc<dyn Backend>,
-    /// The simulated Gaudi2 of a simulated device (the reset of
-    /// `reset_on_page_fault` sets its status); `None` on a PCI device.
-    sim: Option<Arc<SimGaudi2>>,
+    /// The device status the driver keeps (`hdev->status`): set by the
+    /// reset of `reset_on_page_fault` and by debugfs; [`Self::status`]
+    /// combines it with the hardware's health.
+    #[pin]
+    status: Mutex<DeviceStatus>,
     /// The engines; `None` on a device whose engines the driver does not
     /// drive (a PCI Gaudi2: PQ submission, doorbells and MSI-X completion
     /// are not implemented), where every CS with jobs fails with
     /// `EOPNOTSUPP` before it gets a sequence number ([`Self::engines`]).
-    pub(crate) qman: Option<Arc<Qman>>,
+    engines: Option<Arc<dyn Engines>>,
     /// Every context's drops together.
     pub(crate) counters: CsCounters,
     #[pin]
@@ -186,30 +189,18 @@ impl LogLimit {
 }
 
 impl DeviceCs {
-    /// The CS state of a device on `sim`, with upstream's default timeout.
-    /// O(engines).
-    pub(crate) fn new(sim: Arc<SimGaudi2>) -> Result<Arc<Self>> {
-        let qman = Qman::new(&sim)?;
-        Self::with(sim.clone(), Some(sim), Some(qman))
-    }
-
-    /// The CS state of a device on `hw` whose engines the driver does not
-    /// drive (a PCI Gaudi2): no engine, so every CS with jobs is refused.
-    /// O(1).
-    pub(crate) fn without_engines(hw: Arc<dyn Backend>) -> Result<Arc<Self>> {
-        Self::with(hw, None, None)
-    }
-
-    fn with(
+    /// The CS state of a device on `hw` with `engines` (`None`: engines the
+    /// driver does not drive, so every CS with jobs is refused), with
+    /// upstream's default timeout, operational. O(1).
+    pub(crate) fn new(
         hw: Arc<dyn Backend>,
-        sim: Option<Arc<SimGaudi2>>,
-        qman: Option<Arc<Qman>>,
+        engines: Option<Arc<dyn Engines>>,
     ) -> Result<Arc<Self>> {
         Arc::pin_init(
             try_pin_init!(Self {
                 hw,
-                sim,
-                qman,
+                status <- new_mutex!(DeviceStatus::Operational),
+                engines,
                 counters: CsCounters::new(),
                 captured <- new_mutex!(Captured::default()),
                 notifier <- new_mutex!(None),
@@ -240,22 +231,37 @@ impl DeviceCs {
         Some(self.timeout_ms.load(Relaxed)).filter(|&t| t != 0)
     }
 
+    /// The device state (`hl_device_status`): the driver's, unless it is
+    /// operational and the hardware says otherwise (a PCI device gone).
+    /// O(1).
+    pub(crate) fn status(&self) -> DeviceStatus {
+        match *self.status.lock() {
+            DeviceStatus::Operational => self.hw.status(),
+            s => s,
+        }
+    }
+
+    /// Set the driver's device state (a reset, debugfs, tests). O(1).
+    pub(crate) fn set_status(&self, status: DeviceStatus) {
+        *self.status.lock() = status;
+    }
+
     /// Whether the device takes work. O(1).
     pub(crate) fn operational(&self) -> bool {
-        self.hw.status().is_operational()
+        self.status().is_operational()
     }
 
     /// The engines: `EOPNOTSUPP` on a device without engines the driver
-    /// drives (see [`Self::qman`]). O(1).
-    pub(crate) fn engines(&self) -> Result<&Arc<Qman>> {
-        self.qman.as_ref().ok_or(EOPNOTSUPP)
+    /// drives (see [`Self::engines`]). O(1).
+    pub(crate) fn engines(&self) -> Result<&Arc<dyn Engines>> {
+        self.engines.as_ref().ok_or(EOPNOTSUPP)
     }
 
     /// The busy engines (`HL_INFO_HW_IDLE`); none without engines. O(engines).
     pub(crate) fn busy_mask(&self) -> [u64; HL_BUSY_ENGINES_MASK_EXT_SIZE] {
-        self.qman
+        self.engines
             .as_ref()
-            .map_or([0; HL_BUSY_ENGINES_MASK_EXT_SIZE], |q| q.busy_mask())
+            .map_or([0; HL_BUSY_ENGINES_MASK_EXT_SIZE], |e| e.busy_mask())
     }
 
     /// A new open of the compute node: forget what was captured
@@ -331,9 +337,7 @@ impl DeviceCs {
         let mut events = HL_NOTIFIER_EVENT_PAGE_FAULT;
         if reset && !self.reset_pending.xchg(true, Relaxed) {
             events |= HL_NOTIFIER_EVENT_DEVICE_RESET;
-            if let Some(sim) = &self.sim {
-                sim.set_status(DeviceStatus::NeedsReset);
-            }
+            self.set_status(DeviceStatus::NeedsReset);
             pr_info!("page fault: the device needs a reset (reset_on_page_fault=1)\n");
         }
         self.raise(events);
@@ -420,9 +424,7 @@ impl DeviceCs {
     pub(crate) fn finish_reset(&self) {
         if self.reset_pending.xchg(false, Relaxed) {
             self.hard_resets.add(1, Relaxed);
-            if let Some(sim) = &self.sim {
-                sim.set_status(DeviceStatus::Operational);
-            }
+            self.set_status(DeviceStatus::Operational);
             pr_info!("device reset after a page fault: operational again\n");
         }
     }
@@ -442,8 +444,8 @@ mod tests {
     #[test]
     fn the_log_limit_is_a_rate_not_a_budget_per_open() -> Result {
         let asic = crate::asic::AsicProperties::gaudi2(6, 0)?;
-        let sim = Arc::pin_init(SimGaudi2::new(&asic), GFP_KERNEL)?;
-        let cs = DeviceCs::new(sim)?;
+        let sim = Arc::pin_init(crate::hw::sim::SimGaudi2::new(&asic), GFP_KERNEL)?;
+        let cs = DeviceCs::new(sim, None)?;
         for _ in 0..LOG_BURST {
             assert!(cs.may_log_at(T0));
         }

@@ -29,10 +29,11 @@
 //! sequence number; then the number (`EAGAIN` with 64 in flight), then
 //! every chunk's checks ([`check_chunk`]), the device state at scheduling
 //! (`EPERM`, device-in-reset drop) and the queues' room (`EAGAIN`,
-//! queue-full drop). Before the number, the context's worker thread of
-//! every engine the chunks name is created if it has none yet
-//! ([`crate::hw::sim::qman::worker`]: `ENOMEM`, out-of-memory drop, or
-//! `EINTR` for a submitter being killed). A CS refused after it got its number has used it: its
+//! queue-full drop). Before the number, the queues the chunks name are
+//! made ready ([`AsidQueues::prepare`]: the simulation creates the
+//! context's engine thread of each engine there; `ENOMEM`, out-of-memory
+//! drop, or `EINTR` for a submitter being killed), and the context's
+//! watchdog thread (its TDR timer) is created with its first CS. A CS refused after it got its number has used it: its
 //! fence is done at once and WAIT_CS reports it completed, as upstream. The
 //! jobs are queued under the tracker's lock, so a context's CSs reach the
 //! engines in sequence order, and the ioctl returns without waiting for
@@ -42,24 +43,27 @@
 //! `HL_CS_FLAGS_CUSTOM_TIMEOUT` (upstream: `secs_to_jiffies(args->in.timeout)`,
 //! up to `0xFFFFFFFF` s) or the device's `timeout_locked`, and is clamped
 //! to the module parameter `cs_max_run_s` (when not 0), which also bounds
-//! every CS's run from its first job's start ([`super::tracker`]): whatever
+//! every CS's time in flight from its submission ([`super::tracker`]): whatever
 //! the user asks, no CS runs longer on the engines.
 
 use crate::{
+    cs::tracker::Watchdog,
     cs::{
         device_cs::DropKind,
         tracker::{ContextCs, Flight, Track},
         validate::check_chunk,
         wait::{wait_cs, WaitCs},
     },
-    ffi::kthread::cs_max_run_s,
-    hw::sim::{
-        job::JobOwner,
-        qman::{queue_engine, worker::Workers, HwJob},
-    },
+    ffi::kthread::{cs_max_run_s, KThread},
+    hw::engines::{AsidQueues, EngineJob, EngineSink},
     uapi::*,
 };
-use kernel::{alloc::KVVec, list::List, prelude::*, sync::Arc};
+use kernel::{
+    alloc::{KVVec, KVec},
+    prelude::*,
+    str::CString,
+    sync::Arc,
+};
 
 /// Where the chunk arrays of a CS come from (the caller's memory; a slice
 /// in the tests).
@@ -263,11 +267,14 @@ fn cs_default(
             return (u64::MAX, Err(e));
         }
     };
-    let mut workers = ctx.workers.lock();
+    let Some(queues) = ctx.queues.as_ref() else {
+        return (u64::MAX, Err(EOPNOTSUPP));
+    };
+    let watch = ctx.watch.lock();
     if ctx.stopping() {
         return (u64::MAX, Err(EBUSY));
     }
-    if let Err(e) = start_workers(ctx, &mut workers, &chunks) {
+    if let Err(e) = start_threads(ctx, queues, watch, &chunks) {
         return (u64::MAX, Err(e));
     }
     let mut track = ctx.lock();
@@ -279,7 +286,7 @@ fn cs_default(
         Ok(f) => f,
         Err(e) => return (u64::MAX, Err(e)),
     };
-    match queue(ctx, (&mut track, &mut workers), &flight, &chunks) {
+    match queue(ctx, (&mut track, &**queues), &flight, &chunks) {
         Ok(()) => (flight.seq, Ok(())),
         Err(e) => {
             flight.reject();
@@ -289,40 +296,59 @@ fn cs_default(
     }
 }
 
-/// Create the context's worker thread of every engine `chunks` name that
-/// has none yet (before the CS gets its number; chunks naming no engine
-/// are refused later). `ENOMEM` (counted), `EINTR`, a cgroup move's errno.
-/// Sleeps when it creates a thread; O(chunks) otherwise.
-fn start_workers(ctx: &ContextCs, workers: &mut Workers, chunks: &[HlCsChunk]) -> Result {
-    for e in chunks.iter().filter_map(|c| queue_engine(c.queue_index)) {
-        workers.ensure(ctx.dev.engines()?, e.0).inspect_err(|e| {
-            if *e == ENOMEM {
-                ctx.count_drop(DropKind::OutOfMem);
-            }
-        })?;
+/// Make the queues `chunks` name ready (before the CS gets its number;
+/// chunks naming no engine are refused later), and start the context's
+/// watchdog if it has none (`watch`, released before the return). `ENOMEM`
+/// (counted), `EINTR`. Sleeps when it creates a thread; O(chunks) otherwise.
+fn start_threads(
+    ctx: &Arc<ContextCs>,
+    queues: &Arc<dyn AsidQueues>,
+    mut watch: kernel::sync::MutexGuard<'_, Option<KThread<Watchdog>>>,
+    chunks: &[HlCsChunk],
+) -> Result {
+    let count = |e: &Error| {
+        if *e == ENOMEM {
+            ctx.count_drop(DropKind::OutOfMem);
+        }
+    };
+    if watch.is_none() {
+        let pid = kernel::current!().pid();
+        let name = CString::try_from_fmt(fmt!("hlrs-tdr-{}", pid)).inspect_err(count)?;
+        let body = Watchdog::new(ctx.clone()).inspect_err(count)?;
+        *watch = Some(KThread::spawn(&name, body, false).inspect_err(count)?);
     }
-    Ok(())
+    drop(watch);
+    queues
+        .prepare(&mut chunks.iter().map(|c| c.queue_index))
+        .inspect_err(count)
 }
 
 /// Check every chunk, make its job, and queue them all on the engines
 /// (`hl_hw_queue_schedule_cs`); on success the CS is in flight. O(chunks).
 fn queue(
     ctx: &Arc<ContextCs>,
-    (track, workers): (&mut Track, &mut Workers),
+    (track, queues): (&mut Track, &dyn AsidQueues),
     flight: &Arc<Flight>,
     chunks: &[HlCsChunk],
 ) -> Result {
     let asic = &ctx.vm.dev.asic;
-    let mut jobs = List::new();
-    for c in chunks {
+    let mut jobs = KVec::with_capacity(chunks.len(), GFP_KERNEL)
+        .inspect_err(|_| ctx.count_drop(DropKind::OutOfMem))?;
+    for (tag, c) in (0u64..).zip(chunks) {
         check_chunk(asic, c).map_err(|(e, kind)| {
             ctx.count_drop(kind);
             e
         })?;
-        let owner: Arc<dyn JobOwner> = flight.clone();
-        let job = HwJob::new(c.queue_index, ctx.asid(), c.cb_handle, c.cb_size, owner)
-            .inspect_err(|_| ctx.count_drop(DropKind::OutOfMem))?;
-        jobs.push_back(job);
+        let sink: Arc<dyn EngineSink> = flight.clone();
+        let job = EngineJob {
+            queue: c.queue_index,
+            cb: c.cb_handle,
+            cb_size: c.cb_size,
+            tag,
+            sink,
+        };
+        // Room for every chunk was reserved.
+        let _ = jobs.push_within_capacity(job);
     }
     if !ctx.dev.operational() {
         ctx.count_drop(DropKind::DeviceInReset);
@@ -333,12 +359,12 @@ fn queue(
         .inspect_err(|_| ctx.count_drop(DropKind::OutOfMem))?;
     // In flight (and timed) before an engine can take a job.
     ctx.launch(track, flight);
-    workers
-        .submit(ctx.dev.engines()?, &mut jobs)
-        .inspect_err(|e| {
-            ctx.unlaunch(track, flight);
-            if *e == EAGAIN {
-                ctx.count_drop(DropKind::QueueFull);
-            }
-        })
+    queues.submit(&mut jobs).inspect_err(|e| {
+        ctx.unlaunch(track, flight);
+        match *e {
+            EAGAIN => ctx.count_drop(DropKind::QueueFull),
+            ENOMEM => ctx.count_drop(DropKind::OutOfMem),
+            _ => {}
+        }
+    })
 }

@@ -13,7 +13,7 @@
 //!   most 64 CSs are in flight. WAIT_CS on an older sequence finds it gone
 //!   (or its kept outcome, [`OutcomeStore`]); on a future one, `EINVAL`.
 //! - **A CS in flight** ([`Flight`]) owns its jobs' completion: each job
-//!   that ends reports to it ([`JobOwner::done`]); the first fault or bad
+//!   that ends reports to it ([`EngineSink::event`]); the first fault or bad
 //!   packet aborts the CS (the jobs still running on other engines stop at
 //!   their next check) and is captured for INFO; when the last job ends the
 //!   CS is finished: removed from the tracker, its outcome kept if it asked
@@ -21,31 +21,62 @@
 //! - **Timeout** (upstream's TDR): the timer runs for the oldest CS in
 //!   flight only, from when it became the oldest (its submission, or the
 //!   end of the one before), as upstream arms it for the first CS of the
-//!   mirror list. The engines running its jobs find it expired at their
-//!   next check ([`JobOwner::stop`]) and stop: the CS ends TIMEDOUT and the
-//!   first timeout is captured. The device stays usable (upstream resets it
-//!   unless `reset_on_lockup=0`).
+//!   mirror list. The timer is the driver's ([`Watchdog`]: the context's
+//!   watchdog thread): when it expires the CS is marked TIMEDOUT, the first
+//!   timeout captured, and its queues halted and reset through the engine
+//!   boundary ([`AsidQueues::halt`]); the CS ends TIMEDOUT when its jobs
+//!   have reported their halt, so its fence never completes while an engine
+//!   still works for it. The engines see no deadline. The device stays
+//!   usable (upstream resets it unless `reset_on_lockup=0`); a CS queued
+//!   behind the timed-out one on one of its queues ends ABORTED (the halt
+//!   resets the queue, as upstream's reset ends every CS).
 //! - **Run-time cap** (`cs_max_run_s`, [`crate::ffi::kthread::cs_max_run_s`]):
 //!   besides its timeout, a CS ends TIMEDOUT (the same path, captured and
-//!   logged) once it has run that long from its first job's start, whether
-//!   or not it is the oldest and whatever `timeout_locked` says, so no CS
-//!   keeps the engines' threads busy for longer.
-//! - **Close** ([`ContextCs::stop_and_drain`]): every job of the context is
-//!   told to stop, and the close waits until every CS in flight finished,
-//!   before the context's memory can go. The engines stop within one DMA
-//!   chunk (64 KiB) or one packet. Then the context's engine threads end.
+//!   logged) once it has been in flight that long from its submission,
+//!   whether or not it is the oldest and whatever `timeout_locked` says, so
+//!   no CS keeps the engines busy for longer.
+//! - **Close** ([`ContextCs::stop_and_drain`]): every CS in flight is
+//!   aborted and every queue of the context's ASID halted, and the close
+//!   waits until every CS in flight finished (its jobs reported), then
+//!   until the queues are quiescent ([`AsidQueues::quiesce`]: the engine
+//!   threads ended), before the context's memory can go.
 //! - **Progress for the VM** ([`crate::vm::va_quarantine`]): the last
 //!   sequence given and the lowest one not finished are published to the
 //!   context's VM, which keeps an unmapped VA out of reuse until the CSs
 //!   that could still reach it have ended.
 //!
+//! **The TDR timer** (upstream `cs_timedout`), driver-side: a watchdog
+//! thread per context (`hlrs-tdr-<pid>`), made with the context's first CS
+//! and ended by its close ([`ContextCs::stop_and_drain`]).
+//!
+//! It sleeps (with the tracker's lock released) until the earliest
+//! deadline of the context's CSs in flight: the timer of the oldest one
+//! and the run-time cap of each ([`Flight::deadline`]). A CS launched or
+//! armed with an earlier deadline wakes it (`ContextCs::tick`). When a
+//! deadline passes it times the CS out ([`Flight::time_out`]): TIMEDOUT,
+//! captured, logged, and its queues halted and reset through the engine
+//! boundary; the engines never check a deadline.
+//!
+//! **Why a thread and not a kernel timer or delayed work.** What a timeout
+//! does sleeps (the captured-errors and notifier mutexes, the log), so a
+//! timer callback would have to hand it to process context anyway; the
+//! kernel crate of 7.3 has no delayed work with a cancel this module could
+//! use without new FFI, and the context already owns kernel threads (its
+//! engines') made the same way ([`KThread`]). The thread costs one wake-up
+//! per CS whose deadline is earlier than the one it sleeps for (the first
+//! CS of an idle context), none for the CSs behind it.
+//!
+//! The watchdog takes `ContextCs::track` alone and releases
+//! it before a CS times out (which takes `DeviceCs::captured` and
+//! `DeviceCs::notifier`, and halts with no lock).
+//!
 //! Lock order (the crate root's table): `ContextCs::track` is taken alone or
 //! before the engines' submission locks (a CS is queued under it, so the
 //! engines see a context's CSs in sequence order); never inside an engine's
 //! locks: jobs report with none held. `ContextCs::restore` and
-//! `ContextCs::workers` are taken before `track` (a worker thread is
-//! created with `track` free, so
-//! CSs ending meanwhile are not held up). [`JobOwner::stop`] takes no lock.
+//! `ContextCs::watch` are taken before `track` (the engine and watchdog
+//! threads are created with `track` free, so CSs ending meanwhile are not
+//! held up). A halt takes no lock; the watchdog takes `track` alone.
 
 use crate::{
     cs::{
@@ -54,14 +85,13 @@ use crate::{
         fence::{completion_time, CsStatus, Fence, Finished},
         outcome::OutcomeStore,
     },
-    ffi::clock::ktime_ns,
+    ffi::{
+        clock::ktime_ns,
+        kthread::{KThread, ThreadBody},
+    },
     hw::{
         backend::MmuKind,
-        sim::{
-            fault::EngineFault,
-            job::{JobEnd, JobOwner, Stop},
-            qman::worker::Workers,
-        },
+        engines::{AsidQueues, EngineEvent, EngineFault, EngineSink},
     },
     small_array::SmallArray,
     uapi::HlCsChunk,
@@ -75,6 +105,7 @@ use kernel::{
         atomic::{Acquire, Atomic, Full, Relaxed},
         Arc, CondVar, Mutex, MutexGuard, SetOnce,
     },
+    time::{msecs_to_jiffies, Jiffies},
 };
 
 /// CSs in flight per context (`GAUDI2_MAX_PENDING_CS`).
@@ -100,6 +131,10 @@ pub(crate) struct Track {
     armed: Option<u64>,
     /// Outcomes kept for late waits.
     outcomes: OutcomeStore,
+    /// The deadline the watchdog sleeps until (ktime ns; `i64::MAX`: none).
+    pub(crate) tdr_next: i64,
+    /// The watchdog must end.
+    pub(crate) tdr_stop: bool,
 }
 
 /// The command submissions of one context.
@@ -121,15 +156,26 @@ pub(crate) struct ContextCs {
     /// Serialises restore phases (upstream `restore_phase_mutex`).
     #[pin]
     pub(crate) restore: Mutex<()>,
-    /// The context's engine threads (taken before `track`).
+    /// The context's queues (its ASID's); `None` on a device without
+    /// engines the driver drives.
+    pub(crate) queues: Option<Arc<dyn AsidQueues>>,
+    /// The context's watchdog thread (the TDR), made with its first CS
+    /// (taken before `track`).
     #[pin]
-    pub(crate) workers: Mutex<Workers>,
+    pub(crate) watch: Mutex<Option<KThread<Watchdog>>>,
+    /// Wakes the watchdog (with `track`): an earlier deadline, or its end.
+    #[pin]
+    pub(crate) tick: CondVar,
 }
 
 impl ContextCs {
     /// The CS state of a new context on `vm`. O(1) (allocates the outcome store).
     pub(crate) fn new(dev: Arc<DeviceCs>, vm: Arc<ContextVm>) -> Result<Arc<Self>> {
         let outcomes = OutcomeStore::new()?;
+        let queues = match dev.engines() {
+            Ok(e) => Some(e.open(vm.asid)?),
+            Err(_) => None,
+        };
         Arc::pin_init(
             pin_init!(Self {
                 dev,
@@ -143,10 +189,14 @@ impl ContextCs {
                     in_flight: 0,
                     armed: None,
                     outcomes,
+                    tdr_next: i64::MAX,
+                    tdr_stop: false,
                 }),
                 idle <- new_condvar!("ContextCs::idle"),
                 restore <- new_mutex!(()),
-                workers <- new_mutex!(Workers::new()),
+                queues,
+                watch <- new_mutex!(None),
+                tick <- new_condvar!("ContextCs::tick"),
             }),
             GFP_KERNEL,
         )
@@ -247,8 +297,19 @@ impl ContextCs {
             *f = Some(flight.clone());
         }
         track.in_flight = track.in_flight.saturating_add(1);
+        flight.started_ns.store(ktime_ns().max(1), Relaxed);
         if track.armed.is_none() {
             self.arm(track, flight);
+        }
+        self.wake_watchdog(track, flight);
+    }
+
+    /// Wake the watchdog if `flight`'s deadline comes before the one it
+    /// sleeps until. O(1).
+    fn wake_watchdog(&self, track: &mut Track, flight: &Flight) {
+        if flight.deadline().is_some_and(|d| d < track.tdr_next) {
+            track.tdr_next = i64::MIN;
+            self.tick.notify_all();
         }
     }
 
@@ -275,6 +336,7 @@ impl ContextCs {
             flight
                 .deadline_ns
                 .store(ktime_ns().saturating_add(ns).max(1), Relaxed);
+            self.wake_watchdog(track, flight);
         }
     }
 
@@ -356,26 +418,65 @@ impl ContextCs {
         self.track.lock().in_flight
     }
 
-    /// Stop every job of the context; the CSs in flight end ABORTED. O(1).
+    /// Stop every job of the context: no CS is taken any more, the CSs in
+    /// flight end ABORTED, every queue of the ASID is halted. Takes `track`
+    /// (so a submission that saw the context running has queued its jobs
+    /// before the halt); never waits for an engine. O(64).
     pub(crate) fn abort_all(&self) {
-        self.stopping.store(true, Relaxed);
+        {
+            let track = self.track.lock();
+            self.stopping.store(true, Relaxed);
+            for f in track.flights.iter().flatten() {
+                f.set_state(ABORTED);
+            }
+        }
+        if let Some(q) = &self.queues {
+            q.halt(None);
+        }
     }
 
     /// Stop every job of the context and wait (not interruptibly) until no
-    /// CS is in flight (close, teardown). Idempotent. O(1) besides the wait,
-    /// which lasts at most a DMA chunk or a packet per engine.
+    /// CS is in flight and the queues are quiescent (close, teardown):
+    /// afterwards no engine touches the context's memory. Idempotent. O(64)
+    /// besides the wait, which lasts at most a DMA chunk or a packet per
+    /// engine.
     pub(crate) fn stop_and_drain(&self) {
         self.abort_all();
         let mut track = self.track.lock();
         while track.in_flight > 0 {
             self.idle.wait(&mut track);
         }
+        track.tdr_stop = true;
+        self.tick.notify_all();
         drop(track);
         // No job is left: the engine threads end (a submission that took
         // the lock before sees `stopping` after it, and makes none).
-        self.workers.lock().stop_all();
+        if let Some(q) = &self.queues {
+            q.quiesce();
+        }
+        if let Some(w) = self.watch.lock().take() {
+            w.stop();
+        }
         // The file's eventfd goes with it.
         self.dev.release_notifier();
+    }
+
+    /// Engine threads the context holds (tests). O(engines).
+    #[cfg(CONFIG_KUNIT)]
+    pub(crate) fn engine_threads(&self) -> usize {
+        self.queues.as_ref().map_or(0, |q| q.threads())
+    }
+
+    /// The CS in flight whose deadline comes first, and the deadline
+    /// (the watchdog). O(64).
+    pub(crate) fn next_deadline(track: &Track) -> Option<(i64, Arc<Flight>)> {
+        track
+            .flights
+            .iter()
+            .flatten()
+            .filter_map(|f| Some((f.deadline()?, f)))
+            .min_by_key(|(d, _)| *d)
+            .map(|(d, f)| (d, f.clone()))
     }
 }
 
@@ -399,9 +500,10 @@ pub(crate) struct Flight {
     deadline_ns: Atomic<i64>,
     /// Its timeout in ms (`None`: none).
     timeout_ms: Option<u64>,
-    /// When its first job started (ktime ns; 0: not yet), for the cap.
+    /// When it was launched (ktime ns; 0: not yet), for the cap.
     started_ns: Atomic<i64>,
-    /// The longest it may run from then (ns; 0: no cap, `cs_max_run_s`).
+    /// The longest it may be in flight from then (ns; 0: no cap,
+    /// `cs_max_run_s`).
     cap_ns: i64,
     /// It asked for a completion time.
     timestamp: bool,
@@ -518,17 +620,68 @@ impl Flight {
 }
 
 impl Flight {
-    /// Whether the CS has run for its cap by `now` (the first check of its
-    /// first job starts the clock). O(1).
-    fn past_cap(&self, now: i64) -> bool {
-        if self.cap_ns == 0 {
-            return false;
+    /// When it times out (its timer, if armed) or reaches its cap, whichever
+    /// comes first (ktime ns); `None` if neither, or if it is no longer
+    /// running. O(1).
+    pub(crate) fn deadline(&self) -> Option<i64> {
+        if self.state.load(Relaxed) != RUNNING {
+            return None;
         }
-        let started = match self.started_ns.cmpxchg(0, now.max(1), Relaxed) {
-            Ok(_) => return false,
-            Err(t) => t,
-        };
-        now.saturating_sub(started) >= self.cap_ns
+        let timer = Some(self.deadline_ns.load(Relaxed)).filter(|&d| d != 0);
+        let started = self.started_ns.load(Relaxed);
+        let cap = (self.cap_ns != 0 && started != 0).then(|| started.saturating_add(self.cap_ns));
+        match (timer, cap) {
+            (Some(t), Some(c)) => Some(t.min(c)),
+            (t, c) => t.or(c),
+        }
+    }
+
+    /// Its deadline passed at `now` (the watchdog): mark it TIMEDOUT,
+    /// capture and log the timeout, and halt and reset its queues; it ends
+    /// once its jobs reported. Nothing if it ended or was aborted
+    /// meanwhile. O(jobs).
+    pub(crate) fn time_out(&self, now: i64) {
+        let timer = self.deadline_ns.load(Relaxed);
+        if !self.set_state(TIMED_OUT) {
+            return;
+        }
+        let timed_out = timer != 0 && now >= timer;
+        if self.ctx.dev.may_log() {
+            let ms = match (timed_out, self.timeout_ms) {
+                (true, Some(ms)) => ms,
+                _ => (self.cap_ns / 1_000_000) as u64,
+            };
+            let why = if timed_out { "" } else { " (cs_max_run_s)" };
+            hl_err!(
+                "Command submission {} has not finished in {} ms!{}\n",
+                self.seq,
+                ms,
+                why
+            );
+        }
+        self.ctx.dev.record_timeout(self.seq);
+        if let Some(q) = &self.ctx.queues {
+            q.halt(Some(&mut self.queues().iter().copied()));
+        }
+    }
+}
+
+impl Flight {
+    /// Job `tag` failed: the CS is aborted, and its other jobs still queued
+    /// or running stop (their queues are halted and reset). O(jobs).
+    fn abort_others(&self, tag: u64) {
+        if !self.set_state(ABORTED) || self.jobs_left.load(Acquire) <= 1 {
+            return;
+        }
+        if let Some(q) = &self.ctx.queues {
+            let mut others = self
+                .queues()
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| *i as u64 != tag)
+                .map(|(_, q)| *q);
+            q.halt(Some(&mut others));
+        }
     }
 }
 
@@ -537,58 +690,21 @@ fn ms_to_ns(ms: u64) -> i64 {
     i64::try_from(ms.saturating_mul(1_000_000)).unwrap_or(i64::MAX)
 }
 
-impl JobOwner for Flight {
-    fn stop(&self) -> Option<Stop> {
-        if self.ctx.stopping() {
-            self.set_state(ABORTED);
-        }
-        match self.state.load(Relaxed) {
-            ABORTED => return Some(Stop::Aborted),
-            TIMED_OUT => return Some(Stop::TimedOut),
-            _ => {}
-        }
-        let deadline = self.deadline_ns.load(Relaxed);
-        if deadline == 0 && self.cap_ns == 0 {
-            return None;
-        }
-        let now = ktime_ns();
-        let timed_out = deadline != 0 && now >= deadline;
-        let capped = self.past_cap(now);
-        if !timed_out && !capped {
-            return None;
-        }
-        if self.set_state(TIMED_OUT) {
-            if self.ctx.dev.may_log() {
-                let ms = match (timed_out, self.timeout_ms) {
-                    (true, Some(ms)) => ms,
-                    _ => (self.cap_ns / 1_000_000) as u64,
-                };
-                let why = if timed_out { "" } else { " (cs_max_run_s)" };
-                hl_err!(
-                    "Command submission {} has not finished in {} ms!{}\n",
-                    self.seq,
-                    ms,
-                    why
-                );
-            }
-            self.ctx.dev.record_timeout(self.seq);
-            return Some(Stop::TimedOut);
-        }
-        match self.state.load(Relaxed) {
-            TIMED_OUT => Some(Stop::TimedOut),
-            _ => Some(Stop::Aborted),
-        }
-    }
-
-    fn done(&self, engine: u16, end: JobEnd) {
-        match end {
-            JobEnd::Done | JobEnd::Stopped(_) => {}
-            JobEnd::Fault(f) => {
+impl EngineSink for Flight {
+    fn event(&self, engine: u16, tag: u64, event: EngineEvent) {
+        match event {
+            EngineEvent::Done => {}
+            // A halt of a queue this CS did not time out on: a CS behind a
+            // timed-out one, or the context's close.
+            EngineEvent::Halted => {
                 self.set_state(ABORTED);
+            }
+            EngineEvent::Fault(f) => {
+                self.abort_others(tag);
                 self.fault(engine, &f);
             }
-            JobEnd::BadPacket { addr, error } => {
-                self.set_state(ABORTED);
+            EngineEvent::BadPacket { addr, error } => {
+                self.abort_others(tag);
                 if self.ctx.dev.may_log() {
                     hl_err!(
                         "engine {}: packet at {:#x} refused ({:?}), CS {} aborted\n",
@@ -605,5 +721,70 @@ impl JobOwner for Flight {
         if self.jobs_left.fetch_sub(1, Full) == 1 {
             self.finish();
         }
+    }
+}
+
+/// What the watchdog thread runs.
+pub(crate) struct Watchdog {
+    ctx: Arc<ContextCs>,
+}
+
+impl Watchdog {
+    /// The watchdog of `ctx` (the thread is the caller's to start). O(1).
+    pub(crate) fn new(ctx: Arc<ContextCs>) -> Result<Arc<Self>> {
+        Ok(Arc::new(Self { ctx }, GFP_KERNEL)?)
+    }
+}
+
+/// Jiffies until `at` from `now` (at least one). O(1).
+fn jiffies_until(at: i64, now: i64) -> Jiffies {
+    let ms = at.saturating_sub(now).saturating_add(999_999) / 1_000_000;
+    u32::try_from(ms.max(1)).map_or(Jiffies::MAX, msecs_to_jiffies)
+}
+
+impl ThreadBody for Watchdog {
+    /// Time the context's CSs out as their deadlines pass, until the close
+    /// tells it to end. O(64) per wake-up.
+    fn run(&self) {
+        let ctx = &self.ctx;
+        let mut track = ctx.lock();
+        loop {
+            if track.tdr_stop {
+                return;
+            }
+            let now = ktime_ns();
+            match ContextCs::next_deadline(&track) {
+                Some((at, f)) if at <= now => {
+                    drop(track);
+                    f.time_out(now);
+                    drop(f);
+                    track = ctx.lock();
+                }
+                Some((at, _)) => {
+                    track.tdr_next = at;
+                    let _ = ctx
+                        .tick
+                        .wait_interruptible_timeout(&mut track, jiffies_until(at, now));
+                }
+                None => {
+                    track.tdr_next = i64::MAX;
+                    let _ = ctx.tick.wait_interruptible(&mut track);
+                }
+            }
+        }
+    }
+}
+
+#[kunit_tests(hlrs_tdr)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sleeps_round_up_to_a_jiffy_at_least() {
+        assert_eq!(jiffies_until(0, 0), msecs_to_jiffies(1));
+        assert_eq!(jiffies_until(1, 0), msecs_to_jiffies(1));
+        assert_eq!(jiffies_until(1_000_001, 0), msecs_to_jiffies(2));
+        assert_eq!(jiffies_until(i64::MAX, 0), Jiffies::MAX);
+        assert_eq!(jiffies_until(-5, 0), msecs_to_jiffies(1));
     }
 }

@@ -20,7 +20,7 @@
 use crate::{
     asic::{AsicProperties, VaSpan, SRAM_BASE_ADDR},
     cs::device_cs::DropKind,
-    hw::sim::qman::queue_engine,
+    hw::engines::queue_engine,
     uapi::*,
 };
 use kernel::prelude::*;

@@ -206,7 +206,10 @@ pub(crate) trait Backend: Sealed + Send + Sync {
     /// teardown); waits for engine accesses as [`Backend::invalidate_range`].
     fn invalidate_all(&self, kind: MmuKind) -> Result;
 
-    /// The device's current state.
+    /// The hardware's health: `Operational` unless the device failed
+    /// under the driver (a PCI device whose registers read all ones, or
+    /// unbound). The device status users see is the driver's
+    /// (`DeviceCs::status`), which this only overrides when not operational.
     fn status(&self) -> DeviceStatus;
 
     /// Whether every engine is idle.

@@ -125,8 +125,6 @@ pub(crate) struct SimGaudi2 {
     #[pin]
     sram: Mutex<SparseMem>,
     #[pin]
-    status: Mutex<DeviceStatus>,
-    #[pin]
     invalidations: Mutex<InvalidationLog>,
     /// The MMUs' STLB; held across each engine access piece.
     #[pin]
@@ -180,7 +178,6 @@ impl SimGaudi2 {
             dram <- new_mutex!(SparseMem::new(user_from, true)),
             // SRAM (48 MiB, dropped when its context goes) is neither.
             sram <- new_mutex!(SparseMem::new(u64::MAX, false)),
-            status <- new_mutex!(DeviceStatus::Operational),
             invalidations <- new_mutex!(InvalidationLog::default()),
             stlb <- new_mutex!(stlb::Stlb::new()?),
             dma_pages <- new_mutex!(DmaPages::new()),
@@ -197,11 +194,6 @@ impl SimGaudi2 {
             sram_fill: Atomic::new(0),
             cfg_space <- cfg_space::CfgSpace::new(),
         })
-    }
-
-    /// Put the simulated device in another state (tests, debugfs).
-    pub(crate) fn set_status(&self, status: DeviceStatus) {
-        *self.status.lock() = status;
     }
 
     /// A copy of the invalidation counters (tests, debugfs).
@@ -503,8 +495,10 @@ impl Backend for SimGaudi2 {
         Ok(())
     }
 
+    /// The simulation never fails: the device status is the driver's
+    /// (`DeviceCs`).
     fn status(&self) -> DeviceStatus {
-        *self.status.lock()
+        DeviceStatus::Operational
     }
 
     fn is_idle(&self) -> bool {
@@ -845,16 +839,6 @@ mod tests {
         s.sram_read(top - 8, &mut b)?;
         assert_eq!(b, [0; 8]);
         assert_eq!(s.backed_sram_chunks(), 0);
-        Ok(())
-    }
-
-    #[test]
-    fn status_changes() -> Result {
-        let s = sim()?;
-        assert!(s.status().is_operational());
-        s.set_status(DeviceStatus::InReset);
-        assert!(!s.status().is_operational());
-        assert_eq!(s.status().uapi(), crate::uapi::HL_DEVICE_STATUS_IN_RESET);
         Ok(())
     }
 }

@@ -397,10 +397,10 @@ mod tests {
             submit::cs_ioctl(f.ctx.cs(), &input, &Src(&[], &[])).1,
             Err(EINVAL)
         );
-        d.sim()?.set_status(DeviceStatus::InReset);
+        d.set_status(DeviceStatus::InReset);
         assert_eq!(submit(&f, &[c]).err(), Some(EBUSY));
         assert_eq!(wait(&f, 1, 0).0, Err(EBUSY));
-        d.sim()?.set_status(DeviceStatus::Operational);
+        d.set_status(DeviceStatus::Operational);
         Ok(())
     }
 
@@ -521,24 +521,24 @@ mod tests {
     fn a_context_has_one_engine_thread_per_engine_it_used_until_close() -> Result {
         let (_d, f) = setup()?;
         let ok = put_cb(&f, SRAM, &[&nop(false, false)])?;
-        assert_eq!(f.ctx.cs().workers.lock().count(), 0);
+        assert_eq!(f.ctx.cs().engine_threads(), 0);
         // Two streams of PDMA 0 and one EDMA: two threads.
         let edma = GAUDI2_QUEUE_ID_DCORE3_EDMA_0_0 + 6;
         run(&f, &[chunk(ok, PDMA), chunk(ok, PDMA + 1), chunk(ok, edma)])?;
         run(&f, &[chunk(ok, PDMA)])?;
-        assert_eq!(f.ctx.cs().workers.lock().count(), 2);
+        assert_eq!(f.ctx.cs().engine_threads(), 2);
         // A disabled queue makes none.
         let mut a = args(&[chunk(ok, 2)], 0);
         assert_eq!(
             cs_ioctl(&f, &mut a, &Src(&[chunk(ok, 2)], &[])),
             Err(EINVAL)
         );
-        assert_eq!(f.ctx.cs().workers.lock().count(), 2);
+        assert_eq!(f.ctx.cs().engine_threads(), 2);
         // The close ends them; later CSs are refused.
         f.ctx.cs().stop_and_drain();
-        assert_eq!(f.ctx.cs().workers.lock().count(), 0);
+        assert_eq!(f.ctx.cs().engine_threads(), 0);
         assert_eq!(submit(&f, &[chunk(ok, PDMA)]).err(), Some(EBUSY));
-        assert_eq!(f.ctx.cs().workers.lock().count(), 0);
+        assert_eq!(f.ctx.cs().engine_threads(), 0);
         Ok(())
     }
 
@@ -574,6 +574,48 @@ mod tests {
         assert_eq!((r1, w1), (Ok(()), timed_out));
         assert_eq!((r2, w2), (Ok(()), timed_out));
         assert_eq!(d.cs.with_captured(|c| c.cs_timeout.seq), s1);
+        Ok(())
+    }
+
+    #[test]
+    fn the_driver_s_tdr_halts_the_timed_out_cs_s_queues() -> Result {
+        let (d, f) = setup()?;
+        let ok = put_cb(&f, SRAM, &[&nop(false, false)])?;
+        // 64 jobs of 256 MiB of memset each: far longer than its 1 s.
+        let slow = slow_cb(&f)?;
+        let mut long = KVec::new();
+        for _ in 0..64 {
+            long.push(chunk(slow, PDMA), GFP_KERNEL)?;
+        }
+        let mut a = args(&long, HL_CS_FLAGS_CUSTOM_TIMEOUT);
+        a.timeout = 1;
+        cs_ioctl(&f, &mut a, &Src(&long, &[]))?;
+        let s1 = a.out_seq();
+        // Behind it on its queue, and on another engine.
+        let s2 = submit(&f, &[chunk(ok, PDMA)])?;
+        let s3 = submit(&f, &[chunk(ok, GAUDI2_QUEUE_ID_PDMA_1_0)])?;
+        assert_eq!(wait(&f, s3, 60 * SEC).0, Ok(()));
+        // The watchdog times it out and halts PDMA 0's stream: it ends
+        // TIMEDOUT once its jobs stopped, the CS behind it ABORTED.
+        assert_eq!(
+            wait(&f, s1, 60 * SEC),
+            (Err(ETIMEDOUT), (HL_WAIT_CS_STATUS_TIMEDOUT, 0, 0))
+        );
+        assert_eq!(
+            wait(&f, s2, 60 * SEC),
+            (Err(EIO), (HL_WAIT_CS_STATUS_ABORTED, 0, 0))
+        );
+        assert_eq!(d.cs.with_captured(|c| c.cs_timeout.seq), s1);
+        // The queue was reset: it takes work again.
+        run(&f, &[chunk(ok, PDMA)])?;
+        // The close halts a CS without a timeout, and quiesces the queues.
+        d.cs.configure(0, false);
+        let s5 = submit(&f, &long)?;
+        let fence = f.ctx.cs().fence(s5)?.ok_or(EINVAL)?;
+        f.ctx.cs().stop_and_drain();
+        assert_eq!(fence.poll().map(|x| x.status), Some(CsStatus::Aborted));
+        assert_eq!(f.ctx.cs().engine_threads(), 0);
+        assert_eq!(d.cs.busy_mask(), [0; 4]);
         Ok(())
     }
 

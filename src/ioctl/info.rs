@@ -532,7 +532,7 @@ mod tests {
             let (rc, _, _) = call(&d, None, Node::Compute, op, 64, 0)?;
             assert_eq!(rc, Err(EINVAL));
         }
-        d.sim()?.set_status(DeviceStatus::InReset);
+        d.set_status(DeviceStatus::InReset);
         for op in [
             5u32,
             39,
@@ -563,7 +563,7 @@ mod tests {
             (DeviceStatus::InDeviceCreation, 4),
             (DeviceStatus::InResetAfterDeviceRelease, 5),
         ] {
-            d.sim()?.set_status(st);
+            d.set_status(st);
             let (rc, out, _) = call(&d, None, Node::Control, HL_INFO_DEVICE_STATUS, 8, 0)?;
             assert_eq!(rc, Ok(()));
             assert!(out.get(0..4) == Some(&v.to_ne_bytes()[..]));

@@ -721,7 +721,7 @@ fn write_status(dev: &Arc<HlDevice>, text: &str) -> Result {
         .find(|(n, _)| *n == text)
         .map(|(_, s)| *s)
         .ok_or(EINVAL)?;
-    dev.sim()?.set_status(status);
+    dev.set_status(status);
     Ok(())
 }
 

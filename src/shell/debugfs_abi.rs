@@ -893,8 +893,7 @@ mod tests {
             read64(&d, d.asic.dram_user_base + 8 * page)?,
             0xdead_beef_0000_0001
         );
-        d.sim()?
-            .set_status(crate::hw::backend::DeviceStatus::Malfunction);
+        d.set_status(crate::hw::backend::DeviceStatus::Malfunction);
         assert_eq!(d.scrub_dram(0), Err(EIO));
         Ok(())
     }

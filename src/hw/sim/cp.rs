@@ -334,7 +334,7 @@ mod tests {
         let owner = Owner::new(3);
         assert_eq!(
             run(&sim, &mut s, who, cb, &owner),
-            JobEnd::Stopped(Stop::Aborted)
+            JobEnd::Stopped(Stop::Halted)
         );
         let mut b = [0u8; 2];
         sim.sram_read(SRAM + 0x10_0000 + 2 * DMA_CHUNK as u64 - 1, &mut b)?;
@@ -360,7 +360,7 @@ mod tests {
     impl JobOwner for Owner {
         fn stop(&self) -> Option<Stop> {
             let n = self.checks.fetch_add(1, Relaxed) + 1;
-            (n >= self.stop_at).then_some(Stop::Aborted)
+            (n >= self.stop_at).then_some(Stop::Halted)
         }
 
         fn done(&self, _engine: u16, _end: JobEnd) {}

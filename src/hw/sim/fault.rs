@@ -19,70 +19,7 @@ pub(crate) enum Target {
     Host(u64),
 }
 
-/// Which way an access goes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Access {
-    /// The engine reads.
-    Read,
-    /// The engine writes.
-    Write,
-}
-
-/// Why an engine access stopped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum EngineFault {
-    /// No page at `va` in the tables of `asid` (upstream: an MMU page fault,
-    /// `HL_INFO_PAGE_FAULT_EVENT`).
-    Page {
-        /// The MMU.
-        mmu: MmuKind,
-        /// The ASID.
-        asid: u32,
-        /// The address the engine issued.
-        va: u64,
-        /// The engine.
-        engine: u16,
-    },
-    /// The translation of `va` (or a PMMU hop table on the way) is the bus
-    /// address `bus`, which is not DMA-mapped: the IOMMU refused it.
-    Iommu {
-        /// The bus address refused.
-        bus: u64,
-        /// The ASID.
-        asid: u32,
-        /// The address the engine issued.
-        va: u64,
-        /// The engine.
-        engine: u16,
-    },
-    /// `addr` decodes to no memory (upstream: a RAZWI), where no access
-    /// direction is known: an address the command processor computed that
-    /// wraps, or a translation without an access (`engine_translate`).
-    Decode {
-        /// The address (as issued, or as translated).
-        addr: u64,
-        /// The engine.
-        engine: u16,
-    },
-    /// An access of `access` at `addr` decodes to no memory (upstream: a
-    /// RAZWI, with `HL_RAZWI_READ` or `HL_RAZWI_WRITE`).
-    Razwi {
-        /// The address (as issued, or as translated).
-        addr: u64,
-        /// The engine.
-        engine: u16,
-        /// Read or write.
-        access: Access,
-    },
-    /// The simulation could not back the memory at `addr` (a host
-    /// allocation failed).
-    Backing {
-        /// The address (as translated).
-        addr: u64,
-        /// The engine.
-        engine: u16,
-    },
-}
+pub(crate) use crate::hw::engines::{Access, EngineFault};
 
 impl From<EngineFault> for Error {
     /// `EFAULT` for what a fault report describes, `ENOMEM` when the

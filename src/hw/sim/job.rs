@@ -1,18 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! What connects a job on a simulated engine to the driver that submitted
-//! it: [`JobOwner`], asked whether to stop ([`Stop`]) and told how the job
-//! ended ([`JobEnd`]).
+//! What the command processor asks of the job it runs: [`JobOwner`], asked
+//! whether to stop ([`Stop`]: its queue was halted) and told how the job
+//! ended ([`JobEnd`]). The simulation's job ([`super::qman::HwJob`])
+//! implements it and turns the end into the driver's
+//! [`crate::hw::engines::EngineEvent`].
 
 use super::{fault::EngineFault, packets::PacketError};
 
 /// Why a job must stop before its end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Stop {
-    /// Its CS was aborted (another job failed, or its context is closing).
-    Aborted,
-    /// Its CS ran past its timeout.
-    TimedOut,
+    /// Its queue was halted and reset (the driver's timeout, an abort, or
+    /// its context's close).
+    Halted,
 }
 
 /// How a job ended.
@@ -33,7 +34,7 @@ pub(crate) enum JobEnd {
     Stopped(Stop),
 }
 
-/// Who submitted a job: asked whether to go on, told how it ended.
+/// The job being run: asked whether to go on, told how it ended.
 pub(crate) trait JobOwner: Send + Sync {
     /// Whether the job must stop now; polled before every packet and
     /// between the chunks of a DMA. Must not sleep for long.

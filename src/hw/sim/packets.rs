@@ -107,37 +107,7 @@ pub(crate) enum Packet {
     LinDma(LinDma),
 }
 
-/// Why a packet cannot be executed.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum PacketError {
-    /// An opcode the simulated engines do not execute, or no packet has.
-    Unsupported {
-        /// The opcode field.
-        opcode: u32,
-    },
-    /// The packet needs more bytes than the CB has left.
-    Truncated {
-        /// The opcode field.
-        opcode: u32,
-        /// Bytes the packet needs.
-        need: usize,
-    },
-    /// A `LIN_DMA` whose `tsize` is not a whole number of its swap words.
-    SwapSize {
-        /// The transfer size.
-        tsize: u32,
-    },
-}
-
-impl PacketError {
-    /// The opcode of the refused packet.
-    pub(crate) fn opcode(&self) -> u32 {
-        match *self {
-            Self::Unsupported { opcode } | Self::Truncated { opcode, .. } => opcode,
-            Self::SwapSize { .. } => PACKET_LIN_DMA,
-        }
-    }
-}
+pub(crate) use crate::hw::engines::PacketError;
 
 /// The opcode in a `ctl` word.
 pub(crate) const fn opcode(ctl: u32) -> u32 {

@@ -21,8 +21,8 @@
 //! previous one of the context ended (the compute node has one context at
 //! a time). A job is executed by the command processor ([`super::cp`]) with
 //! the engine's buffers ([`Engine::run`]) and reported to its owner with
-//! [`JobOwner::done`], with no lock of the engine held; the owner (the
-//! driver's CS) is told to stop through [`JobOwner::stop`], polled between
+//! its sink ([`crate::hw::engines::EngineSink`]), with no lock of the
+//! engine held; a job halted ([`queues`]) stops at [`JobOwner::stop`], polled between
 //! packets and DMA chunks. An engine is busy (HW_IDLE) while it runs a job
 //! or has one queued.
 //!
@@ -49,10 +49,13 @@ use super::{
     cp::{self, Scratch},
     cpu_budget::{CpuBudget, Pace},
     engine_mem::EngineAccess,
-    job::JobOwner,
+    job::{JobEnd, JobOwner, Stop},
     SimGaudi2,
 };
-use crate::uapi::*;
+use crate::{
+    hw::engines::{EngineEvent, EngineJob, EngineSink},
+    uapi::*,
+};
 use kernel::{
     list::{impl_list_arc_safe, impl_list_item, ListArc, ListLinks},
     new_mutex,
@@ -63,13 +66,12 @@ use kernel::{
     },
 };
 
+pub(crate) mod queues;
 pub(crate) mod worker;
 
 /// Engines that execute user CBs: PDMA 0 and 1, then the EDMAs (DCORE 0
 /// EDMA 0, EDMA 1, DCORE 1 EDMA 0, ...).
 pub(crate) const ENGINES: usize = 10;
-/// Streams of a QMAN.
-pub(crate) const STREAMS: usize = 4;
 /// Jobs a stream takes that have not ended (upstream `HL_QUEUE_LENGTH`).
 pub(crate) const QUEUE_LENGTH: u32 = 4096;
 
@@ -88,34 +90,17 @@ const ENGINE_IDS: [u16; ENGINES] = {
     ids
 };
 
-/// The first queue of each DCORE's EDMAs (8 queues each: 2 EDMAs x 4 streams).
-const EDMA_QUEUES: [u32; 4] = [
-    GAUDI2_QUEUE_ID_DCORE0_EDMA_0_0,
-    GAUDI2_QUEUE_ID_DCORE1_EDMA_0_0,
-    GAUDI2_QUEUE_ID_DCORE2_EDMA_0_0,
-    GAUDI2_QUEUE_ID_DCORE3_EDMA_0_0,
-];
-
-/// The engine (index in `0..ENGINES`) and stream of queue `queue`, if the
-/// simulation enables it. O(1).
-pub(crate) fn queue_engine(queue: u32) -> Option<(usize, usize)> {
-    let stream = (queue % STREAMS as u32) as usize;
-    match queue {
-        GAUDI2_QUEUE_ID_PDMA_0_0 | GAUDI2_QUEUE_ID_PDMA_0_1 => Some((0, stream)),
-        GAUDI2_QUEUE_ID_PDMA_1_0 => Some((1, stream)),
-        _ => EDMA_QUEUES.iter().enumerate().find_map(|(dcore, &base)| {
-            let off = queue.checked_sub(base).filter(|&o| o < 8)?;
-            Some((2 + 2 * dcore + (off / 4) as usize, stream))
-        }),
-    }
-}
+#[cfg(CONFIG_KUNIT)]
+use crate::hw::engines::EDMA_QUEUES;
+pub(crate) use crate::hw::engines::{queue_engine, STREAMS};
 
 /// The upstream engine id of engine `index`. O(1).
 pub(crate) fn engine_id(index: usize) -> Option<u16> {
     ENGINE_IDS.get(index).copied()
 }
 
-/// One job on its way to an engine: a CB and the ASID it runs with.
+/// One job on its way to an engine: a CB, the ASID it runs with, and the
+/// driver's sink its end is reported to.
 #[pin_data]
 pub(crate) struct HwJob {
     /// The engine index and stream of its queue.
@@ -126,8 +111,14 @@ pub(crate) struct HwJob {
     pub(crate) cb: u64,
     /// Bytes of packets in the CB.
     pub(crate) cb_size: u32,
-    /// The owner.
-    pub(crate) owner: Arc<dyn JobOwner>,
+    /// The driver's completion tag.
+    tag: u64,
+    /// Where its end is reported.
+    sink: Arc<dyn EngineSink>,
+    /// The halt epochs of its context's queues, and its queue's epoch when
+    /// it was queued: a later epoch halts it.
+    halts: Arc<queues::HaltEpochs>,
+    epoch: u32,
     #[pin]
     links: ListLinks,
 }
@@ -140,27 +131,47 @@ impl_list_item! {
 }
 
 impl HwJob {
-    /// A job of `cb_size` bytes at `cb` for queue `queue`, running with
-    /// `asid`; `EINVAL` for a queue the simulation does not enable. O(1).
+    /// The simulation's job of `job`, running with `asid`, halted by a
+    /// later epoch of `halts`; `EINVAL` for a queue the simulation does not
+    /// enable, `ENOMEM`. O(1).
     pub(crate) fn new(
-        queue: u32,
+        job: &EngineJob,
         asid: u32,
-        cb: u64,
-        cb_size: u32,
-        owner: Arc<dyn JobOwner>,
+        halts: &Arc<queues::HaltEpochs>,
     ) -> Result<ListArc<Self>> {
-        let slot = queue_engine(queue).ok_or(EINVAL)?;
+        let slot = queue_engine(job.queue).ok_or(EINVAL)?;
+        let epoch = halts.epoch(slot);
         ListArc::pin_init(
             try_pin_init!(Self {
                 slot,
                 asid,
-                cb,
-                cb_size,
-                owner,
+                cb: job.cb,
+                cb_size: job.cb_size,
+                tag: job.tag,
+                sink: job.sink.clone(),
+                halts: halts.clone(),
+                epoch,
                 links <- ListLinks::new(),
             }),
             GFP_KERNEL,
         )
+    }
+}
+
+impl JobOwner for HwJob {
+    /// Halted: its queue's epoch moved on since it was queued. O(1), no lock.
+    fn stop(&self) -> Option<Stop> {
+        (self.halts.epoch(self.slot) != self.epoch).then_some(Stop::Halted)
+    }
+
+    fn done(&self, engine: u16, end: JobEnd) {
+        let event = match end {
+            JobEnd::Done => EngineEvent::Done,
+            JobEnd::Stopped(_) => EngineEvent::Halted,
+            JobEnd::Fault(f) => EngineEvent::Fault(f),
+            JobEnd::BadPacket { addr, error } => EngineEvent::BadPacket { addr, error },
+        };
+        self.sink.event(engine, self.tag, event);
     }
 }
 
@@ -201,7 +212,7 @@ impl Engine {
         let mut pace = Pace::new(budget);
         let end = {
             let mut scratch = self.scratch.lock();
-            let end = cp::execute(&self.sim, &mut scratch, who, cb, &*job.owner, &mut pace);
+            let end = cp::execute(&self.sim, &mut scratch, who, cb, &*job, &mut pace);
             // The job's last slice is charged before it is reported.
             pace.point();
             end
@@ -209,7 +220,7 @@ impl Engine {
         if let Some(n) = self.streams.get(job.slot.1) {
             n.fetch_sub(1, Relaxed);
         }
-        job.owner.done(self.id, end);
+        job.done(self.id, end);
     }
 
     /// Whether the engine runs a job or has one queued. O(1).

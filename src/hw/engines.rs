@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The engine boundary: what the command-submission code (`cs/`, floor 5)
+//! needs of a device's engines, and the only way it reaches them. Every type
+//! here is the driver's: no `hw::sim` type is named above floor 3.
+//!
+//! # The boundary
+//!
+//! - [`Engines`] (device-wide, sealed like [`super::backend::Backend`]):
+//!   which queue ids have an engine ([`queue_engine`]: upstream's queue map
+//!   of a Gaudi2 without binning), the busy mask (`HL_INFO_HW_IDLE`), and
+//!   [`Engines::open`], which gives a context the queues of its ASID.
+//! - [`AsidQueues`] (one context's view of the queues, tagged with its
+//!   ASID): [`AsidQueues::prepare`] readies the queues a CS names (may
+//!   sleep: the simulation creates its engine threads there), then
+//!   [`AsidQueues::submit`] queues a batch of [`EngineJob`]s, all or none,
+//!   without waiting for them (on silicon: one PQ entry per job, then one
+//!   doorbell per queue); [`AsidQueues::halt`] halts and resets queues of
+//!   the ASID (some, or all): every job queued or running on them before
+//!   the call ends, reported [`EngineEvent::Halted`]; it does not sleep and
+//!   may be called from any thread, an event sink included;
+//!   [`AsidQueues::quiesce`] (the close) waits until no job of the ASID is
+//!   queued or running and releases what the queues held: when it returns
+//!   no engine touches the context's memory any more.
+//! - Events come back through the [`EngineSink`] each job carries (the
+//!   driver's CS), exactly one per job: [`EngineEvent::Done`],
+//!   [`EngineEvent::Halted`], an engine fault ([`EngineFault`]: page
+//!   fault, RAZWI, IOMMU refusal, unbacked memory, with what the capture
+//!   registers hold) or a refused packet ([`EngineEvent::BadPacket`]:
+//!   upstream's undefined opcode, with the packet's address). A sink is
+//!   called with none of the engines' locks held and may take the tracker's.
+//!
+//! **Why two traits, and why not methods on `Backend`.** A context's queues
+//! carry per-context state on both hosts (the simulation: its engine threads
+//! and its queues' halt epochs; silicon: the ASID written into each PQ
+//! entry and the driver's shadow of its jobs on each PQ, which completion
+//! interrupts are matched against), so the per-context part is an object the
+//! context owns ([`AsidQueues`], dropped at its close); the device-wide part
+//! is small and separate from the memory operations of `Backend` because a
+//! device may have memory without engines the driver drives (today's PCI
+//! Gaudi2: [`super::backend::Backend`] but no `Engines`, and every CS with
+//! jobs is `EOPNOTSUPP`).
+//!
+//! **What stays in the driver.** The CS timeout (upstream's TDR) is a
+//! driver-side timer (the context watchdog of `cs::tracker`): when a CS times out the driver halts and
+//! resets its queues through [`AsidQueues::halt`]; the engines never see a
+//! deadline. The device status is the driver's (`DeviceCs`), not the
+//! engines'. A halt ends every job of the halted queues queued before it,
+//! the jobs of later CSs behind the timed-out one on the same queue
+//! included (they end ABORTED): upstream resets the whole device after a
+//! TDR, which ends every CS.
+//!
+//! # What a PCI implementation needs (not implemented)
+//!
+//! Per enabled queue (PDMA0/1, EDMA QMAN stream): a PQ of `HL_QUEUE_LENGTH`
+//! 16-byte BDs in coherent DMA memory (`PQ_BASE_LO/HI`, `PQ_SIZE`), a CQ
+//! with its MSI-X vector, and a shadow array of the [`EngineJob`]s on the
+//! PQ. `submit`: room check on every PQ of the batch (`EAGAIN`), each job's
+//! BD (`ctl` with the completion SOB offset, `len` = `cb_size`, `ptr` =
+//! `cb`), the ASID written into the QMAN's `GLBL_PROT`/AXUSER for the
+//! context (upstream `gaudi2_mmu_prepare`), then one `PQ_PI` write per
+//! queue (the doorbell). Completion: the CQ interrupt handler reads the CQ
+//! entries, matches them to the shadow array and calls each job's sink with
+//! `Done` from a threaded IRQ (no polling). Faults: the event queue's
+//! interrupt (MSI-X 0) decodes `hl_eq_entry`s; page faults and RAZWI read
+//! the MMU's `PAGE_ERROR_CAPTURE`/`_VA` and the RAZWI capture registers and
+//! are reported to the sink of the job running on the faulting engine's
+//! queue. `halt`: `GLBL_CFG1` stop bits of the queue's streams, poll
+//! `GLBL_STS0` idle with upstream's timeout, `GLBL_CFG0` reset, PI = CI = 0,
+//! then `Halted` for every job left in the shadow array. `quiesce`: halt all
+//! of the ASID, then wait for the shadow arrays of the ASID to be empty.
+//! `busy_mask`: the QMANs' `GLBL_STS0` and the engines' idle registers.
+
+use crate::{hw::backend::MmuKind, uapi::*};
+use kernel::{alloc::KVec, prelude::*, sync::Arc};
+
+/// Which way an access goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Access {
+    /// The engine reads.
+    Read,
+    /// The engine writes.
+    Write,
+}
+
+/// Why an engine access stopped (what the fault capture registers say).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EngineFault {
+    /// No page at `va` in the tables of `asid` (upstream: an MMU page fault,
+    /// `HL_INFO_PAGE_FAULT_EVENT`).
+    Page {
+        /// The MMU.
+        mmu: MmuKind,
+        /// The ASID.
+        asid: u32,
+        /// The address the engine issued.
+        va: u64,
+        /// The engine.
+        engine: u16,
+    },
+    /// The translation of `va` (or a PMMU hop table on the way) is the bus
+    /// address `bus`, which is not DMA-mapped: the IOMMU refused it.
+    Iommu {
+        /// The bus address refused.
+        bus: u64,
+        /// The ASID.
+        asid: u32,
+        /// The address the engine issued.
+        va: u64,
+        /// The engine.
+        engine: u16,
+    },
+    /// `addr` decodes to no memory (upstream: a RAZWI), where no access
+    /// direction is known: an address the command processor computed that
+    /// wraps, or a translation without an access.
+    Decode {
+        /// The address (as issued, or as translated).
+        addr: u64,
+        /// The engine.
+        engine: u16,
+    },
+    /// An access of `access` at `addr` decodes to no memory (upstream: a
+    /// RAZWI, with `HL_RAZWI_READ` or `HL_RAZWI_WRITE`).
+    Razwi {
+        /// The address (as issued, or as translated).
+        addr: u64,
+        /// The engine.
+        engine: u16,
+        /// Read or write.
+        access: Access,
+    },
+    /// The device could not back the memory at `addr` (a host allocation
+    /// of the simulation failed).
+    Backing {
+        /// The address (as translated).
+        addr: u64,
+        /// The engine.
+        engine: u16,
+    },
+}
+
+/// Why a packet cannot be executed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PacketError {
+    /// An opcode the engines do not execute, or no packet has.
+    Unsupported {
+        /// The opcode field.
+        opcode: u32,
+    },
+    /// The packet needs more bytes than the CB has left.
+    Truncated {
+        /// The opcode field.
+        opcode: u32,
+        /// Bytes the packet needs.
+        need: usize,
+    },
+    /// A `LIN_DMA` whose `tsize` is not a whole number of its swap words.
+    SwapSize {
+        /// The transfer size.
+        tsize: u32,
+    },
+}
+
+impl PacketError {
+    /// The opcode of the refused packet.
+    pub(crate) fn opcode(&self) -> u32 {
+        match *self {
+            Self::Unsupported { opcode } | Self::Truncated { opcode, .. } => opcode,
+            Self::SwapSize { .. } => PACKET_LIN_DMA,
+        }
+    }
+}
+
+/// How one job ended: the one event each job sends its sink.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EngineEvent {
+    /// Every packet executed (the completion of its tag).
+    Done,
+    /// Its queue was halted and reset ([`AsidQueues::halt`]) before it ended.
+    Halted,
+    /// An access faulted (fetching the CB or executing a packet).
+    Fault(EngineFault),
+    /// The packet at `addr` cannot be executed (upstream: undefined opcode).
+    BadPacket {
+        /// Its device address.
+        addr: u64,
+        /// Why.
+        error: PacketError,
+    },
+}
+
+/// Where the events of a job go (the driver's CS).
+pub(crate) trait EngineSink: Send + Sync {
+    /// Job `tag` ended on engine `engine` (an upstream engine id). Called
+    /// once per job submitted, with none of the engines' locks held.
+    fn event(&self, engine: u16, tag: u64, event: EngineEvent);
+}
+
+/// One job: a CB on a queue, for the ASID of the [`AsidQueues`] it is
+/// submitted to.
+pub(crate) struct EngineJob {
+    /// The queue id (`GAUDI2_QUEUE_ID_*`), enabled ([`queue_engine`]).
+    pub(crate) queue: u32,
+    /// Device address of the CB.
+    pub(crate) cb: u64,
+    /// Bytes of the CB.
+    pub(crate) cb_size: u32,
+    /// The completion tag its event carries.
+    pub(crate) tag: u64,
+    /// Where its event goes.
+    pub(crate) sink: Arc<dyn EngineSink>,
+}
+
+mod private {
+    /// Seals [`super::Engines`]: only this crate's hardware implements it.
+    pub(crate) trait Sealed {}
+}
+pub(crate) use private::Sealed;
+
+/// A device's engines, device-wide.
+pub(crate) trait Engines: Sealed + Send + Sync {
+    /// The busy engines as upstream's HW_IDLE mask (bit = engine id).
+    fn busy_mask(&self) -> [u64; HL_BUSY_ENGINES_MASK_EXT_SIZE];
+
+    /// The queues of `asid`, for one context, idle. `ENOMEM`.
+    fn open(&self, asid: u32) -> Result<Arc<dyn AsidQueues>>;
+}
+
+/// One context's queues (its ASID's).
+pub(crate) trait AsidQueues: Send + Sync {
+    /// Make `queues` ready for jobs (the simulation: the context's engine
+    /// thread of each queue's engine). `ENOMEM`, `EINTR` (a caller being
+    /// killed). May sleep.
+    fn prepare(&self, queues: &mut dyn Iterator<Item = u32>) -> Result;
+
+    /// Queue every job of `jobs` (in order; all prepared), without waiting
+    /// for any: all of them, or none with `EAGAIN` if a queue would hold
+    /// more than `HL_QUEUE_LENGTH` jobs not ended, `ENOMEM`, `EINVAL` for a
+    /// queue without an engine. `jobs` is emptied on success only. O(jobs).
+    fn submit(&self, jobs: &mut KVec<EngineJob>) -> Result;
+
+    /// Halt and reset `queues` (`None`: every queue) of the ASID: every job
+    /// queued or running on them before the call ends `Halted` (a running
+    /// one at its next packet or DMA chunk). Does not sleep or wait.
+    fn halt(&self, queues: Option<&mut dyn Iterator<Item = u32>>);
+
+    /// Wait until no job of the ASID is queued or running, and release what
+    /// the queues hold (threads); afterwards no engine touches the ASID's
+    /// memory. Jobs queued before still run (halt them first). Sleeps.
+    fn quiesce(&self);
+
+    /// Engine threads the queues hold (tests).
+    #[cfg(CONFIG_KUNIT)]
+    fn threads(&self) -> usize;
+}
+
+/// The first queue of each DCORE's EDMAs (8 queues each: 2 EDMAs x 4 streams).
+pub(crate) const EDMA_QUEUES: [u32; 4] = [
+    GAUDI2_QUEUE_ID_DCORE0_EDMA_0_0,
+    GAUDI2_QUEUE_ID_DCORE1_EDMA_0_0,
+    GAUDI2_QUEUE_ID_DCORE2_EDMA_0_0,
+    GAUDI2_QUEUE_ID_DCORE3_EDMA_0_0,
+];
+
+/// Streams of a QMAN.
+pub(crate) const STREAMS: usize = 4;
+
+/// The engine (index in 0..10: PDMA 0 and 1, then the EDMAs, DCORE 0 EDMA
+/// 0, EDMA 1, DCORE 1 EDMA 0, ...) and stream of queue `queue`, if it is
+/// enabled for user jobs: PDMA_0_0, PDMA_0_1, PDMA_1_0 and every EDMA
+/// stream (`gaudi2_is_queue_enabled`, gaudi2/gaudi2.c:6866, without
+/// binning; the MME, TPC, rotator and NIC queues have no engine here). O(1).
+pub(crate) fn queue_engine(queue: u32) -> Option<(usize, usize)> {
+    let stream = (queue % STREAMS as u32) as usize;
+    match queue {
+        GAUDI2_QUEUE_ID_PDMA_0_0 | GAUDI2_QUEUE_ID_PDMA_0_1 => Some((0, stream)),
+        GAUDI2_QUEUE_ID_PDMA_1_0 => Some((1, stream)),
+        _ => EDMA_QUEUES.iter().enumerate().find_map(|(dcore, &base)| {
+            let off = queue.checked_sub(base).filter(|&o| o < 8)?;
+            Some((2 + 2 * dcore + (off / 4) as usize, stream))
+        }),
+    }
+}
