@@ -10,6 +10,7 @@
 use kernel::prelude::*;
 
 mod gaudi2_blocks;
+pub(crate) mod gaudi2_regs;
 pub(crate) use gaudi2_blocks::{CFG_BASE, NUM as NUM_USER_MAPPED_BLOCKS};
 
 /// One user-mappable HW block (upstream `struct user_mapped_block`): a window

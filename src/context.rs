@@ -198,7 +198,7 @@ mod tests {
         let h = alloc_device_memory(ctx.vm(), 2 * PAGE, 0)?;
         map_device_va(ctx.vm(), u64::from(h), 0, 0)?;
         let free = d.vm.pool.lock().free_pages();
-        d.sim.inject_invalidation_failures(u64::MAX);
+        d.sim()?.inject_invalidation_failures(u64::MAX);
         drop(ctx);
         // The pages, the hops and the ASID are still held; opens say EAGAIN.
         assert!(d.release_parked());
@@ -210,7 +210,7 @@ mod tests {
             assert!(st.in_release && !st.compute_ctx_active);
         }
         // Once an invalidation succeeds, the next open finishes the teardown.
-        d.sim.inject_invalidation_failures(0);
+        d.sim()?.inject_invalidation_failures(0);
         let ctx = Context::new(d.clone(), 3)?;
         assert_eq!(ctx.asid(), 1);
         assert!(!d.release_parked());

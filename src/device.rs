@@ -7,6 +7,8 @@
 //! recycled-ASID check drop packs (and so take the pool lock) with the table
 //! locked.
 
+#[cfg(CONFIG_PCI)]
+use crate::hw::pci::PciGaudi2;
 use crate::{
     asic::{AsicProperties, MAX_ASID},
     cs::{device_cs::DeviceCs, tracker::ContextCs},
@@ -85,21 +87,37 @@ pub(crate) struct DeviceState {
     pub(crate) active_cs: Option<Arc<ContextCs>>,
 }
 
-/// One Gaudi2 (simulated): identity, open bookkeeping, and the device-wide
-/// owners of the floors below (hardware, MMUs, memory).
+/// The hardware behind a device.
+pub(crate) enum Hardware {
+    /// The simulated Gaudi2 in the module.
+    Simulated(Arc<SimGaudi2>),
+    /// A Gaudi2 on the PCI bus.
+    #[cfg(CONFIG_PCI)]
+    Pci(Arc<PciGaudi2>),
+}
+
+/// One Gaudi2, simulated or on the PCI bus: identity, open bookkeeping, and
+/// the device-wide owners of the floors below (hardware, MMUs, memory).
 ///
 /// # Invariants
 ///
 /// `index` is unique among the devices of this module load; `asic` never
-/// changes; `mmu` and `vm.mmu` are the same owner, on `sim`.
+/// changes; `mmu` and `vm.mmu` are the same owner, on `hw`, which is the
+/// hardware of `hardware`.
 #[pin_data(PinnedDrop)]
 pub(crate) struct HlDevice {
-    /// Index of the device within this module (0-based); also its fake PCI bus.
+    /// Index of the device within this module (0-based): the simulated
+    /// devices first, then the PCI ones in probe order; a simulated
+    /// device's fake PCI bus.
     pub(crate) index: u32,
     /// The ASIC model.
     pub(crate) asic: AsicProperties,
-    /// The hardware (simulated).
-    pub(crate) sim: Arc<SimGaudi2>,
+    /// The hardware.
+    pub(crate) hardware: Hardware,
+    /// The same hardware, as the layers below use it.
+    hw: Arc<dyn Backend>,
+    /// A PCI device's bus id (`None`: simulated, a fake one from the index).
+    pci_bus: Option<BusId>,
     /// The MMUs: hop pools, scrambler.
     pub(crate) mmu: Arc<DeviceMmu>,
     /// The memory: DRAM pool, handles, usage counters.
@@ -118,13 +136,57 @@ pub(crate) struct HlDevice {
 pub(crate) const MEM_SCRUB_DEFAULT_VAL: u64 = 0x1122_3344_5566_7788;
 
 impl HlDevice {
-    /// A new, operational device.
+    /// A new, operational simulated device.
     pub(crate) fn new(index: u32, asic: AsicProperties) -> Result<Arc<Self>> {
         let (sim, mmu, vm) = DeviceVm::simulated(&asic)?;
         let cs = DeviceCs::new(sim.clone())?;
+        let hw: Arc<dyn Backend> = sim.clone();
+        Self::assemble(
+            index,
+            asic,
+            (Hardware::Simulated(sim), hw, None),
+            mmu,
+            vm,
+            cs,
+        )
+    }
+
+    /// The device of the PCI Gaudi2 `pci` with `asic`'s geometry at bus id
+    /// `bus`: its MMU owner commits every ASID's hop 0 to the hardware, its
+    /// command submission has no engines (`EOPNOTSUPP`).
+    #[cfg(CONFIG_PCI)]
+    pub(crate) fn new_pci(
+        index: u32,
+        asic: AsicProperties,
+        pci: Arc<PciGaudi2>,
+        bus: BusId,
+    ) -> Result<Arc<Self>> {
+        let hw: Arc<dyn Backend> = pci.clone();
+        let (mmu, vm) = DeviceVm::on(&asic, hw.clone())?;
+        let cs = DeviceCs::without_engines(hw.clone())?;
+        Self::assemble(
+            index,
+            asic,
+            (Hardware::Pci(pci), hw, Some(bus)),
+            mmu,
+            vm,
+            cs,
+        )
+    }
+
+    fn assemble(
+        index: u32,
+        asic: AsicProperties,
+        (hardware, hw, pci_bus): (Hardware, Arc<dyn Backend>, Option<BusId>),
+        mmu: Arc<DeviceMmu>,
+        vm: Arc<DeviceVm>,
+        cs: Arc<DeviceCs>,
+    ) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                sim,
+                hardware,
+                hw,
+                pci_bus,
                 mmu,
                 vm,
                 cs,
@@ -151,7 +213,45 @@ impl HlDevice {
 
     /// The hardware behind this device.
     pub(crate) fn backend(&self) -> &dyn Backend {
-        &*self.sim
+        &*self.hw
+    }
+
+    /// The simulated Gaudi2 of a simulated device; `None` on a PCI one.
+    pub(crate) fn simulated(&self) -> Option<&Arc<SimGaudi2>> {
+        match &self.hardware {
+            Hardware::Simulated(s) => Some(s),
+            #[cfg(CONFIG_PCI)]
+            Hardware::Pci(_) => None,
+        }
+    }
+
+    /// [`Self::simulated`], `ENODEV` on a PCI device (tests, debugfs
+    /// switches of the simulation).
+    pub(crate) fn sim(&self) -> Result<&Arc<SimGaudi2>> {
+        self.simulated().ok_or(ENODEV)
+    }
+
+    /// PTE writes the hardware received since the device was created
+    /// (debugfs `mmu`). O(1).
+    pub(crate) fn pte_writes(&self) -> u64 {
+        match &self.hardware {
+            Hardware::Simulated(s) => s.pte_writes(),
+            #[cfg(CONFIG_PCI)]
+            Hardware::Pci(p) => p
+                .mmio
+                .counters
+                .pte_writes
+                .load(kernel::sync::atomic::Relaxed),
+        }
+    }
+
+    /// The PCI Gaudi2 of a PCI device; `None` on a simulated one.
+    #[cfg(CONFIG_PCI)]
+    pub(crate) fn pci(&self) -> Option<&Arc<PciGaudi2>> {
+        match &self.hardware {
+            Hardware::Pci(p) => Some(p),
+            Hardware::Simulated(_) => None,
+        }
     }
 
     /// The device state (`hl_device_status`).
@@ -159,10 +259,13 @@ impl HlDevice {
         self.backend().status()
     }
 
-    /// The stable fake PCI bus id of the simulated device: `0000:BB:00.0` with
-    /// bus `BB = index + 1` (hex).
+    /// The bus id: a PCI device's own, or the stable fake one of a
+    /// simulated device: `0000:BB:00.0` with bus `BB = index + 1` (hex).
     pub(crate) fn bus_id(&self) -> BusId {
         const HEX: &[u8; 16] = b"0123456789abcdef";
+        if let Some(bus) = self.pci_bus {
+            return bus;
+        }
         let bus = ((self.index + 1) & 0xff) as usize;
         let mut id = *b"0000:00:00.0";
         for (pos, digit) in [(5, bus >> 4), (6, bus & 0xf)] {
@@ -433,11 +536,11 @@ mod tests {
     #[test]
     fn open_fails_when_not_operational() -> Result {
         let d = dev(0)?;
-        d.sim.set_status(DeviceStatus::InReset);
+        d.sim()?.set_status(DeviceStatus::InReset);
         assert_eq!(d.open_compute(1), Err(EAGAIN));
-        d.sim.set_status(DeviceStatus::Malfunction);
+        d.sim()?.set_status(DeviceStatus::Malfunction);
         assert_eq!(d.open_compute(1), Err(EPERM));
-        d.sim.set_status(DeviceStatus::InDeviceCreation);
+        d.sim()?.set_status(DeviceStatus::InDeviceCreation);
         let asid = d.open_compute(1)?;
         d.close_compute(asid);
         Ok(())

@@ -18,6 +18,10 @@
 //!   workers), and the run-time cap `cs_max_run_s` (`ffi/engines.c`).
 //! - [`memcg`]: a reference to a memory cgroup and the scope that charges
 //!   allocations to it.
+//! - [`pci`] (with `CONFIG_PCI`): a PCI function enabled for the driver and
+//!   disabled again when dropped.
+//! - [`pci_dma`] (with `CONFIG_PCI`): host pages DMA-mapped for a bound PCI
+//!   function with the DMA API, unmapped at the latest when it is unbound.
 //! - [`pin`]: pinning of user pages (`pin_user_pages_fast`) and their
 //!   accounting against `RLIMIT_MEMLOCK`.
 //! - [`register_page`]: contiguous zeroed memory standing for a window of
@@ -30,6 +34,7 @@
 //! these and the shell need (`page_to_phys`, `totalram_pages`,
 //! `pfn_to_page`, `fatal_signal_pending`, `access_ok`, `virt_to_pfn`, `get_page`,
 //! `put_page`, `page_count`, `sg_page`, `dma_get_max_seg_size`,
+//! `dma_mapping_error`,
 //! `cond_resched`, `get_mem_cgroup_from_mm`, `mem_cgroup_put`,
 //! `set_active_memcg`); `ffi/engines.c` (prototypes in `ffi/engines.h`) the
 //! engines' threads and the `cs_max_run_s` parameter.
@@ -44,6 +49,10 @@ pub(crate) mod eventfd;
 pub(crate) mod host_page;
 pub(crate) mod kthread;
 pub(crate) mod memcg;
+#[cfg(CONFIG_PCI)]
+pub(crate) mod pci;
+#[cfg(CONFIG_PCI)]
+pub(crate) mod pci_dma;
 pub(crate) mod pin;
 pub(crate) mod register_page;
 pub(crate) mod sched;

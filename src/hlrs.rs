@@ -5,7 +5,10 @@
 //! Without Gaudi hardware the module creates simulated Gaudi2 devices, each
 //! behind a compute-accel node `/dev/accel/accelN` and its control node
 //! `/dev/accel/accel_controlDN`, speaking the upstream uAPI of
-//! `include/uapi/drm/habanalabs_accel.h`.
+//! `include/uapi/drm/habanalabs_accel.h`. With the module parameter `pci`
+//! set it also drives Gaudi2 functions on the PCI bus (1da3:1020, through
+//! [`hw::pci::PciGaudi2`], registered by [`shell::pci`]) that no other
+//! driver owns, each one more such pair of nodes.
 //!
 //! # Floors
 //!
@@ -19,7 +22,7 @@
 //! | 6 | `context.rs`, `device.rs`, `file.rs` | aggregates: one open, one device |
 //! | 5 | `vm/`, `cs/` | device-wide [`vm::device_vm::DeviceVm`]; per context [`vm::context_vm::ContextVm`] and the operations on it; command submission: [`cs::device_cs::DeviceCs`], per context [`cs::tracker::ContextCs`], CS and WAIT_CS |
 //! | 4 | `mmu/` | device-wide [`mmu::device_mmu::DeviceMmu`]; page tables, hop pools, invalidation proofs |
-//! | 3 | `hw/` | the sealed [`hw::backend::Backend`] trait and the simulated Gaudi2, its MMUs' engine side and its engines (QMANs, command processor) |
+//! | 3 | `hw/` | the sealed [`hw::backend::Backend`] trait and the simulated Gaudi2, its MMUs' engine side and its engines (QMANs, command processor); the PCI Gaudi2 (`hw/pci`: BARs, registers, DMA API) |
 //! | 2 | `ffi/` | safe wrappers of kernel C APIs the `kernel` crate lacks (leaves) |
 //! | 1 | `uapi.rs`, `asic/`, `params.rs` | uAPI structs, Gaudi2 constants, module parameters |
 //! | 0 | `model.rs`, `model/` | the Gaudi2 model core: kernel-free (`core` only), imports nothing of the driver; also compiled into the userspace server `src/user/gaudi2-model` |
@@ -49,6 +52,7 @@
 //! | 12 | `Engine::scratch` | an engine's CB window and DMA bounce buffer | held across one job's execution (takes 13, 14, and 18 then 19 when the job's check finds its CS timed out), with none of 1-11 held; released before the job is reported |
 //! | 13 | `SimGaudi2::stlb` | the device's STLB | held across each engine access piece (translate, walk, copy) and by every invalidation, which so waits for the piece in flight; taken with none of 6-11 held (invalidations come after the page-table lock is released); takes only 14 |
 //! | 14 | `SimGaudi2::dram`, `SimGaudi2::sram`, `SimGaudi2::dma_pages`, `SimGaudi2::invalidations`, `SimGaudi2::faults`, `SimGaudi2::status`, `CfgSpace::blocks` | simulated DRAM and SRAM, the IOMMU's map, invalidation log, engine faults, state, register blocks | leaves, inside 11 (PTE writes, host-resident hops mapped and unmapped), 13 (engine accesses, walks), 3 (`status`: a submission checks the device's state) or alone |
+//! | 14a | `PciGaudi2::mmu_regs`, `DmaStreams::table` (PCI device) | the MMU register sequences (held across their polls, which sleep), the host pages DMA-mapped for the function | leaves, inside 11 (hop-0 tables mapped) or alone; the PCI probe's `PCI_HOME` (`shell/pci.rs`) is a leaf taken alone |
 //! | 15 | `DeviceVm::handles` | handle -> page pack | held only to look up, count or remove handles; packs dropped under it take 14 (`SimGaudi2::dram`: their pages' contents given back) then 16 |
 //! | 16 | `DeviceVm::pool` (shared by every page pack) | the DRAM page pool | leaf |
 //! | 17 | `Fence::state`, `VaQuarantine::ring`, `VaQuarantine::progress` | a CS's completion; a context's held VA blocks, the wait for its CSs' progress | leaves; `Fence::state` taken alone (WAIT_CS, a CS's end) or inside 3, `ring` alone, `progress` alone or inside 3 (the tracker publishing progress) |
@@ -77,7 +81,7 @@
 //! lock of ours held. No spinlock is used: every lock above is a mutex, and
 //! nothing allocates or sleeps under a spinlock.
 
-use kernel::{prelude::*, str::CString};
+use kernel::{prelude::*, str::CString, sync::Arc};
 
 /// `pr_err!` for what only a driver bug or a failing device can cause,
 /// which some KUnit cases provoke on purpose (injected failures, planted
@@ -117,13 +121,13 @@ module! {
     type: HabanaLabsRs,
     name: "habanalabs_rs",
     authors: ["habanalabs_rs developers"],
-    description: "Habana Gaudi device-memory subsystem (Rust), simulated Gaudi2",
+    description: "Habana Gaudi device-memory subsystem (Rust), simulated Gaudi2 (and PCI Gaudi2s with pci=1)",
     license: "GPL",
     imports_ns: ["DMA_BUF"],
     params: {
         devices: u32 {
             default: 1,
-            description: "Number of simulated Gaudi2 devices to create (1..=8)",
+            description: "Number of simulated Gaudi2 devices to create (1..=8; 0 with pci=1: none)",
         },
         hbms: u32 {
             default: 6,
@@ -157,21 +161,29 @@ module! {
             default: false,
             description: "Answer an engine page fault as upstream Gaudi2 does: the device needs a reset until its user closes it (default: abort the CS only)",
         },
+        pci: bool {
+            default: false,
+            description: "Also drive Gaudi2 PCI functions (1da3:1020) no other driver owns, as devices after the simulated ones (0 = no, 1 = yes, default no: the module only creates simulated devices and never touches PCI)",
+        },
     },
 }
 
 struct HabanaLabsRs {
     config: params::Config,
+    /// The PCI driver (`pci=1`); unregistered first, which removes its
+    /// devices.
+    #[cfg(CONFIG_PCI)]
+    pci: Option<shell::pci::PciRegistration>,
     /// The registered devices and their debugfs files; dropped (unregistered)
     /// before `_region` and `_debugfs`.
     devices: KVec<RegisteredDevice>,
-    _region: shell::accel::ChrdevRegion,
+    _region: Arc<shell::accel::ChrdevRegion>,
     /// `/sys/kernel/debug/habanalabs_rs/` with `pci_scan`; removed after the
     /// devices' directories in it.
-    _debugfs: ffi::debugfs::Dir<PciScan>,
+    _debugfs: Arc<ffi::debugfs::Dir<PciScan>>,
     /// `/sys/kernel/debug/habanalabs/`, upstream's old root, holding a link
     /// `hl<N>` per device; removed after the devices' links.
-    _hl_debugfs: ffi::debugfs::Dir<()>,
+    _hl_debugfs: Arc<ffi::debugfs::Dir<()>>,
 }
 
 /// The files at the debugfs root.
@@ -188,7 +200,7 @@ impl kernel::Module for HabanaLabsRs {
     /// nothing from there on fails the load: a device whose registration
     /// fails is left out (and its registration undone) and the others stay,
     /// as upstream's PCI probes of its devices fail one by one.
-    fn init(_module: &'static ThisModule) -> Result<Self> {
+    fn init(module: &'static ThisModule) -> Result<Self> {
         // A load under systematic fault injection (the insmod sweep of the
         // guest tests) learns where the init, its registration phase and its
         // end fall among the load's fault points.
@@ -205,10 +217,11 @@ impl kernel::Module for HabanaLabsRs {
             }
         };
         mark("init", 0);
-        let config = params::Config::validate(
+        let config = params::Config::validate_with_pci(
             module_parameters::devices.value(),
             module_parameters::hbms.value(),
             module_parameters::dram_mib.value(),
+            module_parameters::pci.value(),
         )
         .inspect_err(|e| pr_err!("invalid module parameters: {}\n", e.msg()))
         .map_err(|e| e.errno())?;
@@ -220,25 +233,19 @@ impl kernel::Module for HabanaLabsRs {
             p.dram_size >> 20,
             p.dram_page_size >> 20
         );
-        // On a host with real Gaudis this module stays away from them: it only
-        // creates simulated devices, and says so (kernel log and debugfs).
-        let pci = shell::accel::real_habana_devices();
-        match pci {
-            (0, _) => pr_info!("{}\n", NO_HABANA_PCI),
-            (n, id) => pr_info!(
-                "{} Habana PCI function(s) on this host (first: device {:#06x}): {}\n",
-                n,
-                id,
-                HABANA_PCI_LEFT_ALONE
-            ),
-        }
+        // On a host with real Gaudis this module stays away from them unless
+        // `pci=1`: it only creates simulated devices, and says so (kernel log
+        // and debugfs).
+        let pci = PciScan(shell::accel::real_habana_devices());
+        pr_info!("{}\n", pci);
         // Phase 1: everything that can fail; nothing can be opened yet.
         let region = shell::accel::ChrdevRegion::new()?;
         let root = ffi::debugfs::Prepared::new(
             CString::try_from_fmt(fmt!("habanalabs_rs"))?,
-            PciScan(pci),
+            pci,
             &ROOT_FILES,
         )?;
+        let region = Arc::new(region, GFP_KERNEL)?;
         let hl_root =
             ffi::debugfs::Prepared::new(CString::try_from_fmt(fmt!("habanalabs"))?, (), &[])?;
         let n = config.devices as usize;
@@ -246,25 +253,59 @@ impl kernel::Module for HabanaLabsRs {
         let mut devices = KVec::with_capacity(n, GFP_KERNEL)?;
         // Phase 2: register; nothing from here on fails the load.
         mark("registration", 0);
-        let root = root.create::<PciScan>(None);
-        let hl_root = hl_root.create::<()>(None);
+        let root = Arc::new(root.create::<PciScan>(None), GFP_KERNEL)?;
+        let hl_root = Arc::new(hl_root.create::<()>(None), GFP_KERNEL)?;
         for (dev, files, abi) in prepared {
             mark("publish", dev.hdev().index);
-            let roots = (&root, &hl_root);
+            let roots = (&*root, &*hl_root);
             publish_device(dev, (files, abi), &region, roots, &mut devices);
         }
         if devices.len() < n {
             pr_err!("{} of {} device(s) registered\n", devices.len(), n);
         }
+        #[cfg(CONFIG_PCI)]
+        let pci = register_pci(module, &config, (&region, &root, &hl_root));
+        #[cfg(not(CONFIG_PCI))]
+        let _ = module;
         mark("end", 0);
         Ok(Self {
             config,
+            #[cfg(CONFIG_PCI)]
+            pci,
             devices,
             _region: region,
             _debugfs: root,
             _hl_debugfs: hl_root,
         })
     }
+}
+
+/// Register the PCI driver if `pci=1` (after the simulated devices: its
+/// devices' indices and accel minors come after theirs). A failure leaves
+/// the module loaded without it.
+#[cfg(CONFIG_PCI)]
+fn register_pci(
+    module: &'static ThisModule,
+    config: &params::Config,
+    (region, root, hl_root): (
+        &Arc<shell::accel::ChrdevRegion>,
+        &Arc<ffi::debugfs::Dir<PciScan>>,
+        &Arc<ffi::debugfs::Dir<()>>,
+    ),
+) -> Option<shell::pci::PciRegistration> {
+    shell::pci::init_home();
+    if !module_parameters::pci.value() {
+        return None;
+    }
+    let home = shell::pci::PciHome {
+        region: region.clone(),
+        root: root.clone(),
+        hl_root: hl_root.clone(),
+        next_index: config.devices,
+    };
+    shell::pci::register(home, module)
+        .inspect_err(|e| pr_err!("the PCI driver could not be registered ({:?})\n", e))
+        .ok()
 }
 
 /// The bound on host memory behind simulated user DRAM, from
@@ -292,7 +333,7 @@ type PreparedDevice = (
 /// A registered device and its debugfs files. Dropped in this order:
 /// upstream's files and links first (they live in the DRM core's directory
 /// of the device, which goes with it), then the device, then ours.
-type RegisteredDevice = (
+pub(crate) type RegisteredDevice = (
     Option<shell::accel::AbiLinks>,
     shell::accel::AccelDevice,
     shell::debugfs::DeviceDebugfs,
@@ -332,11 +373,8 @@ fn publish_device(
     devices: &mut KVec<RegisteredDevice>,
 ) {
     let index = dev.hdev().index;
-    match dev.publish(region) {
-        Ok(dev) => {
-            // Only the links' names can fail (allocation): left out then.
-            let abi = dev.create_abi_debugfs(abi, hl_root).ok();
-            let entry = (abi, dev, files.create(Some(root)));
+    match publish(dev, (files, abi), region, (root, hl_root)) {
+        Ok(entry) => {
             if let Err(e) = devices.push_within_capacity(entry) {
                 // Never reached; unregistering a published device here could
                 // pull it from under an opener.
@@ -352,26 +390,65 @@ fn publish_device(
     }
 }
 
+/// Register `dev`'s nodes and create its debugfs files under `root` (and
+/// upstream's, with their links, under `hl_root`): the device as
+/// registered, or the registration's errno (everything undone).
+pub(crate) fn publish(
+    dev: shell::accel::PreparedDevice,
+    (files, abi): (
+        shell::debugfs::PreparedFiles,
+        shell::debugfs_abi::PreparedAbi,
+    ),
+    region: &shell::accel::ChrdevRegion,
+    (root, hl_root): (&ffi::debugfs::Dir<PciScan>, &ffi::debugfs::Dir<()>),
+) -> Result<RegisteredDevice> {
+    let dev = dev.publish(region)?;
+    // Only the links' names can fail (allocation): left out then.
+    let abi = dev.create_abi_debugfs(abi, hl_root).ok();
+    Ok((abi, dev, files.create(Some(root))))
+}
+
 /// What the module found on the host's PCI bus: Habana functions (count,
-/// device id of the first), which it never touches.
-struct PciScan((u32, u16));
+/// device id of the first), which it touches only with `pci=1`.
+pub(crate) struct PciScan((u32, u16));
 
 const NO_HABANA_PCI: &str = "no Habana PCI device on this host; creating simulated devices only";
 const HABANA_PCI_LEFT_ALONE: &str = "not touched; this module only creates simulated devices";
+const HABANA_PCI_BOUND: &str =
+    "pci=1: the Gaudi2 (1da3:1020) functions no other driver owns are driven too";
+
+impl kernel::fmt::Display for PciScan {
+    fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        let what = if module_parameters::pci.value() {
+            HABANA_PCI_BOUND
+        } else {
+            HABANA_PCI_LEFT_ALONE
+        };
+        match self.0 {
+            (0, _) if !module_parameters::pci.value() => write!(f, "{}", NO_HABANA_PCI),
+            (n, id) => write!(
+                f,
+                "{} Habana PCI function(s) on this host (first: device {:#06x}): {}",
+                n, id, what
+            ),
+        }
+    }
+}
 
 fn show_pci_scan(scan: &PciScan, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
-    match scan.0 {
-        (0, _) => writeln!(f, "{}", NO_HABANA_PCI),
-        (n, id) => writeln!(
-            f,
-            "{} Habana PCI function(s) on this host (first: device {:#06x}): {}",
-            n, id, HABANA_PCI_LEFT_ALONE
-        ),
-    }
+    kernel::fmt::Display::fmt(scan, f)?;
+    writeln!(f)
 }
 
 impl Drop for HabanaLabsRs {
     fn drop(&mut self) {
+        // The PCI driver first: its devices are removed with it, then what
+        // they shared is released.
+        #[cfg(CONFIG_PCI)]
+        {
+            drop(self.pci.take());
+            shell::pci::clear_home();
+        }
         // Unregister the devices before the char-device region goes.
         self.devices.clear();
         pr_info!("unloaded ({} device(s))\n", self.config.devices);

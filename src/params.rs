@@ -42,8 +42,22 @@ pub(crate) struct Config {
 impl Config {
     /// Check the raw parameters and derive the ASIC model. O(1).
     pub(crate) fn validate(devices: u32, hbms: u32, dram_mib: u64) -> Result<Self, ParamError> {
-        if devices == 0 || devices > MAX_DEVICES {
-            return Err(ParamError::new("devices must be between 1 and 8"));
+        Self::validate_with_pci(devices, hbms, dram_mib, false)
+    }
+
+    /// [`Self::validate`] with the `pci` parameter: with `pci` set, no
+    /// simulated device at all (`devices=0`) is allowed too (the PCI
+    /// devices are then the only ones, from index 0). O(1).
+    pub(crate) fn validate_with_pci(
+        devices: u32,
+        hbms: u32,
+        dram_mib: u64,
+        pci: bool,
+    ) -> Result<Self, ParamError> {
+        if (devices == 0 && !pci) || devices > MAX_DEVICES {
+            return Err(ParamError::new(
+                "devices must be between 1 and 8 (0 only with pci=1)",
+            ));
         }
         if !(crate::asic::GAUDI2_MIN_HBMS..=crate::asic::GAUDI2_HBM_NUM).contains(&hbms) {
             return Err(ParamError::new(
@@ -77,6 +91,8 @@ mod tests {
         assert!(Config::validate(0, 6, 0).is_err());
         assert!(Config::validate(8, 6, 0).is_ok());
         assert!(Config::validate(9, 6, 0).is_err());
+        assert!(Config::validate_with_pci(0, 6, 0, true).is_ok());
+        assert!(Config::validate_with_pci(9, 6, 0, true).is_err());
     }
 
     #[test]

@@ -13,6 +13,8 @@
 //! - [`drm_file`]: the compute file behind a `drm_file`.
 //! - [`mmap`]: `mmap` of the compute node (HW blocks, timestamp buffers) and
 //!   its vm operations.
+//! - [`pci`] (with `CONFIG_PCI`): the PCI driver of Gaudi2 functions
+//!   (module parameter `pci`).
 
 pub(crate) mod accel;
 pub(crate) mod debugfs;
@@ -20,3 +22,5 @@ pub(crate) mod debugfs_abi;
 pub(crate) mod dmabuf;
 pub(crate) mod drm_file;
 pub(crate) mod mmap;
+#[cfg(CONFIG_PCI)]
+pub(crate) mod pci;

@@ -101,10 +101,16 @@ pub(crate) const DEFAULT_TIMEOUT_S: u32 = 30;
 /// The device-wide command-submission state.
 #[pin_data]
 pub(crate) struct DeviceCs {
-    /// The hardware (its status; the reset of `reset_on_page_fault`).
-    pub(crate) sim: Arc<SimGaudi2>,
-    /// The engines.
-    pub(crate) qman: Arc<Qman>,
+    /// The hardware (its status).
+    hw: Arc<dyn Backend>,
+    /// The simulated Gaudi2 of a simulated device (the reset of
+    /// `reset_on_page_fault` sets its status); `None` on a PCI device.
+    sim: Option<Arc<SimGaudi2>>,
+    /// The engines; `None` on a device whose engines the driver does not
+    /// drive (a PCI Gaudi2: PQ submission, doorbells and MSI-X completion
+    /// are not implemented), where every CS with jobs fails with
+    /// `EOPNOTSUPP` before it gets a sequence number ([`Self::engines`]).
+    pub(crate) qman: Option<Arc<Qman>>,
     /// Every context's drops together.
     pub(crate) counters: CsCounters,
     #[pin]
@@ -184,8 +190,24 @@ impl DeviceCs {
     /// O(engines).
     pub(crate) fn new(sim: Arc<SimGaudi2>) -> Result<Arc<Self>> {
         let qman = Qman::new(&sim)?;
+        Self::with(sim.clone(), Some(sim), Some(qman))
+    }
+
+    /// The CS state of a device on `hw` whose engines the driver does not
+    /// drive (a PCI Gaudi2): no engine, so every CS with jobs is refused.
+    /// O(1).
+    pub(crate) fn without_engines(hw: Arc<dyn Backend>) -> Result<Arc<Self>> {
+        Self::with(hw, None, None)
+    }
+
+    fn with(
+        hw: Arc<dyn Backend>,
+        sim: Option<Arc<SimGaudi2>>,
+        qman: Option<Arc<Qman>>,
+    ) -> Result<Arc<Self>> {
         Arc::pin_init(
             try_pin_init!(Self {
+                hw,
                 sim,
                 qman,
                 counters: CsCounters::new(),
@@ -220,7 +242,20 @@ impl DeviceCs {
 
     /// Whether the device takes work. O(1).
     pub(crate) fn operational(&self) -> bool {
-        self.sim.status().is_operational()
+        self.hw.status().is_operational()
+    }
+
+    /// The engines: `EOPNOTSUPP` on a device without engines the driver
+    /// drives (see [`Self::qman`]). O(1).
+    pub(crate) fn engines(&self) -> Result<&Arc<Qman>> {
+        self.qman.as_ref().ok_or(EOPNOTSUPP)
+    }
+
+    /// The busy engines (`HL_INFO_HW_IDLE`); none without engines. O(engines).
+    pub(crate) fn busy_mask(&self) -> [u64; HL_BUSY_ENGINES_MASK_EXT_SIZE] {
+        self.qman
+            .as_ref()
+            .map_or([0; HL_BUSY_ENGINES_MASK_EXT_SIZE], |q| q.busy_mask())
     }
 
     /// A new open of the compute node: forget what was captured
@@ -296,7 +331,9 @@ impl DeviceCs {
         let mut events = HL_NOTIFIER_EVENT_PAGE_FAULT;
         if reset && !self.reset_pending.xchg(true, Relaxed) {
             events |= HL_NOTIFIER_EVENT_DEVICE_RESET;
-            self.sim.set_status(DeviceStatus::NeedsReset);
+            if let Some(sim) = &self.sim {
+                sim.set_status(DeviceStatus::NeedsReset);
+            }
             pr_info!("page fault: the device needs a reset (reset_on_page_fault=1)\n");
         }
         self.raise(events);
@@ -383,7 +420,9 @@ impl DeviceCs {
     pub(crate) fn finish_reset(&self) {
         if self.reset_pending.xchg(false, Relaxed) {
             self.hard_resets.add(1, Relaxed);
-            self.sim.set_status(DeviceStatus::Operational);
+            if let Some(sim) = &self.sim {
+                sim.set_status(DeviceStatus::Operational);
+            }
             pr_info!("device reset after a page fault: operational again\n");
         }
     }

@@ -17,7 +17,10 @@
 //!    `HL_CS_FLAGS_FLUSH_PCI_HBW_WRITES` succeeds at once (the simulation
 //!    has no posted writes to flush); the sync-stream, signal-reservation
 //!    and engine-command types are not simulated: `EOPNOTSUPP` (upstream
-//!    Gaudi2 serves them). Unknown flag bits are ignored, as upstream, and
+//!    Gaudi2 serves them). On a device whose engines the driver does not
+//!    drive (a PCI Gaudi2) every CS with jobs, restore phase included, is
+//!    `EOPNOTSUPP` too, before its chunks are read: nothing reaches the
+//!    hardware and no drop is counted. Unknown flag bits are ignored, as upstream, and
 //!    so are `HL_CS_FLAGS_SKIP_RESET_ON_TIMEOUT` (no reset follows a timeout
 //!    here) and `HL_CS_FLAGS_ENCAP_SIGNALS` without a staged submission.
 //!
@@ -240,6 +243,11 @@ fn cs_default(
     timeouts: (Option<u64>, Option<u64>),
     src: &dyn ChunkSource,
 ) -> (u64, Result) {
+    if let Err(e) = ctx.dev.engines() {
+        // A device whose engines the driver does not drive (PCI): refused
+        // before anything is read or counted.
+        return (u64::MAX, Err(e));
+    }
     if n > HL_MAX_JOBS_PER_CS {
         ctx.count_drop(DropKind::Validation);
         return (u64::MAX, Err(EINVAL));
@@ -287,7 +295,7 @@ fn cs_default(
 /// Sleeps when it creates a thread; O(chunks) otherwise.
 fn start_workers(ctx: &ContextCs, workers: &mut Workers, chunks: &[HlCsChunk]) -> Result {
     for e in chunks.iter().filter_map(|c| queue_engine(c.queue_index)) {
-        workers.ensure(&ctx.dev.qman, e.0).inspect_err(|e| {
+        workers.ensure(ctx.dev.engines()?, e.0).inspect_err(|e| {
             if *e == ENOMEM {
                 ctx.count_drop(DropKind::OutOfMem);
             }
@@ -325,10 +333,12 @@ fn queue(
         .inspect_err(|_| ctx.count_drop(DropKind::OutOfMem))?;
     // In flight (and timed) before an engine can take a job.
     ctx.launch(track, flight);
-    workers.submit(&ctx.dev.qman, &mut jobs).inspect_err(|e| {
-        ctx.unlaunch(track, flight);
-        if *e == EAGAIN {
-            ctx.count_drop(DropKind::QueueFull);
-        }
-    })
+    workers
+        .submit(ctx.dev.engines()?, &mut jobs)
+        .inspect_err(|e| {
+            ctx.unlaunch(track, flight);
+            if *e == EAGAIN {
+                ctx.count_drop(DropKind::QueueFull);
+            }
+        })
 }

@@ -68,6 +68,12 @@ unsigned int hlrs_dma_max_seg_size(struct device *dev)
 	return dma_get_max_seg_size(dev);
 }
 
+/* streaming DMA mappings of the PCI path (ffi/pci_dma.rs) */
+int hlrs_dma_mapping_error(struct device *dev, dma_addr_t addr)
+{
+	return dma_mapping_error(dev, addr);
+}
+
 void hlrs_cond_resched(void)
 {
 	cond_resched();

@@ -36,6 +36,8 @@ unsigned long hlrs_virt_to_pfn(const void *addr);
 struct device;
 /* dma_get_max_seg_size(dev) */
 unsigned int hlrs_dma_max_seg_size(struct device *dev);
+/* dma_mapping_error(dev, addr) */
+int hlrs_dma_mapping_error(struct device *dev, dma_addr_t addr);
 
 /* cond_resched() */
 void hlrs_cond_resched(void);

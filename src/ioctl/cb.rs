@@ -142,7 +142,7 @@ mod tests {
         cb_ioctl(&file, &mut args(HL_CB_OP_CREATE, 0, HL_MAX_CB_SIZE, 0))?;
         cb_ioctl(&file, &mut args(HL_CB_OP_CREATE, 0, 1, 0))?;
         assert_eq!(live_cbs(), live0 + 2);
-        d.sim
+        d.sim()?
             .set_status(crate::hw::backend::DeviceStatus::NeedsReset);
         assert_eq!(
             cb_ioctl(&file, &mut args(HL_CB_OP_CREATE, 0, 1, 0)),

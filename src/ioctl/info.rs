@@ -341,7 +341,7 @@ fn operational_info(
     match args.op {
         HL_INFO_HW_IDLE => {
             // Busy: an engine runs a job or has one queued (`hw_idle`, ioc:179-196).
-            let mask = caller.dev.cs.qman.busy_mask();
+            let mask = caller.dev.cs.busy_mask();
             let idle = HlInfoHwIdle {
                 is_idle: u32::from(caller.dev.backend().is_idle() && mask.iter().all(|&w| w == 0)),
                 busy_engines_mask: mask.first().map_or(0, |&w| w as u32),
@@ -532,7 +532,7 @@ mod tests {
             let (rc, _, _) = call(&d, None, Node::Compute, op, 64, 0)?;
             assert_eq!(rc, Err(EINVAL));
         }
-        d.sim.set_status(DeviceStatus::InReset);
+        d.sim()?.set_status(DeviceStatus::InReset);
         for op in [
             5u32,
             39,
@@ -563,7 +563,7 @@ mod tests {
             (DeviceStatus::InDeviceCreation, 4),
             (DeviceStatus::InResetAfterDeviceRelease, 5),
         ] {
-            d.sim.set_status(st);
+            d.sim()?.set_status(st);
             let (rc, out, _) = call(&d, None, Node::Control, HL_INFO_DEVICE_STATUS, 8, 0)?;
             assert_eq!(rc, Ok(()));
             assert!(out.get(0..4) == Some(&v.to_ne_bytes()[..]));

@@ -173,7 +173,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(memory_ioctl(&file, &mut u, &NoExport), Err(EINVAL));
-        d.sim
+        d.sim()?
             .set_status(crate::hw::backend::DeviceStatus::NeedsReset);
         let mut a = HlMemArgs {
             arg0: 1,

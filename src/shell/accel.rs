@@ -624,11 +624,14 @@ unsafe extern "C" fn hl_ctrl_open(inode: *mut bindings::inode, filp: *mut bindin
     let dev = unsafe { kernel::container_of!((*cdev).kobj.parent, bindings::device, kobj) };
     // The control device's drvdata is the node's `hdev`, a reference from
     // `Arc::into_raw` that the node owns until `ControlNode::remove`, which
-    // runs only at module exit, when no open can be in progress (the open
-    // holds a module reference).
-    // SAFETY: that reference is live; the borrow ends in this call.
-    let hdev = unsafe { ArcBorrow::from_raw((*dev).driver_data.cast::<HlDevice>()) };
-    let dev: Arc<HlDevice> = hdev.into();
+    // clears the drvdata under the device's lock before it gives the
+    // reference back (a PCI device's removal can race this open).
+    // SAFETY: `dev` is live (the cdev holds its parent); its mutex is
+    // initialised (a registered device).
+    let dev: Arc<HlDevice> = match unsafe { ctrl_hdev(dev) } {
+        Some(d) => d,
+        None => return ENODEV.to_errno(),
+    };
     match KBox::new(ControlFile { dev }, GFP_KERNEL) {
         Ok(f) => {
             // SAFETY: `inode` and `filp` are the valid objects of this open.
@@ -640,6 +643,28 @@ unsafe extern "C" fn hl_ctrl_open(inode: *mut bindings::inode, filp: *mut bindin
         }
         Err(e) => Error::from(e).to_errno(),
     }
+}
+
+/// A new reference to the node's `HlDevice` from the control device's
+/// drvdata, taken under the device's lock; `None` once the node is removed.
+///
+/// # Safety
+///
+/// `dev` is the live control device of a [`ControlNode`].
+unsafe fn ctrl_hdev(dev: *mut bindings::device) -> Option<Arc<HlDevice>> {
+    // SAFETY: `dev` is live (contract); its mutex is initialised.
+    unsafe { bindings::mutex_lock(addr_of_mut!((*dev).mutex)) };
+    // SAFETY: as above; the drvdata is null or the node's reference, which
+    // `ControlNode::remove` gives back only after clearing it under this lock.
+    let raw = unsafe { (*dev).driver_data.cast::<HlDevice>() };
+    let hdev = (!raw.is_null()).then(|| {
+        // SAFETY: the node's live reference (see above); the borrow ends here.
+        let b = unsafe { ArcBorrow::from_raw(raw) };
+        Arc::<HlDevice>::from(b)
+    });
+    // SAFETY: locked above.
+    unsafe { bindings::mutex_unlock(addr_of_mut!((*dev).mutex)) };
+    hdev
 }
 
 /// `release` of the control node.
@@ -962,15 +987,22 @@ impl ControlNode {
     ///
     /// # Safety
     ///
-    /// Only at module exit (no open of the node can be in progress: an open
-    /// holds a module reference), once.
+    /// Once. At module exit no open of the node can be in progress (an open
+    /// holds a module reference); at a PCI device's removal one can, and
+    /// finds the drvdata cleared ([`ctrl_hdev`]).
     unsafe fn remove(&mut self) {
+        let dev = self.dev.as_ptr();
         // SAFETY: per the type invariant the node is registered; no `show`
-        // runs after `remove_attrs` and no open after `cdev_del`, so the
-        // reference to `hdev` is given back last, once.
+        // runs after `remove_attrs`; an open either took its own reference
+        // under the device's lock before the drvdata is cleared under it, or
+        // finds it null, so the node's reference to `hdev` is given back
+        // last, once.
         unsafe {
-            remove_attrs(self.dev.as_ptr());
-            bindings::device_unregister(self.dev.as_ptr());
+            remove_attrs(dev);
+            bindings::mutex_lock(addr_of_mut!((*dev).mutex));
+            (*dev).driver_data = core::ptr::null_mut();
+            bindings::mutex_unlock(addr_of_mut!((*dev).mutex));
+            bindings::device_unregister(dev);
             bindings::cdev_del(self.cdev.as_ptr());
             drop(Arc::from_raw(self.hdev));
         }
@@ -1012,7 +1044,9 @@ impl Drop for DrmAlloc {
 /// probe of one device fails alone.
 pub(crate) struct PreparedDevice {
     hdev: Arc<HlDevice>,
-    faux: faux::Registration,
+    /// The faux parent of a simulated device (a PCI device's parent is its
+    /// PCI function).
+    faux: Option<faux::Registration>,
     drm: DrmAlloc,
     /// The DRM device's accel minor index, also the control node's.
     index: u32,
@@ -1031,6 +1065,38 @@ impl PreparedDevice {
         let parent = core::ptr::from_ref(parent)
             .cast::<bindings::device>()
             .cast_mut();
+        // SAFETY: `parent` is the faux device, bound, kept with the result.
+        unsafe { Self::under(hdev, parent, Some(faux)) }
+    }
+
+    /// The device of a PCI function, `parent` (the DRM device's parent, as
+    /// upstream's: `/sys/class/accel/accel<N>/device` is the function), and
+    /// its control node's char device.
+    #[cfg(CONFIG_PCI)]
+    pub(crate) fn with_parent(
+        hdev: Arc<HlDevice>,
+        parent: &kernel::device::Device<kernel::device::Bound>,
+    ) -> Result<Self> {
+        let parent: &kernel::device::Device = parent;
+        // CAST: as in `new`.
+        let parent = core::ptr::from_ref(parent)
+            .cast::<bindings::device>()
+            .cast_mut();
+        // SAFETY: `parent` is bound to our driver (the probe's device); the
+        // DRM core takes its own reference to it.
+        unsafe { Self::under(hdev, parent, None) }
+    }
+
+    /// The DRM device under `parent` and the control node's char device.
+    ///
+    /// # Safety
+    ///
+    /// `parent` is a live, bound device.
+    unsafe fn under(
+        hdev: Arc<HlDevice>,
+        parent: *mut bindings::device,
+        faux: Option<faux::Registration>,
+    ) -> Result<Self> {
         // SAFETY: `parent` is a bound device; `DRIVER` is static; the size and offset
         // describe `HlDrm`, which starts with its `drm_device`.
         let raw = unsafe {
@@ -1117,8 +1183,13 @@ impl PreparedDevice {
             }
         };
         pr_info!(
-            "device {}: simulated {:04x}:{:04x} rev {}, accel{} and accel_controlD{} (bus {})\n",
+            "device {}: {} {:04x}:{:04x} rev {}, accel{} and accel_controlD{} (bus {})\n",
             hdev.index,
+            if hdev.simulated().is_some() {
+                "simulated"
+            } else {
+                "PCI"
+            },
             crate::asic::PCI_VENDOR_ID_HABANALABS,
             hdev.asic.device_id,
             hdev.asic.revision,
@@ -1165,7 +1236,7 @@ pub(crate) struct AccelDevice {
     /// The accel minor index.
     index: u32,
     ctrl: ControlNode,
-    _faux: faux::Registration,
+    _faux: Option<faux::Registration>,
 }
 
 // SAFETY: the raw pointers are only used in `Drop`, which the kernel serialises
@@ -1242,10 +1313,17 @@ impl AccelDevice {
 }
 
 impl Drop for AccelDevice {
+    /// At module exit (simulated devices: no file of ours is open) or at the
+    /// removal of a PCI device, when files may be open: open control files
+    /// and compute files hold their own references to the device (and the
+    /// DRM core answers `ENODEV` to a compute file once it is unplugged,
+    /// and zaps its CPU mappings), a control-node open in progress finds
+    /// the node's reference gone ([`ControlNode::remove`]), and removing the
+    /// attributes waits for their callbacks.
     fn drop(&mut self) {
-        // SAFETY: per the type invariants everything was registered; no file of ours
-        // is open (the module is going away), so nothing uses `hdev` through the
-        // DRM or control objects after this.
+        // SAFETY: per the type invariants everything was registered; nothing
+        // uses the node's or the DRM device's reference to `hdev` after
+        // this (see above).
         unsafe {
             self.ctrl.remove();
             let drm_dev = addr_of_mut!((*self.drm.as_ptr()).drm);

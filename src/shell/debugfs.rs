@@ -20,6 +20,11 @@
 //! | `stlb` | the simulated device's STLB (statistics, entries), IOMMU map, hop-0 registers and engine faults (first, last, counts, last use of a stale translation) |
 //! | `engine` | an engine access through the device's MMUs (tests): write `read ASID VA LEN` to choose what reading shows (read at each read from offset 0, through the STLB), `write ASID VA HEX` to store bytes |
 //! | `dram` | simulated DRAM by physical address (tests): write `write ADDR HEX` to store bytes, `read ADDR LEN` to choose what reading shows |
+//! | `pci` | a PCI device's bus id, state (`alive`, `dead`, `gone`) and register traffic since its probe: register reads and writes, PTE writes and reads through BAR4, hop-0 commits, invalidations, poll timeouts, DMA maps and unmaps, pages mapped (one `name value` per line) |
+//!
+//! On a PCI device the files of the simulation (`stlb`, `engine`, the
+//! injection switches, `status` writes) answer `ENODEV` to writes and say
+//! so when read.
 //!
 //! Each file is rendered once per read from offset 0, without `seq_file`'s re-rendering
 //! at every buffer doubling (`ffi/debugfs.rs`). The files whose size grows
@@ -74,7 +79,8 @@ pub(crate) struct DeviceFiles {
 }
 
 /// The files of one device, in `<root>/<index>/`.
-static DEVICE_FILES: [FileDef<DeviceFiles>; 17] = [
+static DEVICE_FILES: [FileDef<DeviceFiles>; 18] = [
+    FileDef::ro(c"pci", |d, f| show_pci(&d.dev, f)),
     FileDef::ro(c"dram_pool", |d, f| show_dram_pool(&d.dev, f)),
     FileDef::ro(c"memory", |d, f| show_memory(&d.dev, f)),
     FileDef::ro(c"va", |d, f| show_va(&d.dev, f)),
@@ -110,12 +116,25 @@ static DEVICE_FILES: [FileDef<DeviceFiles>; 17] = [
     ),
 ];
 
+/// A PCI device's register traffic since its probe, one `name value` per
+/// line (`PciGaudi2::show_counters`); a simulated device has none.
+fn show_pci(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    #[cfg(CONFIG_PCI)]
+    if let Some(pci) = dev.pci() {
+        let bus = dev.bus_id();
+        writeln!(f, "bus {}", core::str::from_utf8(&bus).unwrap_or("?"))?;
+        return pci.show_counters(f);
+    }
+    writeln!(f, "not a PCI device: {}", dev.index)
+}
+
 /// The host memory behind simulated user DRAM: this device's, all devices',
 /// the module-wide limit and the allocations it refused
 /// (`hw::sim::host_backing`).
 fn show_dram_host(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     let (all, limit, refused) = host_backing::usage();
-    writeln!(f, "device bytes:   {}", dev.sim.dram_host_bytes())?;
+    let mine = dev.simulated().map_or(0, |s| s.dram_host_bytes());
+    writeln!(f, "device bytes:   {}", mine)?;
     writeln!(f, "all bytes:      {}", all)?;
     writeln!(f, "limit bytes:    {}", limit)?;
     writeln!(f, "refused:        {}", refused)
@@ -344,7 +363,35 @@ const MAX_REGISTERS_SHOWN: usize = 4096;
 /// configuration space), and the open context's block mappings. Both are
 /// copied out under their locks and formatted after.
 fn show_hw_blocks(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    let cfg = &dev.sim.cfg_space;
+    match dev.simulated() {
+        Some(sim) => show_registers(&sim.cfg_space, f)?,
+        None => writeln!(f, "backed blocks: none (a PCI device's blocks are its own)")?,
+    }
+    let Some(vm) = active_vm(dev) else {
+        return writeln!(f, "no open compute context");
+    };
+    let n = vm.hw_blocks.lock().iter().count();
+    let mut maps = rows(n)?;
+    let mut missed = 0;
+    for r in vm.hw_blocks.lock().iter() {
+        keep(&mut maps, *r, &mut missed);
+    }
+    writeln!(f, "mappings: {}", maps.len() + missed)?;
+    for r in maps.iter() {
+        writeln!(
+            f,
+            "  block {} at va {:#x} size {:#x}, {} vma(s)",
+            r.id, r.va, r.size, r.vmas
+        )?;
+    }
+    note_missed(f, missed)
+}
+
+/// The simulated configuration space's backed blocks and non-zero registers.
+fn show_registers(
+    cfg: &crate::hw::sim::cfg_space::CfgSpace,
+    f: &mut fmt::Formatter<'_>,
+) -> fmt::Result {
     writeln!(
         f,
         "backed blocks: {} of {}",
@@ -369,24 +416,7 @@ fn show_hw_blocks(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Resul
     if more > 0 {
         writeln!(f, "  ... and {} more", more)?;
     }
-    let Some(vm) = active_vm(dev) else {
-        return writeln!(f, "no open compute context");
-    };
-    let n = vm.hw_blocks.lock().iter().count();
-    let mut maps = rows(n)?;
-    let mut missed = 0;
-    for r in vm.hw_blocks.lock().iter() {
-        keep(&mut maps, *r, &mut missed);
-    }
-    writeln!(f, "mappings: {}", maps.len() + missed)?;
-    for r in maps.iter() {
-        writeln!(
-            f,
-            "  block {} at va {:#x} size {:#x}, {} vma(s)",
-            r.id, r.va, r.size, r.vmas
-        )?;
-    }
-    note_missed(f, missed)
+    Ok(())
 }
 
 /// The open context's timestamp buffers: references to them are taken under
@@ -565,7 +595,7 @@ fn show_mmu(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         "hop slots free:  {}",
         dev.mmu.dr_hops.lock().free_slots()
     )?;
-    writeln!(f, "PTE writes:      {}", dev.sim.pte_writes())?;
+    writeln!(f, "PTE writes:      {}", dev.pte_writes())?;
     let Some(vm) = dev.state.lock().active_vm.clone() else {
         return writeln!(f, "no open compute context");
     };
@@ -691,7 +721,7 @@ fn write_status(dev: &Arc<HlDevice>, text: &str) -> Result {
         .find(|(n, _)| *n == text)
         .map(|(_, s)| *s)
         .ok_or(EINVAL)?;
-    dev.sim.set_status(status);
+    dev.sim()?.set_status(status);
     Ok(())
 }
 
@@ -699,7 +729,8 @@ fn show_fail_invalidations(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> f
     writeln!(
         f,
         "failing next:     {}",
-        dev.sim.invalidation_failures_left()
+        dev.simulated()
+            .map_or(0, |s| s.invalidation_failures_left())
     )?;
     writeln!(
         f,
@@ -718,18 +749,18 @@ fn parse_count(text: &str) -> Result<u64> {
 }
 
 fn write_fail_invalidations(dev: &Arc<HlDevice>, text: &str) -> Result {
-    dev.sim.inject_invalidation_failures(parse_count(text)?);
+    dev.sim()?.inject_invalidation_failures(parse_count(text)?);
     Ok(())
 }
 
 fn show_skip_invalidations(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    let (left, done) = dev.sim.invalidation_skips();
+    let (left, done) = dev.simulated().map_or((0, 0), |s| s.invalidation_skips());
     writeln!(f, "skipping next:    {}", left)?;
     writeln!(f, "skipped:          {}", done)
 }
 
 fn write_skip_invalidations(dev: &Arc<HlDevice>, text: &str) -> Result {
-    dev.sim.skip_invalidations(parse_count(text)?);
+    dev.sim()?.skip_invalidations(parse_count(text)?);
     Ok(())
 }
 
@@ -862,7 +893,9 @@ fn show_fault(f: &mut fmt::Formatter<'_>, what: &str, fault: Option<EngineFault>
 }
 
 fn show_stlb(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    let sim = &dev.sim;
+    let Some(sim) = dev.simulated() else {
+        return writeln!(f, "not a simulated device: its STLBs are its own");
+    };
     let (st, (valid, stale)) = sim.stlb_stats();
     writeln!(f, "sets x ways:      {} x {}", stlb::SETS, stlb::WAYS)?;
     writeln!(f, "entries:          {} valid, {} stale", valid, stale)?;
@@ -935,10 +968,13 @@ fn show_engine(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     }
     let mut buf = KVec::from_elem(0u8, len, GFP_KERNEL).map_err(|_| fmt::Error)?;
     let who = EngineAccess::new(DEBUGFS_ENGINE, asid);
-    if let Ok(t) = p.dev.sim.engine_translate(who, va) {
+    let Some(sim) = p.dev.simulated() else {
+        return writeln!(f, "not a simulated device: no engine access");
+    };
+    if let Ok(t) = sim.engine_translate(who, va) {
         writeln!(f, "{:#x} -> {}", va, TargetText(t))?;
     }
-    match p.dev.sim.engine_read(who, va, &mut buf) {
+    match sim.engine_read(who, va, &mut buf) {
         Ok(()) => {
             write!(f, "{:#x}:", va)?;
             for b in buf.iter() {
@@ -982,7 +1018,7 @@ fn write_engine(p: &DeviceFiles, text: &str) -> Result {
         "write" => {
             let who = EngineAccess::new(DEBUGFS_ENGINE, asid);
             p.dev
-                .sim
+                .sim()?
                 .engine_write(who, va, &parse_bytes(arg)?)
                 .map_err(|_| EFAULT)
         }

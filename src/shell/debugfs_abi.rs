@@ -301,7 +301,9 @@ fn read_internal(dev: &HlDevice, addr: u64, buf: &mut [u8]) -> Result {
     } else {
         0
     };
-    dev.sim
+    // A PCI device's engines are not driven: no KDMA read.
+    dev.simulated()
+        .ok_or(EOPNOTSUPP)?
         .engine_read(EngineAccess::new(GAUDI2_ENGINE_ID_KDMA, asid), addr, buf)
         .map_err(|_| EFAULT)
 }
@@ -891,7 +893,7 @@ mod tests {
             read64(&d, d.asic.dram_user_base + 8 * page)?,
             0xdead_beef_0000_0001
         );
-        d.sim
+        d.sim()?
             .set_status(crate::hw::backend::DeviceStatus::Malfunction);
         assert_eq!(d.scrub_dram(0), Err(EIO));
         Ok(())

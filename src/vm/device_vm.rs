@@ -56,9 +56,20 @@ impl DeviceVm {
     /// allocated (what a device, or a KUnit fixture, is built on).
     pub(crate) fn simulated(asic: &AsicProperties) -> Result<SimulatedOwners> {
         let sim = Arc::pin_init(SimGaudi2::new(asic), GFP_KERNEL)?;
-        let mmu = Arc::pin_init(DeviceMmu::new(asic, sim.clone()), GFP_KERNEL)?;
-        let vm = Arc::pin_init(Self::new(asic.clone(), mmu.clone()), GFP_KERNEL)?;
+        let (mmu, vm) = Self::on(asic, sim.clone())?;
         Ok((sim, mmu, vm))
+    }
+
+    /// The MMUs and memory of a Gaudi2 with `asic`'s geometry on the
+    /// hardware `backend` (every ASID's hop 0 committed to it), nothing
+    /// allocated.
+    pub(crate) fn on(
+        asic: &AsicProperties,
+        backend: Arc<dyn Backend>,
+    ) -> Result<(Arc<DeviceMmu>, Arc<DeviceVm>)> {
+        let mmu = Arc::pin_init(DeviceMmu::new(asic, backend), GFP_KERNEL)?;
+        let vm = Arc::pin_init(Self::new(asic.clone(), mmu.clone()), GFP_KERNEL)?;
+        Ok((mmu, vm))
     }
 
     /// The memory of a device with `asic`'s DRAM over `mmu`: every user DRAM

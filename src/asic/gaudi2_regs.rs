@@ -1,0 +1,258 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The Gaudi2 registers and BAR layout the driver's PCI path uses, each with
+//! the upstream file:line it comes from. Paths are relative to
+//! `drivers/accel/habanalabs/` (`asic_reg/` = `include/gaudi2/asic_reg/`),
+//! or to the kernel source tree for `include/linux/habanalabs/`.
+//!
+//! Register addresses are upstream's `mm*` values: `WREG32(mmX)` writes
+//! `rmmio + mmX` with `rmmio = BAR0 + (CFG_BASE - STM_FLASH_BASE_ADDR)`
+//! (gaudi2/gaudi2.c:2961-2973), so register `mmX` is at BAR0 offset
+//! [`RMMIO_OFFSET`] + `mmX` ([`bar0_offset`]).
+//!
+//! The model of `src/model/` keeps its own copy of these addresses on
+//! purpose (it must not import the driver): a driver and a model that
+//! disagree on an address then disagree visibly.
+
+// --- BARs (include/gaudi2/gaudi2.h:11-18) ----------------------------------
+
+/// `SRAM_CFG_BAR_ID`: configuration space and SRAM (include/gaudi2/gaudi2.h:11).
+pub(crate) const SRAM_CFG_BAR_ID: u32 = 0;
+/// `MSIX_BAR_ID`: the MSI-X table (include/gaudi2/gaudi2.h:12).
+pub(crate) const MSIX_BAR_ID: u32 = 2;
+/// `DRAM_BAR_ID`: the DRAM window (include/gaudi2/gaudi2.h:13).
+pub(crate) const DRAM_BAR_ID: u32 = 4;
+/// `CFG_BAR_SIZE`: BAR0 is exactly 256 MiB (include/gaudi2/gaudi2.h:16;
+/// checked by `gaudi2_early_init`, gaudi2/gaudi2.c:3462-3469).
+pub(crate) const CFG_BAR_SIZE: u64 = 0x1000_0000;
+/// `MSIX_BAR_SIZE`: BAR2 is exactly 16 KiB (include/gaudi2/gaudi2.h:18;
+/// gaudi2/gaudi2.c:3471-3477).
+pub(crate) const MSIX_BAR_SIZE: u64 = 0x4000;
+
+/// `CFG_BASE - STM_FLASH_BASE_ADDR`: where the register space starts in
+/// BAR0 (include/gaudi2/gaudi2.h:20,24; gaudi2/gaudi2.c:2961-2973, the PCI
+/// region of the CFG space at gaudi2/gaudi2.c:3844-3848).
+pub(crate) const RMMIO_OFFSET: u64 = 0x400_0000;
+/// `CFG_REGION_SIZE + BAR0_RSRVD_SIZE`: SRAM's offset in BAR0
+/// (include/gaudi2/gaudi2.h:22,38; the SRAM region at gaudi2/gaudi2.c:3853-3857).
+pub(crate) const SRAM_BAR_OFFSET: u64 = 0xC00_0000 + 0x100_0000;
+
+/// The BAR0 offset of register `mmX`. O(1).
+pub(crate) const fn bar0_offset(reg: u32) -> u64 {
+    RMMIO_OFFSET + reg as u64
+}
+
+/// `GAUDI2_MSIX_ENTRIES`: exactly this many MSI-X vectors
+/// (include/gaudi2/gaudi2.h:68; `gaudi2_enable_msix`, gaudi2/gaudi2.c:4672).
+pub(crate) const MSIX_ENTRIES: u32 = 128;
+
+/// `prop->dma_mask`: the device addresses 64 bits (gaudi2/gaudi2.c:2948; set
+/// by `hl_pci_init`, common/pci/pci.c:408).
+pub(crate) const DMA_MASK_BITS: u32 = 64;
+
+// --- Boot status (firmware stand-in) ----------------------------------------
+
+/// `mmPSOC_GLOBAL_CONF_CPU_BOOT_STATUS` (asic_reg/psoc_global_conf_regs.h:223).
+pub(crate) const CPU_BOOT_STATUS: u32 = 0x4C4_B300;
+/// `mmCPU_BOOT_ERR0` = scratchpad 24 (include/gaudi2/gaudi2_reg_map.h:39,
+/// asic_reg/psoc_global_conf_regs.h:143).
+pub(crate) const CPU_BOOT_ERR0: u32 = 0x4C4_B160;
+/// `mmHW_STATE` = `mmCPU_IF_KMD_HW_DIRTY_STATUS` (include/gaudi2/gaudi2_reg_map.h:14,
+/// asic_reg/cpu_if_regs.h:73).
+pub(crate) const HW_STATE: u32 = 0x4CC_1174;
+/// `HL_DEVICE_HW_STATE_DIRTY` (common/habanalabs.h:500).
+pub(crate) const HW_STATE_DIRTY: u32 = 1;
+
+/// `CPU_BOOT_STATUS_DRAM_RDY` (include/linux/habanalabs/hl_boot_if.h:390).
+pub(crate) const BOOT_DRAM_RDY: u32 = 2;
+/// `CPU_BOOT_STATUS_SRAM_AVAIL` (include/linux/habanalabs/hl_boot_if.h:391).
+pub(crate) const BOOT_SRAM_AVAIL: u32 = 3;
+/// `CPU_BOOT_STATUS_NIC_FW_RDY` (include/linux/habanalabs/hl_boot_if.h:401).
+pub(crate) const BOOT_NIC_FW_RDY: u32 = 11;
+/// `CPU_BOOT_STATUS_READY_TO_BOOT` (include/linux/habanalabs/hl_boot_if.h:406).
+pub(crate) const BOOT_READY_TO_BOOT: u32 = 15;
+/// `CPU_BOOT_STATUS_WAITING_FOR_BOOT_FIT` (include/linux/habanalabs/hl_boot_if.h:408).
+pub(crate) const BOOT_WAITING_FOR_BOOT_FIT: u32 = 16;
+
+/// The boot states the driver accepts at probe: those upstream's
+/// `hl_fw_wait_preboot_ready` waits for (common/firmware_if.c:1510-1512:
+/// preboot ready for the driver) and those its boot-loader wait accepts
+/// (common/firmware_if.c:2993-2996: the device's own firmware is up, as on
+/// a device whose boot was done before the driver loads, which is what the
+/// model presents). O(1).
+pub(crate) fn boot_status_accepted(status: u32) -> bool {
+    matches!(
+        status,
+        BOOT_DRAM_RDY
+            | BOOT_SRAM_AVAIL
+            | BOOT_NIC_FW_RDY
+            | BOOT_READY_TO_BOOT
+            | BOOT_WAITING_FOR_BOOT_FIT
+    )
+}
+
+/// `CPU_BOOT_ERR0_ENABLED`: the error register is valid
+/// (include/linux/habanalabs/hl_boot_if.h:165-166).
+pub(crate) const BOOT_ERR0_ENABLED: u32 = 1 << 31;
+
+/// `GAUDI2_PREBOOT_REQ_TIMEOUT_USEC`: 25 s for the boot status (gaudi2/gaudi2P.h:84).
+pub(crate) const PREBOOT_TIMEOUT_US: u64 = 25_000_000;
+/// `HL_FW_STATUS_POLL_INTERVAL_USEC`: 10 ms between boot status reads
+/// (common/habanalabs.h:83).
+pub(crate) const FW_POLL_INTERVAL_US: u64 = 10_000;
+
+// --- MMUs ---------------------------------------------------------------------
+
+/// `mmPMMU_HBW_MMU_BASE` (asic_reg/gaudi2_blocks_linux_driver.h:23410).
+pub(crate) const PMMU_MMU_BASE: u32 = 0x4D0_0000;
+/// `mmPMMU_HBW_STLB_BASE` (asic_reg/gaudi2_blocks_linux_driver.h:23416).
+pub(crate) const PMMU_STLB_BASE: u32 = 0x4D0_1000;
+/// `mmDCORE0_HMMU0_MMU_BASE` (asic_reg/gaudi2_blocks_linux_driver.h:7537).
+pub(crate) const HMMU0_MMU_BASE: u32 = 0x408_0000;
+/// `mmDCORE0_HMMU0_STLB_BASE` (asic_reg/gaudi2_blocks_linux_driver.h:7543).
+pub(crate) const HMMU0_STLB_BASE: u32 = 0x408_1000;
+/// `DCORE_OFFSET` (asic_reg/gaudi2_regs.h:171).
+pub(crate) const DCORE_OFFSET: u32 = 0x20_0000;
+/// `DCORE_HMMU_OFFSET` (asic_reg/gaudi2_regs.h:175).
+pub(crate) const DCORE_HMMU_OFFSET: u32 = 0x1_0000;
+/// `NUM_OF_DCORES` (include/gaudi2/gaudi2.h:81).
+pub(crate) const DCORES: u32 = 4;
+/// `NUM_OF_HMMU_PER_DCORE` (include/gaudi2/gaudi2.h:99).
+pub(crate) const HMMUS_PER_DCORE: u32 = 4;
+/// `GAUDI2_HIF_HMMU_FULL_MASK`: the HMMUs of a device without DRAM binning
+/// (gaudi2/gaudi2.c:55, set at gaudi2/gaudi2.c:3298).
+pub(crate) const HMMU_FULL_MASK: u32 = 0xFFFF;
+
+/// The MMU and STLB register blocks of HMMU `seq` (`dcore * 4 + hmmu`,
+/// `get_hmmu_stlb_base`, gaudi2/gaudi2.c:6104-6110). O(1).
+pub(crate) const fn hmmu_bases(seq: u32) -> (u32, u32) {
+    let off = (seq / HMMUS_PER_DCORE) * DCORE_OFFSET + (seq % HMMUS_PER_DCORE) * DCORE_HMMU_OFFSET;
+    (HMMU0_MMU_BASE + off, HMMU0_STLB_BASE + off)
+}
+
+/// MMU block register offsets (`MMU_*_OFFSET`, asic_reg/gaudi2_regs.h:286-300;
+/// values from asic_reg/dcore0_hmmu0_mmu_regs.h, line of each).
+pub(crate) mod mmu {
+    /// `MMU_ENABLE` (:23).
+    pub(crate) const MMU_ENABLE: u32 = 0x0C;
+    /// `SPI_SEI_MASK` (:39).
+    pub(crate) const SPI_SEI_MASK: u32 = 0x2C;
+    /// `MMU_BYPASS` (:63).
+    pub(crate) const MMU_BYPASS: u32 = 0x6C;
+    /// `STATIC_MULTI_PAGE_SIZE` (:65).
+    pub(crate) const STATIC_MULTI_PAGE_SIZE: u32 = 0x70;
+}
+
+/// STLB block register offsets (`STLB_*_OFFSET`, asic_reg/gaudi2_regs.h:302-320;
+/// values from asic_reg/dcore0_hmmu0_stlb_regs.h, line of each; the PMMU's
+/// STLB has the same layout, asic_reg/pmmu_hbw_stlb_regs.h).
+pub(crate) mod stlb {
+    /// `BUSY` (:23): write bit 31 to commit `ASID`/`HOP0_PA*`.
+    pub(crate) const BUSY: u32 = 0x00;
+    /// `ASID` (:25).
+    pub(crate) const ASID: u32 = 0x04;
+    /// `HOP0_PA43_12` (:27).
+    pub(crate) const HOP0_PA43_12: u32 = 0x08;
+    /// `HOP0_PA63_44` (:29).
+    pub(crate) const HOP0_PA63_44: u32 = 0x0C;
+    /// `HOP_CONFIGURATION` (:41).
+    pub(crate) const HOP_CONFIGURATION: u32 = 0x24;
+    /// `LINK_LIST_LOOKUP_MASK_63_32` (:43).
+    pub(crate) const LINK_LIST_LOOKUP_MASK_63_32: u32 = 0x28;
+    /// `INV_ALL_START` (:47).
+    pub(crate) const INV_ALL_START: u32 = 0x34;
+    /// `SRAM_INIT` (:59).
+    pub(crate) const SRAM_INIT: u32 = 0x4C;
+    /// `RANGE_CACHE_INVALIDATION` (:91).
+    pub(crate) const RANGE_CACHE_INVALIDATION: u32 = 0x8C;
+    /// `RANGE_INV_START_LSB` (:93).
+    pub(crate) const RANGE_INV_START_LSB: u32 = 0x90;
+    /// `RANGE_INV_START_MSB` (:95).
+    pub(crate) const RANGE_INV_START_MSB: u32 = 0x94;
+    /// `RANGE_INV_END_LSB` (:97).
+    pub(crate) const RANGE_INV_END_LSB: u32 = 0x98;
+    /// `RANGE_INV_END_MSB` (:99).
+    pub(crate) const RANGE_INV_END_MSB: u32 = 0x9C;
+}
+
+/// `mmPMMU_HBW_STLB_MEM_CACHE_INVALIDATION` (asic_reg/pmmu_hbw_stlb_regs.h:61).
+pub(crate) const PMMU_MEM_CACHE_INVALIDATION: u32 = 0x4D0_1050;
+/// `mmPMMU_HBW_STLB_MEM_CACHE_INV_STATUS` (asic_reg/pmmu_hbw_stlb_regs.h:63).
+pub(crate) const PMMU_MEM_CACHE_INV_STATUS: u32 = 0x4D0_1054;
+
+/// `STLB_BUSY` commit bit (gaudi2/gaudi2.c:6012, polled at :6014-6020).
+pub(crate) const STLB_BUSY_BIT: u32 = 0x8000_0000;
+/// `MMU_HOP0_PA43_12_SHIFT` (include/hw_ip/mmu/mmu_general.h:43).
+pub(crate) const HOP0_PA43_12_SHIFT: u32 = 12;
+/// `MMU_HOP0_PA63_44_SHIFT` (include/hw_ip/mmu/mmu_general.h:45).
+pub(crate) const HOP0_PA63_44_SHIFT: u32 = 44;
+/// `MMU_RANGE_INV_VA_LSB_SHIFT` (gaudi2/gaudi2.c:117).
+pub(crate) const RANGE_INV_VA_LSB_SHIFT: u32 = 12;
+/// `MMU_RANGE_INV_VA_MSB_SHIFT` (gaudi2/gaudi2.c:118).
+pub(crate) const RANGE_INV_VA_MSB_SHIFT: u32 = 44;
+/// `MMU_RANGE_INV_EN_SHIFT` (gaudi2/gaudi2.c:119).
+pub(crate) const RANGE_INV_EN_SHIFT: u32 = 0;
+/// `MMU_RANGE_INV_ASID_EN_SHIFT` (gaudi2/gaudi2.c:120).
+pub(crate) const RANGE_INV_ASID_EN_SHIFT: u32 = 1;
+/// `MMU_RANGE_INV_ASID_SHIFT` (gaudi2/gaudi2.c:121).
+pub(crate) const RANGE_INV_ASID_SHIFT: u32 = 2;
+
+/// `HOP_CONFIGURATION` of the PMMU: first hop 0, first lookup hop 5 (small
+/// pages) and 4 (large), last hop 5, follower hop 5 (`gaudi2_pci_mmu_init`,
+/// gaudi2/gaudi2.c:6362-6373; shifts and masks at
+/// asic_reg/pmmu_hbw_stlb_masks.h:82-91), and the bits it sets.
+pub(crate) const PMMU_HOP_CONFIG: (u32, u32) = (
+    (5 << 4) | (4 << 8) | (5 << 12) | (5 << 16),
+    0x7 | 0x70 | 0x700 | 0x7000 | 0x7_0000,
+);
+/// `HOP_CONFIGURATION` of an HMMU: first hop 0, lookups, last and follower
+/// hop 3 (`gaudi2_dcore_hmmu_init`, gaudi2/gaudi2.c:6426-6436; masks at
+/// asic_reg/dcore0_hmmu0_stlb_masks.h:82-91) and `ONLY_LARGE_PAGE`
+/// (gaudi2/gaudi2.c:6438-6439, asic_reg/dcore0_hmmu0_stlb_masks.h:93).
+pub(crate) const HMMU_HOP_CONFIG: (u32, u32) = (
+    (3 << 4) | (3 << 8) | (3 << 12) | (3 << 16) | (1 << 20),
+    0x7 | 0x70 | 0x700 | 0x7000 | 0x7_0000 | 0x10_0000,
+);
+/// `STATIC_MULTI_PAGE_SIZE.HOP4_PAGE_SIZE` of an HMMU: 5, 64 MiB pages
+/// (gaudi2/gaudi2.c:6423-6424; mask at asic_reg/dcore0_hmmu0_mmu_masks.h:145).
+pub(crate) const HMMU_HOP4_PAGE_SIZE: (u32, u32) = (5 << 4, 0xF0);
+/// `GAUDI2_NUM_OF_MMU_SPI_SEI_CAUSE` (gaudi2/gaudi2.c:71).
+const MMU_SPI_SEI_CAUSES: u32 = 19;
+/// `GAUDI2_PMMU_SPI_SEI_ENABLE_MASK` (gaudi2/gaudi2.c:126).
+pub(crate) const PMMU_SPI_SEI_ENABLE_MASK: u32 = (1 << (MMU_SPI_SEI_CAUSES - 1)) - 1;
+/// `GAUDI2_HMMU_SPI_SEI_ENABLE_MASK` (gaudi2/gaudi2.c:127).
+pub(crate) const HMMU_SPI_SEI_ENABLE_MASK: u32 = (1 << MMU_SPI_SEI_CAUSES) - 1;
+
+/// `MMU_CONFIG_TIMEOUT_USEC`: 2 ms for a hop-0 commit
+/// (include/hw_ip/mmu/mmu_general.h:47; gaudi2/gaudi2.c:6004-6007).
+pub(crate) const MMU_CONFIG_TIMEOUT_US: u64 = 2_000;
+/// `GAUDI2_MMU_CACHE_INV_TIMEOUT_USEC`: 20 ms for an invalidation
+/// (gaudi2/gaudi2.c:80; used at :6050-6051 and :6309-6312).
+pub(crate) const MMU_CACHE_INV_TIMEOUT_US: u64 = 20_000;
+/// The `sleep_us` of every MMU poll (`hl_poll_timeout(.., 1000, ..)`,
+/// gaudi2/gaudi2.c:6014-6020, 6055-6061, 6079-6085, 6316-6322, 6333-6339).
+pub(crate) const MMU_POLL_SLEEP_US: u64 = 1_000;
+
+#[kernel::prelude::kunit_tests(hlrs_gaudi2_regs)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hmmu_blocks_are_where_upstream_puts_them() {
+        // asic_reg/gaudi2_blocks_linux_driver.h:7537,7543 and :11623.
+        assert_eq!(hmmu_bases(0), (0x408_0000, 0x408_1000));
+        assert_eq!(hmmu_bases(4), (0x428_0000, 0x428_1000));
+        assert_eq!(hmmu_bases(15), (0x46B_0000, 0x46B_1000));
+        assert_eq!(bar0_offset(CPU_BOOT_STATUS), 0x8C4_B300);
+        assert_eq!(SRAM_BAR_OFFSET, 0xD00_0000);
+    }
+
+    #[test]
+    fn masks_are_upstreams() {
+        assert_eq!(PMMU_SPI_SEI_ENABLE_MASK, 0x3_FFFF);
+        assert_eq!(HMMU_SPI_SEI_ENABLE_MASK, 0x7_FFFF);
+        assert!(boot_status_accepted(BOOT_SRAM_AVAIL));
+        assert!(!boot_status_accepted(u32::MAX));
+        assert!(!boot_status_accepted(0));
+    }
+}

@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What `kernel::pci` of 7.3 lacks for a PCI driver's bring-up and teardown:
+//! [`EnabledDevice`], an enabled bus-mastering function that is disabled
+//! again (`pci_clear_master`, `pci_disable_device`) when dropped, as
+//! upstream's `hl_pci_fini` does (common/pci/pci.c:430-435); `kernel::pci`
+//! enables (`enable_device_mem`, `set_master`) but never disables.
+//!
+//! A leaf: it imports nothing of the project.
+
+use kernel::{
+    bindings,
+    device::Core,
+    pci,
+    prelude::*,
+    sync::aref::ARef, //
+};
+
+/// A PCI function enabled for memory access and bus mastering
+/// (`pci_enable_device_mem` + `pci_set_master`, upstream `hl_pci_init`,
+/// common/pci/pci.c:384-390), disabled again when dropped.
+///
+/// # Invariants
+///
+/// `pdev` was enabled once by [`EnabledDevice::enable`] and is disabled
+/// once, by `Drop`.
+pub(crate) struct EnabledDevice {
+    pdev: ARef<pci::Device>,
+}
+
+impl EnabledDevice {
+    /// Enable `pdev`'s memory BARs and bus mastering (probe).
+    pub(crate) fn enable(pdev: &pci::Device<Core<'_>>) -> Result<Self> {
+        pdev.enable_device_mem()?;
+        pdev.set_master();
+        let dev: &pci::Device = pdev;
+        // INVARIANT: enabled just above.
+        Ok(Self { pdev: dev.into() })
+    }
+
+    fn raw(&self) -> *mut bindings::pci_dev {
+        let dev: &pci::Device = &self.pdev;
+        // CAST: `pci::Device` is a `repr(transparent)` wrapper of
+        // `Opaque<bindings::pci_dev>`.
+        core::ptr::from_ref(dev)
+            .cast::<bindings::pci_dev>()
+            .cast_mut()
+    }
+}
+
+impl Drop for EnabledDevice {
+    fn drop(&mut self) {
+        let pdev = self.raw();
+        // SAFETY: `pdev` is a live PCI device (we hold a reference) that we
+        // enabled once (invariant) and disable once, here: its DMA stops
+        // (bus mastering off) before its resources go.
+        unsafe {
+            bindings::pci_clear_master(pdev);
+            bindings::pci_disable_device(pdev);
+        }
+    }
+}

@@ -1,0 +1,300 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A Gaudi2 on the PCI bus (1da3:1020): the second implementation of the
+//! sealed [`Backend`], doing what upstream does on silicon.
+//!
+//! | operation | on the PCI device | upstream |
+//! |---|---|---|
+//! | `write_pte` / `read_pte` | `writeq` / `readq` at `BAR4 + addr - DRAM_PHYS_BASE` | `gaudi2_write_pte` / `gaudi2_read_pte`, gaudi2/gaudi2.c:11882-11903 |
+//! | `set_hop0` | the STLB's `ASID`, `HOP0_PA*`, `BUSY` + poll, on the PMMU or every HMMU ([`mmu`]) | `gaudi2_mmu_update_asid_hop0_addr`, :5998-6028 |
+//! | `invalidate_range` / `invalidate_all` | register write + poll, 20 ms ([`mmu`]) | `gaudi2_mmu_invalidate_cache(_range)`, :6198-6273 |
+//! | `dma_map_host` / `dma_map_kernel` / `dma_unmap_host` | the DMA API for the PCI function ([`dma`]) | `dma_map_sgtable`, common/memory.c |
+//! | `sram_read` / `sram_write` / `scrub_sram` | BAR0 + `0xD00_0000` | the SRAM PCI region, gaudi2/gaudi2.c:3853-3857 |
+//! | `dram_read` / `dram_write` / `scrub_dram` | BAR4 | the DRAM PCI region, :3862-3866; upstream scrubs with its EDMAs |
+//! | `block_pfn` | BAR0's physical address + the block's offset | `gaudi2_block_mmap`, :11605-11635 |
+//! | `status` | the driver's: operational until a register reads all ones or the driver unbinds ([`regs`]) | `hl_device_status` |
+//! | `release_dram`, `release_sram`, `release_registers` | nothing: memory keeps what it held (upstream scrubs only with `memory_scrub`, which `memory_scrub=1` does here too, through [`Backend::scrub_sram`] / [`Backend::scrub_dram`]); HW-block registers stay as the user left them (upstream's compute reset at release, not done here, would reset them) | `hl_device_release`, `gaudi2_scrub_device_mem` |
+//! | `dram_host_page` | `EOPNOTSUPP`: device DRAM has no `struct page` | — |
+//! | `peer_to_peer` / `map_for_importer` | no importer is peer to peer (`pci_p2pdma_distance` is not asked: the P2P mapping of BAR4 pieces is not implemented), so every map is refused with `EPERM`, upstream's answer to a non-P2P attachment | `hl_dmabuf_attach` / `hl_map_dmabuf`, common/memory.c:1705-1745 |
+//! | `is_idle` | always: the driver runs no engine on the PCI device | `gaudi2_is_device_idle` |
+//!
+//! Engines (command submission) are not driven on the PCI device yet: its
+//! [`crate::cs::device_cs::DeviceCs`] has no engines, and a CS fails with
+//! `EOPNOTSUPP` before anything reaches the hardware.
+//!
+//! Bring-up is [`probe`] (BARs, DMA, MSI-X, the boot check, MMU init);
+//! [`PciGaudi2::mmu_enable`] finishes MMU init once the driver's MMU owner
+//! has committed every ASID's hop 0; [`PciGaudi2::detach`] is the driver's
+//! unbind.
+
+pub(crate) mod dma;
+pub(crate) mod mmu;
+pub(crate) mod probe;
+pub(crate) mod regs;
+
+use crate::asic::{
+    gaudi2_regs::{RMMIO_OFFSET, SRAM_BAR_OFFSET},
+    user_block, MAX_ASID, SRAM_BASE_ADDR, SRAM_SIZE,
+};
+use crate::ffi::{
+    dma::{DmaDirection, Importer, ImporterSgt},
+    host_page::HostPage,
+    memcg::MemCgroup,
+    pci_dma::DmaStreams,
+    pin::PinnedUserPages,
+};
+use crate::hw::backend::{Backend, BusAddrs, DeviceStatus, DramPieces, MmuKind, Sealed};
+use kernel::{
+    alloc::KVVec,
+    page::PAGE_SIZE,
+    prelude::*,
+    sync::{atomic::Relaxed, Arc, Mutex},
+};
+use regs::{Life, Mmio};
+
+/// A Gaudi2 on the PCI bus, as the driver drives it.
+///
+/// # Invariants
+///
+/// `dram_base < dram_end`, and `[dram_base, dram_end)` lies inside BAR4's
+/// window; `streams` is the DMA table of the function whose BARs `mmio`
+/// maps.
+#[pin_data]
+pub(crate) struct PciGaudi2 {
+    /// The BARs, liveness and access counts.
+    pub(crate) mmio: Mmio,
+    /// Host pages mapped for the device.
+    streams: Arc<DmaStreams>,
+    /// Serializes the MMU register sequences (a leaf lock).
+    #[pin]
+    mmu_regs: Mutex<()>,
+    /// Working HBMs (the HMMUs' address scrambling).
+    hbms: u32,
+    /// The HMMUs in use, bit `dcore * 4 + hmmu`.
+    hmmu_mask: u32,
+    /// Device DRAM, `[dram_base, dram_end)`; BAR4 is the window at `dram_base`.
+    dram_base: u64,
+    dram_end: u64,
+    /// The physical address of BAR0 (HW-block mappings).
+    bar0_start: u64,
+}
+
+impl PciGaudi2 {
+    /// The device's counters, as `name value` lines (debugfs `pci`, the
+    /// PCI guest test). O(1).
+    pub(crate) fn show_counters(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
+        let c = &self.mmio.counters;
+        let life = match self.mmio.life() {
+            Life::Alive => "alive",
+            Life::Dead => "dead",
+            Life::Gone => "gone",
+        };
+        writeln!(f, "state {}", life)?;
+        for (name, v) in [
+            ("reg_reads", &c.reg_reads),
+            ("reg_writes", &c.reg_writes),
+            ("pte_writes", &c.pte_writes),
+            ("pte_reads", &c.pte_reads),
+            ("hop0_commits", &c.hop0_commits),
+            ("range_invalidations", &c.range_invalidations),
+            ("full_invalidations", &c.full_invalidations),
+            ("poll_timeouts", &c.poll_timeouts),
+            ("dma_maps", &c.dma_maps),
+            ("dma_unmaps", &c.dma_unmaps),
+        ] {
+            writeln!(f, "{} {}", name, v.load(Relaxed))?;
+        }
+        writeln!(f, "dma_mapped_pages {}", self.streams.mapped_pages())
+    }
+
+    /// The driver is being unbound: the device is gone from now on, and
+    /// every host page still mapped for it is unmapped (the bus master is
+    /// turned off right after). What the memory code still holds is
+    /// released by its own teardown, whose invalidations then succeed: no
+    /// engine can use a translation of a device that cannot reach memory.
+    pub(crate) fn detach(&self) {
+        self.mmio.set_gone();
+        let left = self.streams.close();
+        if left > 0 {
+            pr_info!(
+                "PCI Gaudi2: {} host mapping(s) of open contexts unmapped at removal\n",
+                left
+            );
+        }
+    }
+
+    /// `EINVAL` unless `[addr, addr + len)` is in DRAM.
+    fn check_dram(&self, addr: u64, len: usize) -> Result {
+        let end = addr.checked_add(len as u64).ok_or(EINVAL)?;
+        if addr < self.dram_base || end > self.dram_end {
+            return Err(EINVAL);
+        }
+        Ok(())
+    }
+
+    /// BAR0 offset of SRAM `[addr, addr + len)`; `EINVAL` outside SRAM.
+    fn sram_offset(addr: u64, len: usize) -> Result<u64> {
+        let len = u64::try_from(len).map_err(|_| EINVAL)?;
+        let span = crate::asic::VaSpan::new(SRAM_BASE_ADDR, SRAM_BASE_ADDR + SRAM_SIZE);
+        if len == 0 || !span.contains_area(addr, len) {
+            return Err(EINVAL);
+        }
+        Ok(SRAM_BAR_OFFSET + (addr - SRAM_BASE_ADDR))
+    }
+
+    /// `ENODEV` unless the device is alive.
+    fn alive(&self) -> Result {
+        match self.mmio.life() {
+            Life::Alive => Ok(()),
+            _ => Err(ENODEV),
+        }
+    }
+}
+
+impl Sealed for PciGaudi2 {}
+
+impl Backend for PciGaudi2 {
+    /// A device that is dead or gone keeps no page tables anyone reads:
+    /// the write is dropped (a teardown then clears its tables quietly; a
+    /// MAP fails at its invalidation).
+    fn write_pte(&self, addr: u64, value: u64) -> Result {
+        if self.mmio.life() != Life::Alive {
+            return Ok(());
+        }
+        self.mmio.write_pte(self.dram_base, addr, value)
+    }
+
+    fn read_pte(&self, addr: u64) -> Result<u64> {
+        self.alive()?;
+        self.mmio.read_pte(self.dram_base, addr)
+    }
+
+    fn set_hop0(&self, kind: MmuKind, asid: u32, addr: u64) -> Result {
+        if addr % PAGE_SIZE as u64 != 0 || asid >= MAX_ASID {
+            return Err(EINVAL);
+        }
+        self.commit_hop0(kind, asid, addr)
+    }
+
+    fn invalidate_range(&self, kind: MmuKind, asid: u32, va: u64, size: u64) -> Result {
+        self.invalidate_range_regs(kind, asid, va, size)
+    }
+
+    fn invalidate_all(&self, kind: MmuKind) -> Result {
+        self.invalidate_all_regs(kind)
+    }
+
+    fn status(&self) -> DeviceStatus {
+        match self.mmio.life() {
+            Life::Alive => DeviceStatus::Operational,
+            Life::Dead | Life::Gone => DeviceStatus::Malfunction,
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        true
+    }
+
+    fn dma_map_host(&self, pinned: &PinnedUserPages, page_size: u64) -> Result<BusAddrs> {
+        self.alive()?;
+        self.map_pinned(pinned, page_size)
+    }
+
+    fn dma_map_kernel(&self, pages: KVVec<HostPage>) -> Result<BusAddrs> {
+        self.alive()?;
+        self.map_kernel(pages)
+    }
+
+    fn dma_unmap_host(&self, addrs: &[u64], page_size: u64) {
+        self.unmap_bus(addrs, page_size)
+    }
+
+    fn peer_to_peer(&self, _importer: &Importer<'_>) -> bool {
+        false
+    }
+
+    fn map_for_importer(
+        &self,
+        _importer: &Importer<'_>,
+        _dir: DmaDirection,
+        _pieces: DramPieces<'_>,
+    ) -> Result<ImporterSgt> {
+        Err(EPERM)
+    }
+
+    fn dram_host_page(&self, _pa: u64) -> Result<HostPage> {
+        Err(EOPNOTSUPP)
+    }
+
+    fn dram_read(&self, addr: u64, buf: &mut [u8]) -> Result {
+        self.check_dram(addr, buf.len())?;
+        self.alive()?;
+        self.mmio.dram_read(self.dram_base, addr, buf)
+    }
+
+    fn dram_write(&self, addr: u64, data: &[u8]) -> Result {
+        self.check_dram(addr, data.len())?;
+        self.alive()?;
+        self.mmio.dram_write(self.dram_base, addr, data)
+    }
+
+    /// Through BAR4, 8 bytes at a time (upstream memsets with its EDMAs).
+    fn scrub_dram(&self, from: u64, val: u64) -> Result {
+        if from % 8 != 0 || from < self.dram_base || from >= self.dram_end {
+            return Err(EINVAL);
+        }
+        self.alive()?;
+        self.mmio
+            .dram_fill(self.dram_base, from, self.dram_end - from, val)
+    }
+
+    fn release_dram(&self, _pa: u64, _len: u64) {}
+
+    fn set_memory_owner(&self, _owner: Option<MemCgroup>) {}
+
+    fn sram_read(&self, addr: u64, buf: &mut [u8]) -> Result {
+        let off = Self::sram_offset(addr, buf.len())?;
+        self.alive()?;
+        self.mmio.bar0_read(off, buf)
+    }
+
+    fn sram_write(&self, addr: u64, data: &[u8]) -> Result {
+        let off = Self::sram_offset(addr, data.len())?;
+        self.alive()?;
+        self.mmio.bar0_write(off, data)
+    }
+
+    fn release_sram(&self) -> usize {
+        0
+    }
+
+    fn scrub_sram(&self, val: u64) {
+        if self.alive().is_err() {
+            return;
+        }
+        if let Err(e) = self.mmio.bar0_fill(SRAM_BAR_OFFSET, SRAM_SIZE, val) {
+            pr_err!("PCI Gaudi2: scrubbing SRAM failed ({:?})\n", e);
+        }
+    }
+
+    /// `gaudi2_block_mmap`: `pci_resource_start(BAR0) + CFG_BASE + address -
+    /// STM_FLASH_BASE_ADDR`; `EINVAL` for an unknown id or a size other
+    /// than the block's.
+    fn block_pfn(&self, id: u32, size: u64) -> Result<u64> {
+        let b = user_block(u64::from(id)).ok_or(EINVAL)?;
+        if size != b.size {
+            return Err(EINVAL);
+        }
+        self.alive()?;
+        let at = self
+            .bar0_start
+            .checked_add(RMMIO_OFFSET)
+            .and_then(|a| a.checked_add(b.address))
+            .ok_or(EINVAL)?;
+        Ok(at >> kernel::page::PAGE_SHIFT)
+    }
+
+    fn release_registers(&self) -> usize {
+        0
+    }
+}
