@@ -9,6 +9,7 @@
 
 use kernel::prelude::*;
 
+pub(crate) mod cpucp_if;
 mod gaudi2_blocks;
 pub(crate) mod gaudi2_regs;
 pub(crate) use gaudi2_blocks::{CFG_BASE, NUM as NUM_USER_MAPPED_BLOCKS};

@@ -14,6 +14,7 @@ use crate::{
     cs::{device_cs::DeviceCs, tracker::ContextCs},
     hw::{
         backend::{Backend, DeviceStatus},
+        cpucp::{CpuCp, SimCpuCp},
         sim::SimGaudi2,
     },
     mmu::device_mmu::DeviceMmu,
@@ -85,6 +86,9 @@ pub(crate) struct DeviceState {
     pub(crate) active_vm: Option<Arc<ContextVm>>,
     /// The CSs of the active compute context (debugfs), as `active_vm`.
     pub(crate) active_cs: Option<Arc<ContextCs>>,
+    /// Debug mode (upstream `in_debug`, DEBUG `SET_MODE`): left when the
+    /// compute context goes (common/context.c:111).
+    pub(crate) in_debug: bool,
 }
 
 /// The hardware behind a device.
@@ -116,6 +120,8 @@ pub(crate) struct HlDevice {
     pub(crate) hardware: Hardware,
     /// The same hardware, as the layers below use it.
     hw: Arc<dyn Backend>,
+    /// The device CPU's firmware (CPU-CP), as the INFO ops ask it.
+    pub(crate) cpucp: Arc<dyn CpuCp>,
     /// A PCI device's bus id (`None`: simulated, a fake one from the index).
     pci_bus: Option<BusId>,
     /// The MMUs: hop pools, scrambler.
@@ -141,10 +147,11 @@ impl HlDevice {
         let (sim, mmu, vm) = DeviceVm::simulated(&asic)?;
         let cs = DeviceCs::new(sim.clone())?;
         let hw: Arc<dyn Backend> = sim.clone();
+        let fw: Arc<dyn CpuCp> = Arc::new(SimCpuCp::new(asic.dram_size), GFP_KERNEL)?;
         Self::assemble(
             index,
             asic,
-            (Hardware::Simulated(sim), hw, None),
+            (Hardware::Simulated(sim), hw, fw, None),
             mmu,
             vm,
             cs,
@@ -164,10 +171,11 @@ impl HlDevice {
         let hw: Arc<dyn Backend> = pci.clone();
         let (mmu, vm) = DeviceVm::on(&asic, hw.clone())?;
         let cs = DeviceCs::without_engines(hw.clone())?;
+        let fw: Arc<dyn CpuCp> = pci.clone();
         Self::assemble(
             index,
             asic,
-            (Hardware::Pci(pci), hw, Some(bus)),
+            (Hardware::Pci(pci), hw, fw, Some(bus)),
             mmu,
             vm,
             cs,
@@ -177,7 +185,7 @@ impl HlDevice {
     fn assemble(
         index: u32,
         asic: AsicProperties,
-        (hardware, hw, pci_bus): (Hardware, Arc<dyn Backend>, Option<BusId>),
+        (hardware, hw, cpucp, pci_bus): (Hardware, Arc<dyn Backend>, Arc<dyn CpuCp>, Option<BusId>),
         mmu: Arc<DeviceMmu>,
         vm: Arc<DeviceVm>,
         cs: Arc<DeviceCs>,
@@ -186,6 +194,7 @@ impl HlDevice {
             pin_init!(Self {
                 hardware,
                 hw,
+                cpucp,
                 pci_bus,
                 mmu,
                 vm,
@@ -204,6 +213,7 @@ impl HlDevice {
                     last_session_ms: 0,
                     active_vm: None,
                     active_cs: None,
+                    in_debug: false,
                 }),
                 memory_scrub_val: Atomic::new(MEM_SCRUB_DEFAULT_VAL),
             }),
@@ -436,6 +446,7 @@ impl HlDevice {
         }
         st.parked = Some(vm);
         st.compute_ctx_active = false;
+        st.in_debug = false;
         if let Some(start) = st.session_start.take() {
             st.last_session_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(0);
         }
@@ -452,6 +463,7 @@ impl HlDevice {
         }
         st.compute_ctx_active = false;
         st.in_release = false;
+        st.in_debug = false;
         st.active_vm = None;
         st.active_cs = None;
         if let Some(start) = st.session_start.take() {

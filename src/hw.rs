@@ -8,6 +8,7 @@
 //! `CONFIG_PCI`).
 
 pub(crate) mod backend;
+pub(crate) mod cpucp;
 #[cfg(CONFIG_PCI)]
 pub(crate) mod pci;
 pub(crate) mod sim;

@@ -27,6 +27,7 @@
 //! has committed every ASID's hop 0; [`PciGaudi2::detach`] is the driver's
 //! unbind.
 
+pub(crate) mod cpu_queue;
 pub(crate) mod dma;
 pub(crate) mod mmu;
 pub(crate) mod probe;

@@ -269,7 +269,11 @@ fn respond(
     let value = le64(pkt, 0);
     let index = le32(pkt, 16);
     let ok = |r: u64| (rc::SUCCESS, Some(r), 0);
-    let pll = |i: u32| PLL_MHZ.get(usize::try_from(i).unwrap_or(usize::MAX)).copied();
+    let pll = |i: u32| {
+        PLL_MHZ
+            .get(usize::try_from(i).unwrap_or(usize::MAX))
+            .copied()
+    };
     match opcode {
         op::TEST => ok(value),
         op::INFO_GET => info_get(env, facts, value, index),

@@ -15,9 +15,7 @@ const BUF: u64 = 0x10_0000;
 impl OneBuffer {
     fn window(&mut self, addr: u64, len: usize) -> Result<&mut [u8], BusFault> {
         let off = addr.checked_sub(BUF).ok_or(BusFault { addr })? as usize;
-        self.buf
-            .get_mut(off..off + len)
-            .ok_or(BusFault { addr })
+        self.buf.get_mut(off..off + len).ok_or(BusFault { addr })
     }
 }
 
@@ -112,7 +110,10 @@ fn frequencies_are_an_hl225s_in_hz_and_mhz() {
     }
     // Past the table: invalid parameters, as firmware refuses an index.
     assert_eq!(ask(&f, op::PLL_INFO_GET, 0, 12).1, rc::INVALID_PARAMS);
-    assert_eq!(ask(&f, op::FREQUENCY_GET, 0, u32::MAX).1, rc::INVALID_PARAMS);
+    assert_eq!(
+        ask(&f, op::FREQUENCY_GET, 0, u32::MAX).1,
+        rc::INVALID_PARAMS
+    );
 }
 
 #[test]

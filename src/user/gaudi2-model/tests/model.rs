@@ -631,7 +631,10 @@ fn cpucp_test_and_info_get_round_trip_through_the_cpu_pq() {
     let (_, _, rx2) = cpu_message(&mut g, &mut env, 5, 28, 0, 0);
     assert_eq!(rc, 0);
     assert!(rx1 > 0 && rx2 > rx1, "{rx1} {rx2}");
-    assert_eq!(cpu_message(&mut g, &mut env, 6, 28, 0, 1).2, g.stats().dma_write_bytes - 16);
+    assert_eq!(
+        cpu_message(&mut g, &mut env, 6, 28, 0, 1).2,
+        g.stats().dma_write_bytes - 16
+    );
     assert_eq!(g.stats().cpucp_packets, 7);
 }
 

@@ -94,8 +94,9 @@ fn allowed(op: usize, e: i32) -> bool {
     match OPS[op] {
         // ENOMEM: USER_MAPPINGS into a buffer too small for the mappings
         // captured at a page fault (the CSs provoke them); EBADF:
-        // REGISTER_EVENTFD of an fd number that is not open.
-        "INFO" => matches!(e, EINVAL | EFAULT | EOPNOTSUPP | ENOMEM | EBADF),
+        // REGISTER_EVENTFD of an fd number that is not open; EIO: the
+        // firmware (CPU-CP) refused a PLL_FREQUENCY index.
+        "INFO" => matches!(e, EINVAL | EFAULT | EOPNOTSUPP | ENOMEM | EBADF | EIO),
         "ALLOC" => matches!(e, EINVAL | ENOMEM),
         "FREE" => matches!(e, EINVAL | EPERM),
         "MAP" => matches!(e, EINVAL | EPERM | ENOMEM | EADDRINUSE | EIO),
@@ -126,7 +127,7 @@ fn allowed(op: usize, e: i32) -> bool {
         // A memset CS: as CS (its MAP of the CB failing submits nothing).
         "DRAM flood" => matches!(e, EINVAL | EAGAIN | EPERM | ENOMEM),
         // An INFO whose answer is copied into a page that stalls: as INFO.
-        "stalled INFO" => matches!(e, EINVAL | EFAULT | EOPNOTSUPP | ENOMEM | EBADF),
+        "stalled INFO" => matches!(e, EINVAL | EFAULT | EOPNOTSUPP | ENOMEM | EBADF | EIO),
         _ => false,
     }
 }
