@@ -128,3 +128,40 @@ pub(crate) const DC_POWER_MW: u64 = 60_000;
 /// Bytes of `struct cpucp_hbm_row_info` (cpucp_if.h:1312-1320), what
 /// `hl_fw_dram_replaced_row_get` asks for and copies.
 pub(crate) const HBM_ROW_INFO_BYTES: usize = 8;
+
+/// The CPU interface registers (upstream `mm*` addresses,
+/// asic_reg/cpu_if_regs.h:87-109) the driver programs in
+/// `gaudi2_init_cpu_queues` (gaudi2/gaudi2.c:5299-5365).
+pub(crate) mod regs {
+    /// `mmCPU_IF_PF_PQ_PI`: the CPU PQ's doorbell.
+    pub(crate) const PF_PQ_PI: u32 = 0x4CC_1200;
+    /// `mmCPU_IF_PQ_BASE_ADDR_LOW` / `_HIGH`.
+    pub(crate) const PQ_BASE_ADDR_LOW: u32 = 0x4CC_1204;
+    /// See [`PQ_BASE_ADDR_LOW`].
+    pub(crate) const PQ_BASE_ADDR_HIGH: u32 = 0x4CC_1208;
+    /// `mmCPU_IF_PQ_LENGTH` (bytes).
+    pub(crate) const PQ_LENGTH: u32 = 0x4CC_120C;
+    /// `mmCPU_IF_CQ_BASE_ADDR_LOW` / `_HIGH`: the CPU-accessible pool.
+    pub(crate) const CQ_BASE_ADDR_LOW: u32 = 0x4CC_1210;
+    /// See [`CQ_BASE_ADDR_LOW`].
+    pub(crate) const CQ_BASE_ADDR_HIGH: u32 = 0x4CC_1214;
+    /// `mmCPU_IF_CQ_LENGTH` (bytes).
+    pub(crate) const CQ_LENGTH: u32 = 0x4CC_1218;
+    /// `mmCPU_IF_EQ_BASE_ADDR_LOW` / `_HIGH`.
+    pub(crate) const EQ_BASE_ADDR_LOW: u32 = 0x4CC_1220;
+    /// See [`EQ_BASE_ADDR_LOW`].
+    pub(crate) const EQ_BASE_ADDR_HIGH: u32 = 0x4CC_1224;
+    /// `mmCPU_IF_EQ_LENGTH` (bytes).
+    pub(crate) const EQ_LENGTH: u32 = 0x4CC_1228;
+    /// `mmCPU_IF_EQ_RD_OFFS`: the driver's EQ consumer index.
+    pub(crate) const EQ_RD_OFFS: u32 = 0x4CC_122C;
+    /// `mmCPU_IF_QUEUE_INIT`: the handshake.
+    pub(crate) const QUEUE_INIT: u32 = 0x4CC_1230;
+    /// `PQ_INIT_STATUS_READY_FOR_CP` (cpucp_if.h:411).
+    pub(crate) const READY_FOR_CP: u32 = 1;
+    /// `PQ_INIT_STATUS_READY_FOR_HOST` (cpucp_if.h:412).
+    pub(crate) const READY_FOR_HOST: u32 = 2;
+}
+
+/// `GAUDI2_CPU_TIMEOUT_USEC` (gaudi2/gaudi2P.h:22): the handshake's.
+pub(crate) const CPU_TIMEOUT_US: u64 = 30_000_000;

@@ -17,6 +17,7 @@
 //! | `dram_host_page` | `EOPNOTSUPP`: device DRAM has no `struct page` | — |
 //! | `peer_to_peer` / `map_for_importer` | no importer is peer to peer (`pci_p2pdma_distance` is not asked: the P2P mapping of BAR4 pieces is not implemented), so every map is refused with `EPERM`, upstream's answer to a non-P2P attachment | `hl_dmabuf_attach` / `hl_map_dmabuf`, common/memory.c:1705-1745 |
 //! | `is_idle` | always: the driver runs no engine on the PCI device | `gaudi2_is_device_idle` |
+//! | CPU-CP packets ([`crate::hw::cpucp::CpuCp`]) | the CPU PQ in coherent DMA memory, doorbell, fence polled ([`cpu_queue`]) | `hl_fw_send_cpu_message`, common/firmware_if.c:404-540 |
 //!
 //! Engines (command submission) are not driven on the PCI device yet: its
 //! [`crate::cs::device_cs::DeviceCs`] has no engines, and a CS fails with
@@ -78,6 +79,11 @@ pub(crate) struct PciGaudi2 {
     dram_end: u64,
     /// The physical address of BAR0 (HW-block mappings).
     bar0_start: u64,
+    /// The CPU queues (CPU-CP), `None` before probe set them up and after
+    /// unbind; held across one packet (upstream `send_cpu_message_lock`,
+    /// a leaf lock taken alone).
+    #[pin]
+    cpu_q: Mutex<Option<cpu_queue::CpuQueue>>,
 }
 
 impl PciGaudi2 {
@@ -115,6 +121,7 @@ impl PciGaudi2 {
     /// engine can use a translation of a device that cannot reach memory.
     pub(crate) fn detach(&self) {
         self.mmio.set_gone();
+        self.free_cpu_queues();
         let left = self.streams.close();
         if left > 0 {
             pr_info!(

@@ -66,7 +66,7 @@ pub(crate) struct InfoCaller<'a> {
 }
 
 /// The usual argument check of almost every op: a buffer must be given.
-pub(super) fn check_buffer(args: &HlInfoArgs) -> Result {
+fn check_buffer(args: &HlInfoArgs) -> Result {
     if args.return_size == 0 || args.return_pointer == 0 {
         return Err(EINVAL);
     }
@@ -341,8 +341,12 @@ fn operational_info(
     args: &mut HlInfoArgs,
     out: &mut dyn InfoSink,
 ) -> Result {
-    if let Some(r) = super::info_fw::firmware_info(caller, args, out) {
-        return r;
+    if super::info_fw::is_firmware_op(args.op) {
+        check_buffer(args)?;
+        let answer = super::info_fw::ask(&*caller.dev.cpucp, args.op, args.arg)?;
+        let bytes = answer.bytes();
+        let n = core::cmp::min(bytes.len(), args.return_size as usize);
+        return out.write(bytes.get(..n).ok_or(EINVAL)?);
     }
     match args.op {
         HL_INFO_HW_IDLE => {

@@ -20,24 +20,19 @@
 //! | `DRAM_PENDING_ROWS` | `HBM_PENDING_ROWS_STATUS` (a u32) | `dram_pending_rows_info`, :545-562 |
 //! | `DRAM_REPLACED_ROWS` | `HBM_REPLACED_ROWS_INFO_GET` (a `cpucp_hbm_row_info`) | `dram_replaced_rows_info`, :564-580 |
 //!
-//! Each op asks the firmware with no lock of the module held, and copies
-//! to the user after the answer is in.
+//! Each op asks the firmware with no lock of the module held; the caller
+//! (`super::info`) checks the buffer first and copies the answer after.
 
-use super::info::{check_buffer, reply, InfoCaller, InfoSink};
 use crate::{
-    hw::cpucp,
+    hw::cpucp::{self, CpuCp},
     uapi::*, //
 };
-use kernel::prelude::*;
+use kernel::{prelude::*, transmute::AsBytes};
 
-/// Serve `args.op` if it is one of the firmware's; `None` otherwise.
-pub(crate) fn firmware_info(
-    caller: &InfoCaller<'_>,
-    args: &HlInfoArgs,
-    out: &mut dyn InfoSink,
-) -> Option<Result> {
-    if !matches!(
-        args.op,
+/// Whether `op` is one of the ops answered by the firmware.
+pub(crate) fn is_firmware_op(op: u32) -> bool {
+    matches!(
+        op,
         HL_INFO_DEVICE_UTILIZATION
             | HL_INFO_CLK_RATE
             | HL_INFO_PCI_COUNTERS
@@ -46,71 +41,73 @@ pub(crate) fn firmware_info(
             | HL_INFO_POWER
             | HL_INFO_DRAM_PENDING_ROWS
             | HL_INFO_DRAM_REPLACED_ROWS
-    ) {
-        return None;
-    }
-    Some(check_buffer(args).and_then(|()| ask(caller, args, out)))
+    )
 }
 
-/// The op's packets and its answer (the buffer was checked).
-fn ask(caller: &InfoCaller<'_>, args: &HlInfoArgs, out: &mut dyn InfoSink) -> Result {
-    let fw = &*caller.dev.cpucp;
-    match args.op {
+/// The answer of a firmware op: the bytes of its result struct.
+pub(crate) struct FwAnswer {
+    bytes: [u8; 24],
+    len: usize,
+}
+
+impl FwAnswer {
+    fn of<T: AsBytes>(value: &T) -> Self {
+        let mut a = Self {
+            bytes: [0; 24],
+            len: 0,
+        };
+        let b = value.as_bytes();
+        for (d, s) in a.bytes.iter_mut().zip(b) {
+            *d = *s;
+        }
+        a.len = b.len().min(a.bytes.len());
+        a
+    }
+
+    /// The result struct's bytes.
+    pub(crate) fn bytes(&self) -> &[u8] {
+        self.bytes.get(..self.len).unwrap_or(&[])
+    }
+}
+
+/// Ask `fw` for the answer of the firmware op `op` with the union
+/// argument `arg` (see the module documentation). Sleeps.
+pub(crate) fn ask(fw: &dyn CpuCp, op: u32, arg: u32) -> Result<FwAnswer> {
+    Ok(match op {
         HL_INFO_DEVICE_UTILIZATION => {
             let utilization = cpucp::utilization(fw).map_err(|_| EINVAL)?;
-            let u = HlInfoDeviceUtilization {
+            FwAnswer::of(&HlInfoDeviceUtilization {
                 utilization,
                 pad: 0,
-            };
-            reply(args, out, &u)
+            })
         }
         HL_INFO_CLK_RATE => {
             let (cur, max) = cpucp::clk_rate(fw, HL_GAUDI2_MME_PLL)?;
-            let c = HlInfoClkRate {
+            FwAnswer::of(&HlInfoClkRate {
                 cur_clk_rate_mhz: cur,
                 max_clk_rate_mhz: max,
-            };
-            reply(args, out, &c)
+            })
         }
         HL_INFO_PCI_COUNTERS => {
             let (rx, tx, replays) = cpucp::pci_counters(fw)?;
-            let c = HlInfoPciCounters {
+            FwAnswer::of(&HlInfoPciCounters {
                 rx_throughput: rx,
                 tx_throughput: tx,
                 replay_cnt: u64::from(replays),
-            };
-            reply(args, out, &c)
+            })
         }
-        HL_INFO_TOTAL_ENERGY => {
-            let e = HlInfoEnergy {
-                total_energy_consumption: cpucp::total_energy(fw)?,
-            };
-            reply(args, out, &e)
-        }
-        HL_INFO_PLL_FREQUENCY => {
-            // The union's `pll_index`.
-            let output = cpucp::pll_info(fw, args.arg)?;
-            reply(args, out, &HlPllFrequencyInfo { output })
-        }
-        HL_INFO_POWER => {
-            let p = HlPowerInfo {
-                power: cpucp::power(fw)?,
-            };
-            reply(args, out, &p)
-        }
-        HL_INFO_DRAM_PENDING_ROWS => {
-            let rows = cpucp::dram_pending_rows(fw)?;
-            reply_bytes(args, out, &rows.to_ne_bytes())
-        }
-        _ => {
-            let info = cpucp::dram_replaced_rows(fw)?;
-            reply_bytes(args, out, &info)
-        }
-    }
-}
-
-/// Copy `bytes` truncated to `return_size`.
-fn reply_bytes(args: &HlInfoArgs, out: &mut dyn InfoSink, bytes: &[u8]) -> Result {
-    let n = core::cmp::min(bytes.len(), args.return_size as usize);
-    out.write(bytes.get(..n).ok_or(EINVAL)?)
+        HL_INFO_TOTAL_ENERGY => FwAnswer::of(&HlInfoEnergy {
+            total_energy_consumption: cpucp::total_energy(fw)?,
+        }),
+        // The union's `pll_index`.
+        HL_INFO_PLL_FREQUENCY => FwAnswer::of(&HlPllFrequencyInfo {
+            output: cpucp::pll_info(fw, arg)?,
+        }),
+        HL_INFO_POWER => FwAnswer::of(&HlPowerInfo {
+            power: cpucp::power(fw)?,
+        }),
+        HL_INFO_DRAM_PENDING_ROWS => FwAnswer::of(&cpucp::dram_pending_rows(fw)?),
+        HL_INFO_DRAM_REPLACED_ROWS => FwAnswer::of(&cpucp::dram_replaced_rows(fw)?),
+        _ => return Err(EINVAL),
+    })
 }
