@@ -11,6 +11,7 @@ use kernel::prelude::*;
 
 pub(crate) mod cpucp_if;
 mod gaudi2_blocks;
+#[cfg(CONFIG_PCI)]
 pub(crate) mod gaudi2_regs;
 pub(crate) use gaudi2_blocks::{CFG_BASE, NUM as NUM_USER_MAPPED_BLOCKS};
 

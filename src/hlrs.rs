@@ -221,7 +221,7 @@ impl kernel::Module for HabanaLabsRs {
             module_parameters::devices.value(),
             module_parameters::hbms.value(),
             module_parameters::dram_mib.value(),
-            module_parameters::pci.value(),
+            pci_enabled(),
         )
         .inspect_err(|e| pr_err!("invalid module parameters: {}\n", e.msg()))
         .map_err(|e| e.errno())?;
@@ -294,7 +294,7 @@ fn register_pci(
     ),
 ) -> Option<shell::pci::PciRegistration> {
     shell::pci::init_home();
-    if !module_parameters::pci.value() {
+    if !pci_enabled() {
         return None;
     }
     let home = shell::pci::PciHome {
@@ -408,6 +408,11 @@ pub(crate) fn publish(
     Ok((abi, dev, files.create(Some(root))))
 }
 
+/// Whether Gaudi2 PCI functions are driven: `pci=1` on a kernel with PCI.
+fn pci_enabled() -> bool {
+    cfg!(CONFIG_PCI) && module_parameters::pci.value()
+}
+
 /// What the module found on the host's PCI bus: Habana functions (count,
 /// device id of the first), which it touches only with `pci=1`.
 pub(crate) struct PciScan((u32, u16));
@@ -419,13 +424,13 @@ const HABANA_PCI_BOUND: &str =
 
 impl kernel::fmt::Display for PciScan {
     fn fmt(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
-        let what = if module_parameters::pci.value() {
+        let what = if pci_enabled() {
             HABANA_PCI_BOUND
         } else {
             HABANA_PCI_LEFT_ALONE
         };
         match self.0 {
-            (0, _) if !module_parameters::pci.value() => write!(f, "{}", NO_HABANA_PCI),
+            (0, _) if !pci_enabled() => write!(f, "{}", NO_HABANA_PCI),
             (n, id) => write!(
                 f,
                 "{} Habana PCI function(s) on this host (first: device {:#06x}): {}",

@@ -15,6 +15,13 @@ extern "C" {
     // Prototypes in `ffi/helpers.h`, bodies in `ffi/helpers.c`.
     /// `dma_get_max_seg_size(dev)`.
     fn hlrs_dma_max_seg_size(dev: *mut bindings::device) -> c_uint;
+    fn hlrs_dma_mapping_error(dev: *mut bindings::device, addr: bindings::dma_addr_t) -> c_int;
+    /// `sg_next(sg)`.
+    fn hlrs_sg_next(sg: *mut bindings::scatterlist) -> *mut bindings::scatterlist;
+    /// `sg_dma_address(sg) = addr; sg_dma_len(sg) = len`.
+    fn hlrs_sg_set_dma(sg: *mut bindings::scatterlist, addr: bindings::dma_addr_t, len: c_uint);
+    /// `sg_dma_address(sg)`, `sg_dma_len(sg)`.
+    fn hlrs_sg_dma(sg: *mut bindings::scatterlist, len: *mut c_uint) -> bindings::dma_addr_t;
 }
 
 /// The importing side of one attachment, during a dma-buf callback.
@@ -25,6 +32,7 @@ extern "C" {
 /// stays live for `'a`.
 pub(crate) struct Importer<'a> {
     dev: NonNull<bindings::device>,
+    attach: NonNull<bindings::dma_buf_attachment>,
     _attach: PhantomData<&'a bindings::dma_buf_attachment>,
 }
 
@@ -37,18 +45,28 @@ impl Importer<'_> {
     /// `attach` must be a live attachment to one of our dma-bufs, and stay
     /// so while the value lives (a dma-buf callback's argument).
     pub(crate) unsafe fn new(attach: *mut bindings::dma_buf_attachment) -> Option<Self> {
+        let attach_nn = NonNull::new(attach)?;
         // SAFETY: per the contract `attach` is live.
         let dev = NonNull::new(unsafe { (*attach).dev })?;
         // INVARIANT: per the contract, the attachment's device.
         Some(Self {
             dev,
+            attach: attach_nn,
             _attach: PhantomData,
         })
     }
 
     /// The importer's device.
-    fn dev(&self) -> NonNull<bindings::device> {
+    pub(super) fn dev(&self) -> NonNull<bindings::device> {
         self.dev
+    }
+
+    /// Whether the attachment is peer to peer (`attach->peer2peer`: the
+    /// importer allowed it and the exporter's attach left it so).
+    pub(crate) fn peer2peer(&self) -> bool {
+        // SAFETY: the attachment is live while `self` is (invariant); the
+        // flag is set before any callback of ours runs, and by our attach.
+        unsafe { (*self.attach.as_ptr()).peer2peer }
     }
 
     /// The largest DMA segment the importer's device takes
@@ -124,18 +142,21 @@ struct MappedTable {
     dir: bindings::dma_data_direction,
     /// One reference per page of `table`: the pages stay allocated while
     /// the importer has them mapped, whatever happens to the backing tree.
+    /// Empty for a table of device memory ([`ImporterSgt::map_resources`]).
     pages: KVVec<HostPage>,
+    /// The table maps device memory with `dma_map_resource`, one entry at a
+    /// time (no page, no CPU list), instead of `dma_map_sgtable`.
+    resources: bool,
 }
 
 /// An sg table handed to an importer, mapped with the DMA API for that
 /// importer's device. This is the only thing `map_dma_buf` returns, and the
 /// only way to make one is a DMA-mapping call for the importer:
 /// [`ImporterSgt::map_host_pages`] (`dma_map_sgtable` of host pages, with
-/// `sg_page` set so CPU importers can use them too). A backend whose memory
-/// is reached peer to peer would add a second constructor that maps each
-/// BAR chunk with `dma_map_resource` (upstream's
-/// `alloc_sgt_from_device_pages`) and record which undo its drop needs
-/// (`dma_unmap_resource` per entry).
+/// `sg_page` set so CPU importers can use them too), or
+/// [`ImporterSgt::map_resources`] (each BAR chunk of a device reached peer to
+/// peer with `dma_map_resource`, upstream's `alloc_sgt_from_device_pages`,
+/// undone with `dma_unmap_resource` per entry).
 ///
 /// # Invariants
 ///
@@ -165,6 +186,7 @@ impl ImporterSgt {
                 dev,
                 dir: dir.0,
                 pages,
+                resources: false,
             },
             GFP_KERNEL,
         )?;
@@ -176,6 +198,70 @@ impl ImporterSgt {
             return Err(Error::from_errno(rc));
         }
         // INVARIANT: mapped for `dev` in `dir` just above.
+        Ok(Self { inner })
+    }
+
+    /// Map device memory reached peer to peer for `importer` in direction
+    /// `dir`: each of `pieces` (bus address of a BAR range, length, at most
+    /// the importer's segment size) one entry mapped with
+    /// `dma_map_resource` (upstream `alloc_sgt_from_device_pages`,
+    /// common/memory.c:1534-1703). On error everything mapped is undone.
+    /// O(pieces).
+    pub(crate) fn map_resources(
+        importer: &Importer<'_>,
+        dir: DmaDirection,
+        pieces: &[(u64, u64)],
+    ) -> Result<Self> {
+        let n = c_uint::try_from(pieces.len()).map_err(|_| ENOMEM)?;
+        if n == 0 {
+            return Err(EINVAL);
+        }
+        let mut sgt = bindings::sg_table::default();
+        let flags = bindings::GFP_KERNEL | bindings::__GFP_ZERO;
+        // SAFETY: `sgt` is a zeroed header of ours; on failure the call
+        // frees what it allocated.
+        let rc = unsafe { bindings::sg_alloc_table(&mut sgt, n, flags) };
+        if rc != 0 {
+            return Err(Error::from_errno(rc));
+        }
+        let dev = importer.dev();
+        // INVARIANT (of `SgTable`): filled by the call above.
+        let table = SgTable(sgt);
+        let inner = KBox::new(
+            MappedTable {
+                table,
+                dev,
+                dir: dir.0,
+                pages: KVVec::new(),
+                resources: true,
+            },
+            GFP_KERNEL,
+        )?;
+        let mut sg = inner.table.0.sgl;
+        for &(addr, len) in pieces {
+            let len32 = c_uint::try_from(len).map_err(|_| EINVAL);
+            let attrs = bindings::DMA_ATTR_SKIP_CPU_SYNC as c_ulong;
+            let mapped = len32.and_then(|l| {
+                // SAFETY: `dev` is the importer's live device; `addr..+len`
+                // is a BAR range of the exporting device (the caller's).
+                let a = unsafe {
+                    bindings::dma_map_resource(dev.as_ptr(), addr, len as usize, dir.0, attrs)
+                };
+                // SAFETY: as above; `a` is what the map returned.
+                match unsafe { hlrs_dma_mapping_error(dev.as_ptr(), a) } {
+                    0 => Ok((a, l)),
+                    _ => Err(ENOMEM),
+                }
+            });
+            // An error drops `inner`: the entries set so far are unmapped.
+            let (a, l) = mapped?;
+            // SAFETY: `sg` is entry k of our table of `n` entries (k < n).
+            unsafe {
+                hlrs_sg_set_dma(sg, a, l);
+                sg = hlrs_sg_next(sg);
+            }
+        }
+        // INVARIANT: every entry mapped for `dev` in `dir` (resources).
         Ok(Self { inner })
     }
 
@@ -203,9 +289,49 @@ impl ImporterSgt {
     }
 }
 
+impl Drop for MappedTable {
+    fn drop(&mut self) {
+        if !self.resources {
+            return;
+        }
+        // The entries of a table of device memory, each mapped with
+        // `dma_map_resource` (an unset one, after a failed map, has length 0).
+        let mut sg = self.table.0.sgl;
+        for _ in 0..self.table.0.orig_nents {
+            if sg.is_null() {
+                break;
+            }
+            let mut len: c_uint = 0;
+            // SAFETY: `sg` is an entry of our live table.
+            let addr = unsafe { hlrs_sg_dma(sg, &mut len) };
+            if len != 0 {
+                let attrs = bindings::DMA_ATTR_SKIP_CPU_SYNC as c_ulong;
+                // SAFETY: mapped by `map_resources` for `dev` in `dir` with
+                // this length; the dma-buf core unmaps before it detaches,
+                // so `dev` is live.
+                unsafe {
+                    bindings::dma_unmap_resource(
+                        self.dev.as_ptr(),
+                        addr,
+                        len as usize,
+                        self.dir,
+                        attrs,
+                    )
+                };
+            }
+            // SAFETY: as above.
+            sg = unsafe { hlrs_sg_next(sg) };
+        }
+    }
+}
+
 impl Drop for ImporterSgt {
     fn drop(&mut self) {
         let m = &mut *self.inner;
+        if m.resources {
+            // `MappedTable`'s drop unmaps its entries one by one.
+            return;
+        }
         // The table itself and the page references go after this, with
         // `inner` (`SgTable` and `KVVec<HostPage>` drops).
         // SAFETY: the table is mapped for `dev` in `dir` (invariant), and the

@@ -68,6 +68,33 @@ unsigned int hlrs_dma_max_seg_size(struct device *dev)
 	return dma_get_max_seg_size(dev);
 }
 
+/* device memory mapped for a dma-buf importer peer to peer (ffi/dma.rs) */
+struct scatterlist *hlrs_sg_next(struct scatterlist *sg)
+{
+	return sg_next(sg);
+}
+
+void hlrs_sg_set_dma(struct scatterlist *sg, dma_addr_t addr, unsigned int len)
+{
+	sg_dma_address(sg) = addr;
+	sg_dma_len(sg) = len;
+}
+
+dma_addr_t hlrs_sg_dma(struct scatterlist *sg, unsigned int *len)
+{
+	*len = sg_dma_len(sg);
+	return sg_dma_address(sg);
+}
+
+/* the PCI path (ffi/pci.rs): whether `client` reaches `provider` peer to peer */
+#include <linux/pci.h>
+#include <linux/pci-p2pdma.h>
+
+int hlrs_pci_p2pdma_distance(struct pci_dev *provider, struct device *client)
+{
+	return pci_p2pdma_distance(provider, client, true);
+}
+
 /* streaming DMA mappings of the PCI path (ffi/pci_dma.rs) */
 int hlrs_dma_mapping_error(struct device *dev, dma_addr_t addr)
 {

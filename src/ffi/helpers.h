@@ -36,6 +36,13 @@ unsigned long hlrs_virt_to_pfn(const void *addr);
 struct device;
 /* dma_get_max_seg_size(dev) */
 unsigned int hlrs_dma_max_seg_size(struct device *dev);
+/* sg_next(sg); sg_dma_address/len(sg) set and read */
+struct scatterlist *hlrs_sg_next(struct scatterlist *sg);
+void hlrs_sg_set_dma(struct scatterlist *sg, dma_addr_t addr, unsigned int len);
+dma_addr_t hlrs_sg_dma(struct scatterlist *sg, unsigned int *len);
+/* pci_p2pdma_distance(provider, client, true) */
+struct pci_dev;
+int hlrs_pci_p2pdma_distance(struct pci_dev *provider, struct device *client);
 /* dma_mapping_error(dev, addr) */
 int hlrs_dma_mapping_error(struct device *dev, dma_addr_t addr);
 

@@ -6,8 +6,13 @@
 //! upstream's `hl_pci_fini` does (common/pci/pci.c:430-435); `kernel::pci`
 //! enables (`enable_device_mem`, `set_master`) but never disables.
 //!
-//! A leaf: it imports nothing of the project.
+//! [`p2p_reachable`]: whether an importer reaches a function's BARs peer to
+//! peer (`pci_p2pdma_distance`, a stub answering no on kernels without
+//! `CONFIG_PCI_P2PDMA`).
+//!
+//! A leaf: it imports nothing of the project but [`Importer`].
 
+use super::dma::Importer;
 use kernel::{
     bindings,
     device::Core,
@@ -15,6 +20,30 @@ use kernel::{
     prelude::*,
     sync::aref::ARef, //
 };
+
+#[allow(improper_ctypes)]
+extern "C" {
+    // Prototype in `ffi/helpers.h`, body in `ffi/helpers.c`.
+    fn hlrs_pci_p2pdma_distance(
+        provider: *mut bindings::pci_dev,
+        client: *mut bindings::device,
+    ) -> c_int;
+}
+
+/// Whether `importer`'s device reaches `provider`'s BARs peer to peer
+/// (`pci_p2pdma_distance(provider, importer, true) >= 0`, upstream
+/// `hl_dmabuf_attach`, common/memory.c:1705-1721). O(PCI hierarchy depth).
+pub(crate) fn p2p_reachable(provider: &pci::Device, importer: &Importer<'_>) -> bool {
+    // CAST: `pci::Device` is a `repr(transparent)` wrapper of
+    // `Opaque<bindings::pci_dev>`.
+    let p = core::ptr::from_ref(provider)
+        .cast::<bindings::pci_dev>()
+        .cast_mut();
+    // SAFETY: `p` is a live PCI device (borrowed), the importer's device is
+    // live for the callback `importer` belongs to; the call only reads the
+    // topology.
+    unsafe { hlrs_pci_p2pdma_distance(p, importer.dev().as_ptr()) >= 0 }
+}
 
 /// A PCI function enabled for memory access and bus mastering
 /// (`pci_enable_device_mem` + `pci_set_master`, upstream `hl_pci_init`,

@@ -4,9 +4,10 @@
 //!
 //! The memory subsystem (contexts, page packs, the MMU code) talks to a device
 //! only through [`Backend`]. The simulated Gaudi2 ([`crate::hw::sim::SimGaudi2`])
-//! implements it today; a PCI backend for a real Gaudi2 would implement the
-//! same trait (PTE writes through the DRAM BAR, MMU cache invalidation through
-//! the STLB/HMMU registers) without touching the memory code.
+//! implements it, and so does a Gaudi2 on the PCI bus (`crate::hw::pci::PciGaudi2`,
+//! with `CONFIG_PCI`: PTE writes through the DRAM BAR, MMU cache invalidation
+//! through the STLB/HMMU registers, the DMA API), without touching the memory
+//! code.
 //!
 //! # dma-buf importers
 //!
@@ -19,17 +20,17 @@
 //!   mapped, in an sg table with `sg_page` set and DMA-mapped for its device
 //!   with `dma_map_sgtable` ([`ImporterSgt::map_host_pages`]); CPU mappings of
 //!   the export fault in the same pages ([`Backend::dram_host_page`]).
-//! - **Peer to peer** (a PCI backend for a real Gaudi2, which does not exist
-//!   yet), as upstream `hl_dmabuf_attach`/`hl_map_dmabuf`: `peer_to_peer` asks
-//!   `pci_p2pdma_distance(pdev, importer, true)`; `map_for_importer` refuses
-//!   a non-P2P attachment (`EPERM`; [`Importer`] would grow an accessor for
-//!   `attach->peer2peer`) and otherwise maps each DRAM piece's BAR
+//! - **Peer to peer** (device DRAM behind a BAR: the PCI backend,
+//!   `crate::hw::pci::PciGaudi2`), as upstream `hl_dmabuf_attach`/`hl_map_dmabuf`:
+//!   `peer_to_peer` asks `pci_p2pdma_distance(pdev, importer, true)`;
+//!   `map_for_importer` refuses a non-P2P attachment (`EPERM`,
+//!   [`Importer::peer2peer`]) and otherwise maps each DRAM piece's BAR
 //!   window with `dma_map_resource` for the importer (split at its segment
-//!   limit, [`Importer::max_seg_size`]) into an `ImporterSgt` made by a second
-//!   constructor next to `map_host_pages`, whose drop undoes them with
+//!   limit, [`Importer::max_seg_size`]) into an `ImporterSgt` made by
+//!   [`ImporterSgt::map_resources`], whose drop undoes them with
 //!   `dma_unmap_resource`; `dram_host_page` answers `EOPNOTSUPP` (device
 //!   memory has no `struct page`), so CPU mappings of an export fault with
-//!   `SIGBUS`, and its `mmap` should be refused instead.
+//!   `SIGBUS` (refusing its `mmap` instead is left to do).
 //!
 //! Either way the only sg table an importer can be handed is an
 //! [`ImporterSgt`], and the only way to make one is a DMA-mapping call for
@@ -178,7 +179,7 @@ pub(crate) use private::Sealed;
 
 /// The hardware operations the layers above need of a device: everything
 /// production code asks of it goes through here (sealed: implemented by the
-/// simulated Gaudi2 only, and one day a PCI Gaudi2).
+/// simulated Gaudi2 and the PCI Gaudi2).
 pub(crate) trait Backend: Sealed + Send + Sync {
     /// Write one 64-bit page-table entry at device-DRAM address `addr`
     /// (device-resident page tables; upstream `write_pte` through the DRAM BAR).

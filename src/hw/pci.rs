@@ -15,7 +15,7 @@
 //! | `status` | the driver's: operational until a register reads all ones or the driver unbinds ([`regs`]) | `hl_device_status` |
 //! | `release_dram`, `release_sram`, `release_registers` | nothing: memory keeps what it held (upstream scrubs only with `memory_scrub`, which `memory_scrub=1` does here too, through [`Backend::scrub_sram`] / [`Backend::scrub_dram`]); HW-block registers stay as the user left them (upstream's compute reset at release, not done here, would reset them) | `hl_device_release`, `gaudi2_scrub_device_mem` |
 //! | `dram_host_page` | `EOPNOTSUPP`: device DRAM has no `struct page` | — |
-//! | `peer_to_peer` / `map_for_importer` | no importer is peer to peer (`pci_p2pdma_distance` is not asked: the P2P mapping of BAR4 pieces is not implemented), so every map is refused with `EPERM`, upstream's answer to a non-P2P attachment | `hl_dmabuf_attach` / `hl_map_dmabuf`, common/memory.c:1705-1745 |
+//! | `peer_to_peer` / `map_for_importer` | `pci_p2pdma_distance` decides; a non-P2P attachment's map is refused with `EPERM`, a P2P one gets BAR4's pieces mapped with `dma_map_resource`, split at the importer's segment size (on a kernel without `CONFIG_PCI_P2PDMA`, the test kernel, no importer is P2P) | `hl_dmabuf_attach` / `hl_map_dmabuf` / `alloc_sgt_from_device_pages`, common/memory.c:1534-1745 |
 //! | `is_idle` | always: the driver runs no engine on the PCI device | `gaudi2_is_device_idle` |
 //! | CPU-CP packets ([`crate::hw::cpucp::CpuCp`]) | the CPU PQ in coherent DMA memory, doorbell, fence polled ([`cpu_queue`]) | `hl_fw_send_cpu_message`, common/firmware_if.c:404-540 |
 //!
@@ -42,6 +42,7 @@ use crate::ffi::{
     dma::{DmaDirection, Importer, ImporterSgt},
     host_page::HostPage,
     memcg::MemCgroup,
+    pci::p2p_reachable,
     pci_dma::DmaStreams,
     pin::PinnedUserPages,
 };
@@ -49,8 +50,9 @@ use crate::hw::backend::{Backend, BusAddrs, DeviceStatus, DramPieces, MmuKind, S
 use kernel::{
     alloc::KVVec,
     page::PAGE_SIZE,
+    pci,
     prelude::*,
-    sync::{atomic::Relaxed, Arc, Mutex},
+    sync::{aref::ARef, atomic::Relaxed, Arc, Mutex},
 };
 use regs::{Life, Mmio};
 
@@ -77,8 +79,12 @@ pub(crate) struct PciGaudi2 {
     /// Device DRAM, `[dram_base, dram_end)`; BAR4 is the window at `dram_base`.
     dram_base: u64,
     dram_end: u64,
-    /// The physical address of BAR0 (HW-block mappings).
+    /// The physical addresses of BAR0 (HW-block mappings) and BAR4 (DRAM
+    /// exported peer to peer).
     bar0_start: u64,
+    bar4_start: u64,
+    /// The PCI function (peer-to-peer distances).
+    pdev: ARef<pci::Device>,
     /// The CPU queues (CPU-CP), `None` before probe set them up and after
     /// unbind; held across one packet (upstream `send_cpu_message_lock`,
     /// a leaf lock taken alone).
@@ -217,17 +223,44 @@ impl Backend for PciGaudi2 {
         self.unmap_bus(addrs, page_size)
     }
 
-    fn peer_to_peer(&self, _importer: &Importer<'_>) -> bool {
-        false
+    fn peer_to_peer(&self, importer: &Importer<'_>) -> bool {
+        p2p_reachable(&self.pdev, importer)
     }
 
+    /// `hl_map_dmabuf`: `EPERM` unless the attachment is peer to peer; then
+    /// each DRAM piece's BAR4 range, split at the importer's segment size
+    /// (4 KiB multiples), mapped for it with `dma_map_resource`.
+    /// O(pieces + bytes / segment).
     fn map_for_importer(
         &self,
-        _importer: &Importer<'_>,
-        _dir: DmaDirection,
-        _pieces: DramPieces<'_>,
+        importer: &Importer<'_>,
+        dir: DmaDirection,
+        pieces: DramPieces<'_>,
     ) -> Result<ImporterSgt> {
-        Err(EPERM)
+        if !importer.peer2peer() {
+            return Err(EPERM);
+        }
+        self.alive()?;
+        let seg = importer.max_seg_size() / PAGE_SIZE as u64 * PAGE_SIZE as u64;
+        if seg == 0 {
+            return Err(EINVAL);
+        }
+        let mut bars = KVec::new();
+        for (pa, len) in pieces {
+            self.check_dram(pa, usize::try_from(len).map_err(|_| EINVAL)?)?;
+            let mut at = self
+                .bar4_start
+                .checked_add(pa - self.dram_base)
+                .ok_or(EINVAL)?;
+            let mut left = len;
+            while left > 0 {
+                let n = left.min(seg);
+                bars.push((at, n), GFP_KERNEL)?;
+                at = at.checked_add(n).ok_or(EINVAL)?;
+                left -= n;
+            }
+        }
+        ImporterSgt::map_resources(importer, dir, &bars)
     }
 
     fn dram_host_page(&self, _pa: u64) -> Result<HostPage> {

@@ -33,8 +33,9 @@
 //! Skipped from upstream's init: the firmware loading (the model boots
 //! "already up") and the CPU-CP packets of late init (`INFO_GET`,
 //! `MAX_POWER_GET`, `ENABLE_PCI_ACCESS`: the driver keeps its own
-//! geometry), the security and binning masks (a full device, every HMMU), clock gating, the engines' and QMANs' init, the
-//! event queue and its interrupts.
+//! geometry), the security and binning masks (a full device, every HMMU),
+//! clock gating, the engines' and QMANs' init, the event queue and its
+//! interrupts.
 
 use super::{regs::Mmio, PciGaudi2};
 use crate::asic::{
@@ -132,6 +133,7 @@ pub(crate) fn probe<'bound>(
     check_bars(pdev)?;
     let bar4_len = pdev.resource_len(r::DRAM_BAR_ID)?;
     let bar0_start = pdev.resource_start(r::SRAM_CFG_BAR_ID)?;
+    let bar4_start = pdev.resource_start(r::DRAM_BAR_ID)?;
     let enabled = EnabledDevice::enable(pdev)?;
     let bar0 = pdev
         .iomap_region(r::SRAM_CFG_BAR_ID, c"habanalabs_rs")?
@@ -173,6 +175,11 @@ pub(crate) fn probe<'bound>(
             dram_base,
             dram_end,
             bar0_start,
+            bar4_start,
+            pdev: {
+                let plain: &pci::Device = pdev;
+                plain.into()
+            },
             cpu_q <- new_mutex!(None),
         }),
         GFP_KERNEL,

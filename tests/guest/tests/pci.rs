@@ -33,9 +33,11 @@ struct Pci {
     dbg: String,
 }
 
-/// Whether the module was loaded with `pci=1`.
+/// Whether the module was loaded with `pci=1` (its debugfs `pci_scan` says
+/// so; the `module!` parameters are not in sysfs on 7.3).
 fn pci_mode() -> bool {
-    read_trimmed("/sys/module/habanalabs_rs/parameters/pci").is_ok_and(|v| v == "Y")
+    std::fs::read_to_string("/sys/kernel/debug/habanalabs_rs/pci_scan")
+        .is_ok_and(|v| v.contains("pci=1"))
 }
 
 /// The accel device whose parent is a 1da3:1020 PCI function, if any.
