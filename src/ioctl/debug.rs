@@ -16,9 +16,10 @@
 //!   `output` is copied back, `ENOMEM` above what `kzalloc` gives,
 //!   `EFAULT` on a bad pointer). The others program Gaudi2's coresight
 //!   blocks (trace routers, bus monitors, PMUs: `gaudi2_config_*`,
-//!   gaudi2/gaudi2_coresight.c), which neither host models: they answer
-//!   `EOPNOTSUPP` after upstream's checks, an honest "no such hardware"
-//!   instead of a success that configured nothing.
+//!   gaudi2/gaudi2_coresight.c), which neither host models: in debug mode
+//!   they answer `EOPNOTSUPP` (before upstream's copies of their input and
+//!   output buffers), an honest "no such hardware" instead of a success
+//!   that configured nothing.
 //! - Any other op: `EINVAL`.
 
 use crate::{device::HlDevice, uapi::*};
