@@ -9,6 +9,7 @@
 
 use kernel::prelude::*;
 
+pub(crate) mod cpucp_if;
 mod gaudi2_blocks;
 #[cfg(CONFIG_PCI)]
 pub(crate) mod gaudi2_regs;

@@ -14,6 +14,7 @@ use crate::{
     cs::{device_cs::DeviceCs, tracker::ContextCs},
     hw::{
         backend::{Backend, DeviceStatus},
+        cpucp::{CpuCp, SimCpuCp},
         engines::Engines,
         sim::{qman::queues::SimEngines, SimGaudi2},
     },
@@ -86,6 +87,9 @@ pub(crate) struct DeviceState {
     pub(crate) active_vm: Option<Arc<ContextVm>>,
     /// The CSs of the active compute context (debugfs), as `active_vm`.
     pub(crate) active_cs: Option<Arc<ContextCs>>,
+    /// Debug mode (upstream `in_debug`, DEBUG `SET_MODE`): left when the
+    /// compute context goes (common/context.c:111).
+    pub(crate) in_debug: bool,
 }
 
 /// The hardware behind a device.
@@ -117,6 +121,8 @@ pub(crate) struct HlDevice {
     pub(crate) hardware: Hardware,
     /// The same hardware, as the layers below use it.
     hw: Arc<dyn Backend>,
+    /// The device CPU's firmware (CPU-CP), as the INFO ops ask it.
+    pub(crate) cpucp: Arc<dyn CpuCp>,
     /// A PCI device's bus id (`None`: simulated, a fake one from the index).
     pci_bus: Option<BusId>,
     /// The MMUs: hop pools, scrambler.
@@ -143,10 +149,11 @@ impl HlDevice {
         let hw: Arc<dyn Backend> = sim.clone();
         let engines: Arc<dyn Engines> = SimEngines::new(&sim)?;
         let cs = DeviceCs::new(hw.clone(), Some(engines))?;
+        let fw: Arc<dyn CpuCp> = Arc::new(SimCpuCp::new(asic.dram_size), GFP_KERNEL)?;
         Self::assemble(
             index,
             asic,
-            (Hardware::Simulated(sim), hw, None),
+            (Hardware::Simulated(sim), hw, fw, None),
             mmu,
             vm,
             cs,
@@ -166,10 +173,11 @@ impl HlDevice {
         let hw: Arc<dyn Backend> = pci.clone();
         let (mmu, vm) = DeviceVm::on(&asic, hw.clone())?;
         let cs = DeviceCs::new(hw.clone(), None)?;
+        let fw: Arc<dyn CpuCp> = pci.clone();
         Self::assemble(
             index,
             asic,
-            (Hardware::Pci(pci), hw, Some(bus)),
+            (Hardware::Pci(pci), hw, fw, Some(bus)),
             mmu,
             vm,
             cs,
@@ -179,7 +187,7 @@ impl HlDevice {
     fn assemble(
         index: u32,
         asic: AsicProperties,
-        (hardware, hw, pci_bus): (Hardware, Arc<dyn Backend>, Option<BusId>),
+        (hardware, hw, cpucp, pci_bus): (Hardware, Arc<dyn Backend>, Arc<dyn CpuCp>, Option<BusId>),
         mmu: Arc<DeviceMmu>,
         vm: Arc<DeviceVm>,
         cs: Arc<DeviceCs>,
@@ -188,6 +196,7 @@ impl HlDevice {
             pin_init!(Self {
                 hardware,
                 hw,
+                cpucp,
                 pci_bus,
                 mmu,
                 vm,
@@ -206,6 +215,7 @@ impl HlDevice {
                     last_session_ms: 0,
                     active_vm: None,
                     active_cs: None,
+                    in_debug: false,
                 }),
                 memory_scrub_val: Atomic::new(MEM_SCRUB_DEFAULT_VAL),
             }),
@@ -443,6 +453,7 @@ impl HlDevice {
         }
         st.parked = Some(vm);
         st.compute_ctx_active = false;
+        st.in_debug = false;
         if let Some(start) = st.session_start.take() {
             st.last_session_ms = u64::try_from(start.elapsed().as_millis()).unwrap_or(0);
         }
@@ -459,6 +470,7 @@ impl HlDevice {
         }
         st.compute_ctx_active = false;
         st.in_release = false;
+        st.in_debug = false;
         st.active_vm = None;
         st.active_cs = None;
         if let Some(start) = st.session_start.take() {

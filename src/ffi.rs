@@ -40,6 +40,8 @@
 //! engines' threads and the `cs_max_run_s` parameter.
 
 pub(crate) mod clock;
+#[cfg(CONFIG_PCI)]
+pub(crate) mod cpu_dma;
 pub(crate) mod debugfs;
 pub(crate) mod dma;
 pub(crate) mod dma_pages;

@@ -8,6 +8,7 @@
 //! `CONFIG_PCI`).
 
 pub(crate) mod backend;
+pub(crate) mod cpucp;
 pub(crate) mod engines;
 #[cfg(CONFIG_PCI)]
 pub(crate) mod pci;

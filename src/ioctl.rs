@@ -5,5 +5,7 @@
 
 pub(crate) mod cb;
 pub(crate) mod cs;
+pub(crate) mod debug;
 pub(crate) mod info;
+pub(crate) mod info_fw;
 pub(crate) mod memory;

@@ -625,6 +625,96 @@ pub struct HlInfoDramUsage {
     pub ctx_dram_mem: u64,
 }
 
+/// `struct hl_info_clk_rate` (8 bytes): the MME PLL's clock, MHz.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HlInfoClkRate {
+    /// Current clock, MHz.
+    pub cur_clk_rate_mhz: u32,
+    /// Highest clock, MHz.
+    pub max_clk_rate_mhz: u32,
+}
+
+/// `struct hl_info_device_utilization` (8 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HlInfoDeviceUtilization {
+    /// Percent, 0-100.
+    pub utilization: u32,
+    /// Padding.
+    pub pad: u32,
+}
+
+/// `struct hl_info_pci_counters` (24 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HlInfoPciCounters {
+    /// Bytes received over PCIe.
+    pub rx_throughput: u64,
+    /// Bytes sent over PCIe.
+    pub tx_throughput: u64,
+    /// PCIe replays.
+    pub replay_cnt: u64,
+}
+
+/// `struct hl_info_energy` (8 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HlInfoEnergy {
+    /// Energy since boot, as the firmware counts it.
+    pub total_energy_consumption: u64,
+}
+
+/// `HL_GAUDI2_PLL_MAX`: the PLL indices of `HL_INFO_PLL_FREQUENCY` on Gaudi2.
+pub const HL_GAUDI2_PLL_MAX: u32 = 12;
+/// `HL_GAUDI2_MME_PLL`.
+pub const HL_GAUDI2_MME_PLL: u32 = 7;
+
+/// `struct hl_pll_frequency_info` (8 bytes): a PLL's outputs, MHz.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HlPllFrequencyInfo {
+    /// The four outputs.
+    pub output: [u16; HL_PLL_NUM_OUTPUTS],
+}
+
+/// `struct hl_power_info` (8 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HlPowerInfo {
+    /// Power now, mW.
+    pub power: u64,
+}
+
+/// `HL_DEBUG_OP_ETR`..`HL_DEBUG_OP_TIMESTAMP`: the coresight ops.
+pub const HL_DEBUG_OP_ETR: u32 = 0;
+/// `HL_DEBUG_OP_TIMESTAMP` (deprecated, a no-op upstream).
+pub const HL_DEBUG_OP_TIMESTAMP: u32 = 6;
+/// `HL_DEBUG_OP_SET_MODE`: enter or leave debug mode.
+pub const HL_DEBUG_OP_SET_MODE: u32 = 7;
+
+/// `struct hl_debug_args` (40 bytes): the argument of `DRM_IOCTL_HL_DEBUG`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HlDebugArgs {
+    /// User input structure of the op.
+    pub input_ptr: u64,
+    /// User output structure.
+    pub output_ptr: u64,
+    /// Bytes at `input_ptr`.
+    pub input_size: u32,
+    /// Bytes at `output_ptr`.
+    pub output_size: u32,
+    /// `HL_DEBUG_OP_*`.
+    pub op: u32,
+    /// Register index in the component.
+    pub reg_idx: u32,
+    /// Enable (non-zero) or disable.
+    pub enable: u32,
+    /// Not in use.
+    pub ctx_id: u32,
+}
+
 /// `struct hl_info_hw_idle` (40 bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -1158,6 +1248,14 @@ assert_layout!(HlInfoHwIpInfo, 304,
     tpc_interrupt_id @ 278, rotator_enabled_mask @ 280, reserved9 @ 284,
     engine_core_interrupt_reg_addr @ 288, reserved_dram_size @ 296);
 assert_layout!(HlInfoDramUsage, 16, dram_free_mem @ 0, ctx_dram_mem @ 8);
+assert_layout!(HlInfoClkRate, 8, cur_clk_rate_mhz @ 0, max_clk_rate_mhz @ 4);
+assert_layout!(HlInfoDeviceUtilization, 8, utilization @ 0, pad @ 4);
+assert_layout!(HlInfoPciCounters, 24, rx_throughput @ 0, tx_throughput @ 8, replay_cnt @ 16);
+assert_layout!(HlInfoEnergy, 8, total_energy_consumption @ 0);
+assert_layout!(HlPllFrequencyInfo, 8, output @ 0);
+assert_layout!(HlPowerInfo, 8, power @ 0);
+assert_layout!(HlDebugArgs, 40, input_ptr @ 0, output_ptr @ 8, input_size @ 16,
+    output_size @ 20, op @ 24, reg_idx @ 28, enable @ 32, ctx_id @ 36);
 assert_layout!(HlInfoHwIdle, 40, is_idle @ 0, busy_engines_mask @ 4, busy_engines_mask_ext @ 8);
 assert_layout!(HlInfoDeviceStatus, 8, status @ 0, pad @ 4);
 assert_layout!(HlInfoResetCount, 8, hard_reset_cnt @ 0, soft_reset_cnt @ 4);

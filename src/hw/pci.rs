@@ -17,6 +17,7 @@
 //! | `dram_host_page` | `EOPNOTSUPP`: device DRAM has no `struct page` | — |
 //! | `peer_to_peer` / `map_for_importer` | `pci_p2pdma_distance` decides; a non-P2P attachment's map is refused with `EPERM`, a P2P one gets BAR4's pieces mapped with `dma_map_resource`, split at the importer's segment size (on a kernel without `CONFIG_PCI_P2PDMA`, the test kernel, no importer is P2P) | `hl_dmabuf_attach` / `hl_map_dmabuf` / `alloc_sgt_from_device_pages`, common/memory.c:1534-1745 |
 //! | `is_idle` | always: the driver runs no engine on the PCI device | `gaudi2_is_device_idle` |
+//! | CPU-CP packets ([`crate::hw::cpucp::CpuCp`]) | the CPU PQ in coherent DMA memory, doorbell, fence polled ([`cpu_queue`]) | `hl_fw_send_cpu_message`, common/firmware_if.c:404-540 |
 //!
 //! Engines (command submission) are not driven on the PCI device yet: its
 //! [`crate::cs::device_cs::DeviceCs`] has no engines, and a CS fails with
@@ -27,6 +28,7 @@
 //! has committed every ASID's hop 0; [`PciGaudi2::detach`] is the driver's
 //! unbind.
 
+pub(crate) mod cpu_queue;
 pub(crate) mod dma;
 pub(crate) mod mmu;
 pub(crate) mod probe;
@@ -83,6 +85,11 @@ pub(crate) struct PciGaudi2 {
     bar4_start: u64,
     /// The PCI function (peer-to-peer distances).
     pdev: ARef<pci::Device>,
+    /// The CPU queues (CPU-CP), `None` before probe set them up and after
+    /// unbind; held across one packet (upstream `send_cpu_message_lock`,
+    /// a leaf lock taken alone).
+    #[pin]
+    cpu_q: Mutex<Option<cpu_queue::CpuQueue>>,
 }
 
 impl PciGaudi2 {
@@ -120,6 +127,7 @@ impl PciGaudi2 {
     /// engine can use a translation of a device that cannot reach memory.
     pub(crate) fn detach(&self) {
         self.mmio.set_gone();
+        self.free_cpu_queues();
         let left = self.streams.close();
         if left > 0 {
             pr_info!(

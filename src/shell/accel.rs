@@ -89,6 +89,10 @@ unsafe impl FromBytes for HlWaitCsArgs {}
 unsafe impl AsBytes for HlWaitCsArgs {}
 // SAFETY: as above.
 unsafe impl FromBytes for HlCsChunk {}
+// SAFETY: as above.
+unsafe impl FromBytes for uapi::HlDebugArgs {}
+// SAFETY: as above.
+unsafe impl AsBytes for uapi::HlDebugArgs {}
 
 /// `AsBytes` for uAPI result structs: all are `#[repr(C)]` integers and integer
 /// arrays with explicit padding fields, checked against the header in `uapi.rs`.
@@ -120,6 +124,12 @@ uapi_as_bytes!(
     uapi::HlUserMapping,
     uapi::HlInfoRazwiEvent,
     uapi::HlInfoEngineErrEvent,
+    uapi::HlInfoClkRate,
+    uapi::HlInfoDeviceUtilization,
+    uapi::HlInfoPciCounters,
+    uapi::HlInfoEnergy,
+    uapi::HlPllFrequencyInfo,
+    uapi::HlPowerInfo,
 );
 
 /// Makes one of the immutable C tables below usable in a `static`.
@@ -297,11 +307,7 @@ static IOCTLS: AssertSync<[bindings::drm_ioctl_desc; 6]> = AssertSync([
         Some(hl_memory_ioctl),
         c"HL_MEMORY",
     ),
-    ioctl_desc(
-        uapi::DRM_IOCTL_HL_DEBUG,
-        Some(hl_unsupported_ioctl),
-        c"HL_DEBUG",
-    ),
+    ioctl_desc(uapi::DRM_IOCTL_HL_DEBUG, Some(hl_debug_ioctl), c"HL_DEBUG"),
 ]);
 
 static DRIVER: AssertSync<bindings::drm_driver> = AssertSync(bindings::drm_driver {
@@ -533,17 +539,23 @@ unsafe extern "C" fn hl_wait_cs_ioctl(
     unsafe { with_compute_args(file, data, wait_cs_ioctl) }
 }
 
-/// DEBUG: profiling and coresight are not simulated.
+/// DRM ioctl handler of `DRM_IOCTL_HL_DEBUG` (`ioctl::debug`).
 ///
 /// # Safety
 ///
-/// Only called by `drm_ioctl`; touches none of its arguments.
-unsafe extern "C" fn hl_unsupported_ioctl(
+/// Only called by `drm_ioctl` for an open file of ours, with `data` pointing
+/// to a kernel copy of the argument of at least `size_of::<HlDebugArgs>()` bytes.
+unsafe extern "C" fn hl_debug_ioctl(
     _drm: *mut bindings::drm_device,
-    _data: *mut c_void,
-    _file: *mut bindings::drm_file,
+    data: *mut c_void,
+    file: *mut bindings::drm_file,
 ) -> c_int {
-    EOPNOTSUPP.to_errno()
+    // SAFETY: the contract of this function is `with_compute_args`'s.
+    unsafe {
+        with_compute_args(file, data, |f, args: &mut uapi::HlDebugArgs| {
+            crate::ioctl::debug::debug_ioctl(f.ctx.device(), args)
+        })
+    }
 }
 
 fn to_errno(rc: Result) -> c_int {

@@ -24,14 +24,18 @@
 //! 5. The ASIC's geometry: the working HBMs (module parameter `hbms`) and a
 //!    DRAM of BAR4's size (at most HBMs x 16 GiB; upstream asks the
 //!    firmware, `cpucp_info`), which must hold two DRAM pages (`ENODEV`).
-//! 6. MMU init up to the hop-0 commits ([`super::mmu`]) and the HMMU page
+//! 6. The CPU queues and their handshake with the firmware
+//!    ([`super::cpu_queue`], `gaudi2_init_cpu_queues`).
+//! 7. MMU init up to the hop-0 commits ([`super::mmu`]) and the HMMU page
 //!    tables cleared through BAR4 (`gaudi2_mmu_clear_pgt_range`,
 //!    gaudi2/gaudi2.c:3432-3450, which memsets them with an EDMA).
 //!
-//! Skipped from upstream's init: the firmware loading and the CPU-CP queues
-//! (the model boots "already up"), the security and binning masks (a full
-//! device, every HMMU), clock gating, the engines' and QMANs' init, the
-//! event queue and its interrupts.
+//! Skipped from upstream's init: the firmware loading (the model boots
+//! "already up") and the CPU-CP packets of late init (`INFO_GET`,
+//! `MAX_POWER_GET`, `ENABLE_PCI_ACCESS`: the driver keeps its own
+//! geometry), the security and binning masks (a full device, every HMMU),
+//! clock gating, the engines' and QMANs' init, the event queue and its
+//! interrupts.
 
 use super::{regs::Mmio, PciGaudi2};
 use crate::asic::{
@@ -176,9 +180,11 @@ pub(crate) fn probe<'bound>(
                 let plain: &pci::Device = pdev;
                 plain.into()
             },
+            cpu_q <- new_mutex!(None),
         }),
         GFP_KERNEL,
     )?;
+    hw.init_cpu_queues(pdev.as_ref())?;
     hw.mmu_init_start()?;
     hw.mmio
         .dram_fill(DRAM_PHYS_BASE, asic.mmu_pgt_addr, HMMU_PAGE_TABLES_SIZE, 0)?;

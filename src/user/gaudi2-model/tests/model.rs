@@ -626,7 +626,16 @@ fn cpucp_test_and_info_get_round_trip_through_the_cpu_pq() {
     assert_eq!(cpu_message(&mut g, &mut env, 2, 4000, 0, 0), (FENCE, 3, 0));
     // PLL info: four outputs in MHz.
     assert_eq!(cpu_message(&mut g, &mut env, 3, 31, 0, 0).2 & 0xFFFF, 1650);
-    assert_eq!(g.stats().cpucp_packets, 4);
+    // PCI throughput: the model's own DMA byte counters, growing.
+    let (_, rc, rx1) = cpu_message(&mut g, &mut env, 4, 28, 0, 0);
+    let (_, _, rx2) = cpu_message(&mut g, &mut env, 5, 28, 0, 0);
+    assert_eq!(rc, 0);
+    assert!(rx1 > 0 && rx2 > rx1, "{rx1} {rx2}");
+    assert_eq!(
+        cpu_message(&mut g, &mut env, 6, 28, 0, 1).2,
+        g.stats().dma_write_bytes - 16
+    );
+    assert_eq!(g.stats().cpucp_packets, 7);
 }
 
 #[test]

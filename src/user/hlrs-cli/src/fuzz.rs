@@ -1,8 +1,8 @@
 //! `hlrs fuzz`: a structured ioctl fuzzer for the driver, run inside the
 //! guest on the debug kernel (lockdep, KFENCE, kmemleak watch the kernel side).
 //!
-//! Every INFO op, every MEMORY op, every CB op (CREATE, INFO, DESTROY), CSs
-//! of random packets on every queue and WAIT_CS (`fuzz_cs`), memsets that
+//! Every INFO op, DEBUG, every MEMORY op, every CB op (CREATE, INFO,
+//! DESTROY), CSs of random packets on every queue and WAIT_CS (`fuzz_cs`), memsets that
 //! flood the run's DRAM mappings (the host memory behind simulated DRAM is
 //! bounded at 32 MiB for the run, and must all come back at its end),
 //! INFO answers copied into pages that stall the copy (userfaultfd) while the
@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 /// The operations, in summary order. The first [`SELECTABLE`] are drawn; the
 /// rest are the host MAPs of buffers with other backings than anonymous
 /// memory, counted apart.
-const OPS: [&str; 26] = [
+const OPS: [&str; 27] = [
     "INFO",
     "ALLOC",
     "FREE",
@@ -57,13 +57,14 @@ const OPS: [&str; 26] = [
     "WAIT_CS",
     "DRAM flood",
     "stalled INFO",
+    "DEBUG",
     "MAP hugetlb",
     "MAP thp",
     "MAP memfd",
     "MAP read-only",
 ];
 /// How many of [`OPS`] the fuzzer draws from.
-const SELECTABLE: usize = 22;
+const SELECTABLE: usize = 23;
 /// Index of "MAP host" in [`OPS`].
 const MAP_HOST_OP: usize = 4;
 
@@ -94,8 +95,9 @@ fn allowed(op: usize, e: i32) -> bool {
     match OPS[op] {
         // ENOMEM: USER_MAPPINGS into a buffer too small for the mappings
         // captured at a page fault (the CSs provoke them); EBADF:
-        // REGISTER_EVENTFD of an fd number that is not open.
-        "INFO" => matches!(e, EINVAL | EFAULT | EOPNOTSUPP | ENOMEM | EBADF),
+        // REGISTER_EVENTFD of an fd number that is not open; EIO: the
+        // firmware (CPU-CP) refused a PLL_FREQUENCY index.
+        "INFO" => matches!(e, EINVAL | EFAULT | EOPNOTSUPP | ENOMEM | EBADF | EIO),
         "ALLOC" => matches!(e, EINVAL | ENOMEM),
         "FREE" => matches!(e, EINVAL | EPERM),
         "MAP" => matches!(e, EINVAL | EPERM | ENOMEM | EADDRINUSE | EIO),
@@ -126,7 +128,10 @@ fn allowed(op: usize, e: i32) -> bool {
         // A memset CS: as CS (its MAP of the CB failing submits nothing).
         "DRAM flood" => matches!(e, EINVAL | EAGAIN | EPERM | ENOMEM),
         // An INFO whose answer is copied into a page that stalls: as INFO.
-        "stalled INFO" => matches!(e, EINVAL | EFAULT | EOPNOTSUPP | ENOMEM | EBADF),
+        "stalled INFO" => matches!(e, EINVAL | EFAULT | EOPNOTSUPP | ENOMEM | EBADF | EIO),
+        // Debug mode entered or left twice, a coresight op outside it or a
+        // bad output pointer (EFAULT); the trace blocks (EOPNOTSUPP).
+        "DEBUG" => matches!(e, EINVAL | EFAULT | EOPNOTSUPP | ENOMEM),
         _ => false,
     }
 }
@@ -645,6 +650,7 @@ impl Worker<'_> {
                 crate::fuzz_cs::wait_cs(self.dev, &self.cs, &mut self.rng, edge)
             }
             "stalled INFO" => self.stalled_info(),
+            "DEBUG" => self.debug(),
             "DRAM flood" => {
                 let vas = lock(self.pool).vas.clone();
                 crate::fuzz_cs::dram_flood(self.dev, &mut self.cs, &mut self.rng, &vas)
@@ -656,6 +662,35 @@ impl Worker<'_> {
 }
 
 impl Worker<'_> {
+    /// A DEBUG call: any op (the valid ones 0-7 most often), debug mode
+    /// toggled, an output buffer of ours, none, or a bad one.
+    fn debug(&mut self) -> Result<(), i32> {
+        let op = if self.rng.below(10) == 0 {
+            self.rng.next() as u32
+        } else {
+            self.rng.below(9) as u32
+        };
+        let (output_ptr, output_size) = match self.rng.below(3) {
+            0 => (0, self.edge() as u32),
+            1 => (0x10, self.edge() as u32),
+            _ => (
+                self.info_out.as_mut_ptr() as u64,
+                self.rng.below(self.info_out.len() as u64 + 1) as u32,
+            ),
+        };
+        let mut a = HlDebugArgs {
+            input_ptr: if self.rng.below(2) == 0 { 0 } else { 0x10 },
+            output_ptr,
+            input_size: self.edge() as u32,
+            output_size,
+            op,
+            reg_idx: self.rng.below(64) as u32,
+            enable: self.rng.below(2) as u32,
+            ctx_id: 0,
+        };
+        self.dev.debug(&mut a).map_err(|e| errno(&e))
+    }
+
     /// An INFO whose answer goes to a page that stalls the copy (a
     /// userfaultfd page, served after 0-4 ms by another thread), one draw in
     /// eight: the other threads and devices carry on meanwhile, and no lock

@@ -12,6 +12,7 @@ mod dma;
 mod format;
 mod fuzz;
 mod fuzz_cs;
+mod sensors;
 mod shell;
 mod stress;
 mod walk;
@@ -36,6 +37,9 @@ enum Command {
     Info,
     /// DRAM used and free, per device.
     Usage,
+    /// What the device's firmware (CPU-CP) reports: clock, utilization,
+    /// power, energy, PLLs, PCIe counters, DRAM rows.
+    Sensors,
     /// List the devices present.
     List,
     /// A bounded random mix of ALLOC/FREE/MAP/UNMAP/INFO with a fixed seed on
@@ -240,6 +244,7 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             }
             Ok(format::usage(&rows, cli.json))
         }
+        Command::Sensors => sensors::run(cli.device, cli.json),
         Command::Walk => walk::run(cli.device),
         Command::DramHost { limit } => dram_host(limit),
         Command::Peek { addr, wide } => {

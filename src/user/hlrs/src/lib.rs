@@ -219,6 +219,35 @@ impl Device {
         Ok(value)
     }
 
+    /// INFO op `op` with the union argument `arg` (e.g. `pll_index`),
+    /// returning a `T` (a uAPI result struct, or an integer).
+    pub fn info_value<T: Copy + Default>(&self, op: u32, arg: u32) -> io::Result<T> {
+        let mut value = T::default();
+        let mut args = HlInfoArgs {
+            return_pointer: &mut value as *mut T as u64,
+            return_size: std::mem::size_of::<T>() as u32,
+            op,
+            arg,
+            pad: 0,
+        };
+        self.info_args(&mut args)?;
+        Ok(value)
+    }
+
+    /// `DRM_IOCTL_HL_DEBUG` with `args` (compute node).
+    pub fn debug(&self, args: &mut HlDebugArgs) -> io::Result<()> {
+        // SAFETY: `HlDebugArgs` is the argument type of DRM_IOCTL_HL_DEBUG
+        // (size asserted in `uapi`); the kernel reads and writes exactly it;
+        // the pointers in it are only dereferenced by the kernel, which checks them.
+        unsafe {
+            ioctl(
+                self.file.as_fd(),
+                Updater::<{ DRM_IOCTL_HL_DEBUG as Opcode }, _>::new(args),
+            )
+        }?;
+        Ok(())
+    }
+
     /// `HL_INFO_HW_IP_INFO`.
     pub fn hw_ip_info(&self) -> io::Result<HlInfoHwIpInfo> {
         self.info_typed(HL_INFO_HW_IP_INFO)
