@@ -3,6 +3,7 @@
 # Entry points (see README.md):
 #   make test     bootstrap, kernel, module, host tests, guest run, one summary
 #   make run      the main job: boot the guest, load the module, show it working
+#                 (PCI=1: also a Gaudi2 on PCI, the model process behind vfio-user)
 #   make bench    benchmarks on the production-configured kernel (KERNEL=debug: on the test kernel)
 #   make fuzz     a long run of the ioctl fuzzer in the guest (FUZZ_ARGS="--seed S --calls N --seconds T")
 #   make module   build the .ko (KDIR=... for any prepared Rust-enabled kernel tree)
@@ -21,8 +22,10 @@ all: module
 test:
 	@scripts/test.sh
 
+# `make run PCI=1`: the guest also gets a Gaudi2 on PCI (docs/pci.md).
+PCI ?= 0
 run:
-	@scripts/run.sh
+	@HLRS_PCI=$(PCI) scripts/run.sh
 
 # `make bench` runs on the production-configured kernel; `make bench
 # KERNEL=debug` on the test kernel.

@@ -119,3 +119,14 @@ for l in sys.stdin:
 	done <<<"$list"
 	unset RUSTFLAGS
 }
+
+# The PCI pass's pieces (HLRS_PCI=1): the QEMU with vfio-user (built once
+# into the cache by scripts/qemu.sh; exported as HLRS_QEMU) and the model
+# process (cargo, release). Logs go to $1.
+pci_prepare() {
+	local log=$1
+	HLRS_QEMU=$("$HLRS_ROOT/scripts/qemu.sh") || return 1
+	export HLRS_QEMU
+	(cd "$HLRS_ROOT" && cargo build --release -p gaudi2-model --color never) >"$log" 2>&1 ||
+		{ tail -n 30 "$log"; return 1; }
+}

@@ -9,8 +9,16 @@ mkdir -p "$OUT"
 {
 	prepare_module
 	step "in-guest binaries (static): CLI" build_guest_bins
+	# PCI=1 (HLRS_PCI=1): the guest also gets a Gaudi2 on PCI, the model
+	# process behind QEMU's vfio-user-pci (docs/pci.md), and the module
+	# drives it (pci=1).
+	PARAMS=${HLRS_PARAMS:-kunit_mappings=1000}
+	if [ "${HLRS_PCI:-0}" = 1 ]; then
+		step "QEMU with vfio-user (cached) and the model process" pci_prepare "$OUT/model-build.log"
+		PARAMS="$PARAMS,pci=1"
+	fi
 	step "boot the guest (QEMU), load the module, run the walk" \
-		scripts/guest.sh run "$OUT/console.log" "${HLRS_PARAMS:-kunit_mappings=1000}" || true
+		scripts/guest.sh run "$OUT/console.log" "$PARAMS" || true
 } >&2
 
 # Show the walk: what the guest printed between the run markers.

@@ -59,13 +59,7 @@ step "guest run (QEMU)" scripts/guest.sh test "$OUT/console.log" "${HLRS_PARAMS:
 PCI_ARGS=()
 if [ "${HLRS_PCI_PASS:-0}" = 1 ]; then
 	mkdir -p "$OUT/pci"
-	pci_prepare() {
-		HLRS_QEMU=$("$HLRS_ROOT/scripts/qemu.sh") || return 1
-		export HLRS_QEMU
-		(cd "$HLRS_ROOT" && cargo build --release -p gaudi2-model --color never) >"$OUT/pci/model-build.log" 2>&1 ||
-			{ tail -n 30 "$OUT/pci/model-build.log"; return 1; }
-	}
-	if step "QEMU with vfio-user (cached) and the model process" pci_prepare; then
+	if step "QEMU with vfio-user (cached) and the model process" pci_prepare "$OUT/pci/model-build.log"; then
 		step "guest run on the PCI device (QEMU, vfio-user, intel-iommu)" \
 			env HLRS_PCI=1 scripts/guest.sh test "$OUT/pci/console.log" "pci=1,devices=0" || true
 		PCI_ARGS=(--pci-guest "$OUT/pci/console.log")

@@ -63,3 +63,27 @@ for f in dram_pool memory; do
 done
 echo "  -- /sys/kernel/debug/habanalabs_rs/0/bench (where the walk's host MAP spent its time)"
 sed 's/^/     /' /sys/kernel/debug/habanalabs_rs/0/bench
+
+# `make run PCI=1`: the module also drove the Gaudi2 on PCI (the model
+# process behind QEMU's vfio-user-pci, the IOMMU on); show it.
+if grep -q 'hlrs.pci=1' /proc/cmdline; then
+	say "The Gaudi2 on PCI (make run PCI=1: the model process behind vfio-user-pci, intel-iommu on)"
+	dmesg | grep -E 'DMAR: IOMMU enabled|\[1da3:1020\]|habanalabs_rs.*(Gaudi2: boot|PCI 1da3)' | sed 's/^/  /'
+	for d in /sys/bus/pci/devices/*; do
+		[ "$(cat $d/vendor)" = 0x1da3 ] || continue
+		echo "  $(basename $d): driver $(basename "$(readlink $d/driver)"), $(ls $d/msi_irqs 2>/dev/null | wc -l) MSI-X vectors, IOMMU group $(basename "$(readlink $d/iommu_group)")"
+	done
+	n=$(for d in /sys/kernel/debug/habanalabs_rs/*/pci; do [ -f "$d" ] && basename "$(dirname $d)"; done | head -n1)
+	if [ -n "$n" ]; then
+		echo "  -- register traffic since the probe (debugfs $n/pci)"
+		sed 's/^/     /' /sys/kernel/debug/habanalabs_rs/$n/pci
+		say "Firmware answers through the CPU queue, by DMA (hlrs sensors --device $n)"
+		hlrs sensors --device $n 2>&1 | sed 's/^/  /'
+		say "The memory walk on the PCI device: PTEs through BAR4, invalidations by register, host pages through the IOMMU (hlrs walk --device $n)"
+		hlrs walk --device $n >/tmp/walk-pci.txt 2>&1
+		echo "  hlrs walk --device $n exit status: $? (its last lines:)"
+		tail -n 8 /tmp/walk-pci.txt | sed 's/^/  /'
+		echo "  -- register traffic after the walk (debugfs $n/pci)"
+		sed 's/^/     /' /sys/kernel/debug/habanalabs_rs/$n/pci
+	fi
+fi
