@@ -57,7 +57,7 @@ step "guest run (QEMU)" scripts/guest.sh test "$OUT/console.log" "${HLRS_PARAMS:
 # against a Gaudi2 on PCI, the model process behind QEMU's vfio-user-pci
 # with the IOMMU on (docs/pci.md). HLRS_PCI_PASS=0 skips it.
 PCI_ARGS=()
-if [ "${HLRS_PCI_PASS:-0}" = 1 ]; then
+if [ "${HLRS_PCI_PASS:-1}" = 1 ]; then
 	mkdir -p "$OUT/pci"
 	if step "QEMU with vfio-user (cached) and the model process" pci_prepare "$OUT/pci/model-build.log"; then
 		step "guest run on the PCI device (QEMU, vfio-user, intel-iommu)" \

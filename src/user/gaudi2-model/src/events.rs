@@ -46,13 +46,19 @@ pub fn note(kind: &'static str, msg: fmt::Arguments<'_>) {
     } else {
         String::new()
     };
-    // A failed write to stderr has nowhere to be reported.
-    let _ = writeln!(
-        std::io::stderr().lock(),
+    let line = format!(
         "gaudi2-model [{:>5}.{:03}] {kind}: {msg}{more}",
         t.as_secs(),
         t.subsec_millis()
     );
+    if cfg!(test) {
+        // Through libtest's capture: a test's events stay out of the
+        // `test NAME ... ok` lines the test summary parses.
+        eprintln!("{line}");
+    } else {
+        // A failed write to stderr has nowhere to be reported.
+        let _ = writeln!(std::io::stderr().lock(), "{line}");
+    }
 }
 
 /// How many events of `kind` were counted. O(log kinds).
