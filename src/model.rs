@@ -210,6 +210,7 @@ impl Gaudi2 {
                     job: None,
                     halted: false,
                     fenced: false,
+                    stopped: false,
                 }; qman::STREAMS],
             }; qman::QMANS],
             sm: sm::SyncManager::new(),

@@ -66,6 +66,9 @@ pub struct Stream {
     pub halted: bool,
     /// Waiting at a `FENCE` whose counter is short.
     pub fenced: bool,
+    /// Stopped by the driver (`GLBL_CFG1`'s `PQF_STOP` or `CP_STOP` bit of
+    /// the stream) until a write clears the bit.
+    pub stopped: bool,
 }
 
 impl Stream {
@@ -209,11 +212,7 @@ impl Qman {
         match off {
             qm::GLBL_CFG0 => self.cfg0 = val,
             qm::GLBL_CFG1 => {
-                for s in self.streams.iter_mut().filter(|s| s.halted) {
-                    s.halted = false;
-                    s.job = None;
-                    s.ci = s.pi;
-                }
+                self.cfg1(val);
                 return Effect::NotMine;
             }
             qm::PQC_CFG => self.pqc_cfg = val,
@@ -271,8 +270,30 @@ impl Qman {
         Effect::Done
     }
 
-    /// Whether stream `q` may fetch (its `PQF_EN` bit is set).
+    /// Whether stream `q` may fetch (its `PQF_EN` bit is set and the
+    /// driver did not stop it).
     pub fn enabled(&self, q: usize) -> bool {
-        q < STREAMS && self.cfg0 & (1 << q) != 0
+        q < STREAMS && self.cfg0 & (1 << q) != 0 && self.streams.get(q).is_some_and(|s| !s.stopped)
+    }
+
+    /// A `GLBL_CFG1` write (asic_reg/pdma0_qm_masks.h:34-45): per stream
+    /// `q`, `PQF_STOP` (bit q) or `CP_STOP` (bit 9 + q) stops it until a
+    /// write clears them; `PQF_FLUSH` (bit 16 + q) or `CP_FLUSH` (bit
+    /// 25 + q) drops its CB in progress and every BD fetched or not (CI
+    /// = PI), its fence wait and its error halt. Any write also clears an
+    /// error halt (the stream restarts empty), as the model always did.
+    /// This is upstream's stop-then-flush of `gaudi2_stop_qmans` /
+    /// `gaudi2_flush_qmans` (gaudi2/gaudi2.c:4198-4210), per stream. O(STREAMS).
+    fn cfg1(&mut self, val: u32) {
+        for (q, s) in self.streams.iter_mut().enumerate() {
+            s.stopped = val & (1 << q | 1 << (9 + q)) != 0;
+            let flush = val & (1 << (16 + q) | 1 << (25 + q)) != 0;
+            if flush || s.halted {
+                s.halted = false;
+                s.fenced = false;
+                s.job = None;
+                s.ci = s.pi;
+            }
+        }
     }
 }

@@ -234,8 +234,8 @@ pub mod qm {
     /// `GLBL_CFG0` (:23): `PQF_EN` bits 3:0 per stream, `CP_EN` 13:9
     /// (asic_reg/pdma0_qm_masks.h:24-29).
     pub const GLBL_CFG0: u32 = 0x000;
-    /// `GLBL_CFG1` (:25): stop/flush; the model clears a halted stream on
-    /// any write.
+    /// `GLBL_CFG1` (:25): stop and flush bits per stream (the model's
+    /// `Qman::write`); any write also clears a halted stream.
     pub const GLBL_CFG1: u32 = 0x004;
     /// `GLBL_STS0` (:37): `PQF_IDLE` 3:0, `CQF_IDLE` 8:4, `CP_IDLE` 13:9
     /// (asic_reg/pdma0_qm_masks.h:118-123).

@@ -877,6 +877,37 @@ fn a_fence_parks_the_stream_until_its_counter_is_written() {
 }
 
 #[test]
+fn a_stop_and_flush_of_a_stream_drops_its_work_and_a_cleared_stop_restarts_it() {
+    let (mut g, mut env) = pdma_device();
+    // A CB parked at a FENCE that is never released, then a second BD.
+    let fence_cfg: u32 = 1 << 16 | 1;
+    let mut cb = Vec::new();
+    cb.extend_from_slice(&fence_cfg.to_le_bytes());
+    cb.extend_from_slice(&build::ctl(8).to_le_bytes());
+    env.host_write(CB, &cb);
+    arm(&mut g, &mut env, 5, 5, 1);
+    submit(&mut g, &mut env, 0, CB, cb.len() as u32, 5);
+    submit(&mut g, &mut env, 1, CB + 0x100, 8, 5);
+    run(&mut g, &mut env);
+    assert_eq!(g.reg_read(&mut env, QM0 + 0x01C) & 1, 0, "stream 0 busy");
+    // PQF_STOP | CP_STOP | PQF_FLUSH | CP_FLUSH of stream 0 only.
+    g.reg_write(&mut env, QM0 + 0x004, 1 | 1 << 9 | 1 << 16 | 1 << 25);
+    assert!(!g.pending());
+    assert_eq!(g.reg_read(&mut env, QM0 + 0x090), 2, "CI = PI: both BDs dropped");
+    // Stopped: a new BD waits.
+    env.host_write(CB + 0x200, &build::nop());
+    submit(&mut g, &mut env, 2, CB + 0x200, 8, 5);
+    assert!(!g.pending());
+    assert!(env.msix.is_empty());
+    // The stop cleared: it runs, and completes into SOB 5 (monitor 5).
+    g.reg_write(&mut env, QM0 + 0x004, 0);
+    run(&mut g, &mut env);
+    assert_eq!(env.msix, vec![21]);
+    assert_eq!(env.host_read_u32(CQ), 1 << 31 | 1 << 30 | 5);
+    assert_eq!(g.reg_read(&mut env, QM0 + 0x01C) & 1, 1, "stream 0 idle");
+}
+
+#[test]
 fn garbage_packets_and_registers_never_panic() {
     let (mut g, mut env) = pdma_device();
     // Every opcode with random-ish fields, truncated CBs, huge sizes.
