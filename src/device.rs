@@ -168,11 +168,12 @@ impl HlDevice {
         index: u32,
         asic: AsicProperties,
         pci: Arc<PciGaudi2>,
+        engines: Arc<dyn Engines>,
         bus: BusId,
     ) -> Result<Arc<Self>> {
         let hw: Arc<dyn Backend> = pci.clone();
         let (mmu, vm) = DeviceVm::on(&asic, hw.clone())?;
-        let cs = DeviceCs::new(hw.clone(), None)?;
+        let cs = DeviceCs::new(hw.clone(), Some(engines))?;
         let fw: Arc<dyn CpuCp> = pci.clone();
         Self::assemble(
             index,

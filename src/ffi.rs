@@ -49,6 +49,7 @@ pub(crate) mod dma_pages;
 pub(crate) mod drm_mm;
 pub(crate) mod eventfd;
 pub(crate) mod host_page;
+pub(crate) mod irq;
 pub(crate) mod kthread;
 pub(crate) mod memcg;
 #[cfg(CONFIG_PCI)]

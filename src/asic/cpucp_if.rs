@@ -87,6 +87,9 @@ const OPCODE_SHIFT: u32 = 16;
 
 /// `enum cpucp_packet_id` (cpucp_if.h:701-767), the packets the driver sends.
 pub(crate) mod op {
+    /// `CPUCP_PACKET_ENABLE_PCI_ACCESS`: `value` is the virtual MSI-X
+    /// doorbell page (gaudi2/gaudi2.c:3667-3669).
+    pub(crate) const ENABLE_PCI_ACCESS: u32 = 2;
     /// `CPUCP_PACKET_FREQUENCY_GET`.
     pub(crate) const FREQUENCY_GET: u32 = 11;
     /// `CPUCP_PACKET_FREQUENCY_CURR_GET`.

@@ -256,3 +256,160 @@ mod tests {
         assert!(!boot_status_accepted(0));
     }
 }
+
+// --- Command submission: the PDMA QMANs, the DCORE0 sync manager ------------
+
+/// `CFG_BASE` (include/gaudi2/gaudi2.h:26): the register space as the
+/// engines address it (an LBW access at `CFG_BASE + mmX` is a register
+/// access).
+pub(crate) const CFG_BASE: u64 = 0x1000_007F_F800_0000;
+
+/// The QMANs the driver runs: `mmPDMA0_QM_BASE`, `mmPDMA1_QM_BASE`
+/// (asic_reg/gaudi2_blocks_linux_driver.h:23119,23245), then
+/// `mmDCOREd_EDMAe_QM_BASE`, DCORE 0..3, EDMA 0..1 (:9874, 10000, 13960,
+/// 14086, 18046, 18172, 22132, 22258): one register layout.
+pub(crate) const QM_BASES: [u32; 10] = [
+    0x4C8_A000, 0x4C9_A000, 0x41C_A000, 0x41D_A000, 0x43C_A000, 0x43D_A000, 0x45C_A000, 0x45D_A000,
+    0x47C_A000, 0x47D_A000,
+];
+/// The QMAN error event of each of [`QM_BASES`] (`GAUDI2_EVENT_PDMAn_QM`,
+/// `GAUDI2_EVENT_HDMAn_QM` with n = 2 x DCORE + EDMA,
+/// include/gaudi2/gaudi2_async_events.h:876-885).
+pub(crate) const EVENT_QM: [u16; 10] = [1244, 1245, 1238, 1239, 1236, 1237, 1242, 1243, 1240, 1241];
+/// `GAUDI2_EVENT_PMMU0_PAGE_FAULT_WR_PERM` (gaudi2_async_events.h:721).
+pub(crate) const EVENT_PMMU_PAGE_FAULT: u16 = 768;
+/// `GAUDI2_EVENT_HMMUn_PAGE_FAULT_WR_PERM` by HMMU sequence `dcore x 4 +
+/// hmmu` (gaudi2_async_events.h:674-719, `get_hmmu_base`).
+pub(crate) const EVENT_HMMU_PAGE_FAULT: [u16; 16] = [
+    720, 726, 732, 738, 723, 729, 735, 741, 762, 756, 750, 744, 765, 759, 753, 747,
+];
+/// `GAUDI2_EVENT_PSOC63_RAZWI_OR_PID_MIN_MAX_INTERRUPT` (gaudi2_async_events.h:761).
+pub(crate) const EVENT_RAZWI: u16 = 875;
+/// The DMA core of a QMAN, as an offset from the QMAN
+/// (asic_reg/gaudi2_blocks_linux_driver.h:23188).
+pub(crate) const PDMA_CORE_OFFSET: u32 = 0x1000;
+/// `mmPDMA0_CORE_CTX_AXUSER_HB_ASID` minus the core base
+/// (asic_reg/pdma0_core_ctx_axuser_regs.h:23): the DMA core's ASIDs.
+pub(crate) const CORE_AXUSER_HB_ASID: u32 = 0x800;
+
+/// QMAN block offsets (asic_reg/pdma0_qm_regs.h); per-stream registers are
+/// 4 bytes apart.
+pub(crate) mod qm {
+    /// `GLBL_CFG0`: `PQF_EN` 3:0, `CQF_EN` 8:4, `CP_EN` 13:9
+    /// (asic_reg/pdma0_qm_masks.h:24-29).
+    pub(crate) const GLBL_CFG0: u32 = 0x000;
+    /// `GLBL_CFG1`: `PQF_STOP` 3:0, `CP_STOP` 13:9, `PQF_FLUSH` 19:16,
+    /// `CP_FLUSH` 29:25 (asic_reg/pdma0_qm_masks.h:34-45).
+    pub(crate) const GLBL_CFG1: u32 = 0x004;
+    /// `GLBL_STS0`: `PQF_IDLE` 3:0, `CP_IDLE` 13:9.
+    pub(crate) const GLBL_STS0: u32 = 0x01C;
+    /// `GLBL_ERR_STS_0`: the stream's errors (non-zero: halted by one).
+    pub(crate) const GLBL_ERR_STS: u32 = 0x024;
+    /// `CP_CURRENT_INST_LO_0`: the address of the stream's packet.
+    pub(crate) const CP_CURRENT_INST_LO: u32 = 0x37C;
+    /// `CP_CURRENT_INST_HI_0`.
+    pub(crate) const CP_CURRENT_INST_HI: u32 = 0x390;
+    /// `PQ_BASE_LO_0`.
+    pub(crate) const PQ_BASE_LO: u32 = 0x050;
+    /// `PQ_BASE_HI_0`.
+    pub(crate) const PQ_BASE_HI: u32 = 0x060;
+    /// `PQ_SIZE_0`: log2 of the entries.
+    pub(crate) const PQ_SIZE: u32 = 0x070;
+    /// `PQ_PI_0`: the doorbell.
+    pub(crate) const PQ_PI: u32 = 0x080;
+    /// `PQ_CI_0`.
+    pub(crate) const PQ_CI: u32 = 0x090;
+    /// `CP_MSG_BASE0_ADDR_LO_0`: base `n` of CP `c` at `+ 0x28 n + 4 c`,
+    /// its `HI` at `+ 0x14` more.
+    pub(crate) const CP_MSG_BASE0_LO: u32 = 0x1F0;
+    /// `PQC_LBW_WDATA_0`.
+    pub(crate) const PQC_LBW_WDATA: u32 = 0x45C;
+    /// `PQC_LBW_BASE_LO_0`.
+    pub(crate) const PQC_LBW_BASE_LO: u32 = 0x46C;
+    /// `PQC_LBW_BASE_HI_0`.
+    pub(crate) const PQC_LBW_BASE_HI: u32 = 0x47C;
+    /// `PQC_CFG`: bit 0 `EN`.
+    pub(crate) const PQC_CFG: u32 = 0x48C;
+    /// `AXUSER_NONSECURED_HB_ASID`: `WR` 9:0, `RD` 25:16.
+    pub(crate) const AXUSER_HB_ASID: u32 = 0xB80;
+}
+
+/// `GLBL_CFG1` bits of stream `q`: `PQF_STOP`, `CP_STOP`, `PQF_FLUSH`,
+/// `CP_FLUSH` (`gaudi2_stop_qmans` then `gaudi2_flush_qmans`,
+/// gaudi2/gaudi2.c:4198-4210, for one stream).
+pub(crate) const fn qm_stop_flush(q: u32) -> u32 {
+    1 << q | 1 << (9 + q) | 1 << (16 + q) | 1 << (25 + q)
+}
+
+/// `GLBL_CFG0` of a QMAN of [`QM_BASES`]: `PDMA0_QMAN_ENABLE` (PQF of
+/// streams 0-1), `PDMA1_QMAN_ENABLE` (stream 0), `QMAN_ENABLE` of the EDMAs
+/// (every stream), every CQF and CP (gaudi2/gaudi2_masks.h:54-64).
+pub(crate) const fn qman_enable(qman: usize) -> u32 {
+    let pqf = match qman {
+        0 => 0x3,
+        1 => 0x1,
+        _ => 0xF,
+    };
+    pqf | 0x1F << 4 | 0x1F << 9
+}
+
+/// `ACCESS_PAGE_ERROR_VALID` of an MMU block (asic_reg/pmmu_hbw_mmu_regs.h:51):
+/// bit 0 a page error captured, bit 1 an access error; written 0 to
+/// release the capture.
+pub(crate) const MMU_ACCESS_PAGE_ERROR_VALID: u32 = 0x44;
+/// `PAGE_ERROR_CAPTURE` (VA 63:32) and `_VA` (31:0) of an MMU block (:43, :45).
+pub(crate) const MMU_PAGE_ERROR_CAPTURE: (u32, u32) = (0x34, 0x38);
+/// `ACCESS_ERROR_CAPTURE` (VA 63:32) and `_VA` (31:0) of an MMU block (:47, :49).
+pub(crate) const MMU_ACCESS_ERROR_CAPTURE: (u32, u32) = (0x3C, 0x40);
+/// The MSI-X vector of the event queue (`GAUDI2_IRQ_NUM_EVENT_QUEUE`,
+/// gaudi2/gaudi2P.h:401).
+pub(crate) const IRQ_NUM_EVENT_QUEUE: u32 = 0;
+
+/// DCORE0 sync manager registers (asic_reg/dcore0_sync_mngr_objs_regs.h,
+/// asic_reg/dcore0_sync_mngr_glbl_regs.h): arrays of u32, index `n` at
+/// `+ 4 n`.
+pub(crate) mod sm {
+    /// `mmDCORE0_SYNC_MNGR_OBJS_SOB_OBJ_0`.
+    pub(crate) const SOB_OBJ_0: u32 = 0x410_0000;
+    /// `mmDCORE0_SYNC_MNGR_OBJS_MON_PAY_ADDRL_0`.
+    pub(crate) const MON_PAY_ADDRL_0: u32 = 0x410_8000;
+    /// `mmDCORE0_SYNC_MNGR_OBJS_MON_PAY_ADDRH_0`.
+    pub(crate) const MON_PAY_ADDRH_0: u32 = 0x410_A000;
+    /// `mmDCORE0_SYNC_MNGR_OBJS_MON_PAY_DATA_0`.
+    pub(crate) const MON_PAY_DATA_0: u32 = 0x410_C000;
+    /// `mmDCORE0_SYNC_MNGR_OBJS_MON_ARM_0`: `SID` 7:0, `MASK` 15:8, `SOP`
+    /// 16 (1: equal), `SOD` 31:17.
+    pub(crate) const MON_ARM_0: u32 = 0x410_E000;
+    /// `mmDCORE0_SYNC_MNGR_OBJS_MON_CONFIG_0`: `CQ_EN` 4, `LBW_EN` 8.
+    pub(crate) const MON_CONFIG_0: u32 = 0x411_0000;
+    /// `mmDCORE0_SYNC_MNGR_GLBL_CQ_BASE_ADDR_L_0`.
+    pub(crate) const CQ_BASE_ADDR_L_0: u32 = 0x411_E050;
+    /// `mmDCORE0_SYNC_MNGR_GLBL_CQ_BASE_ADDR_H_0`.
+    pub(crate) const CQ_BASE_ADDR_H_0: u32 = 0x411_E150;
+    /// `mmDCORE0_SYNC_MNGR_GLBL_CQ_SIZE_LOG2_0`: log2 of the CQ's bytes.
+    pub(crate) const CQ_SIZE_LOG2_0: u32 = 0x411_E250;
+    /// `mmDCORE0_SYNC_MNGR_GLBL_CQ_PI_0`.
+    pub(crate) const CQ_PI_0: u32 = 0x411_E350;
+    /// `mmDCORE0_SYNC_MNGR_GLBL_LBW_ADDR_L_0`.
+    pub(crate) const LBW_ADDR_L_0: u32 = 0x411_E550;
+    /// `mmDCORE0_SYNC_MNGR_GLBL_LBW_ADDR_H_0`.
+    pub(crate) const LBW_ADDR_H_0: u32 = 0x411_E650;
+    /// `mmDCORE0_SYNC_MNGR_GLBL_LBW_DATA_0`.
+    pub(crate) const LBW_DATA_0: u32 = 0x411_E750;
+    /// `MON_CONFIG`: write a CQ entry, then the CQ's LBW write (the
+    /// interrupt) when the monitor fires (gaudi2/gaudi2.c:5761-5766).
+    pub(crate) const MON_CONFIG_CQ_LBW: u32 = 1 << 4 | 1 << 8;
+}
+
+/// `CQ_ENTRY_READY_MASK`, `CQ_ENTRY_SHADOW_INDEX_VALID_MASK`,
+/// `CQ_ENTRY_SHADOW_INDEX_MASK` (include/common/qman_if.h:52-58).
+pub(crate) const CQ_ENTRY_READY: u32 = 1 << 31;
+/// See [`CQ_ENTRY_READY`].
+pub(crate) const CQ_ENTRY_SHADOW_INDEX_VALID: u32 = 1 << 30;
+/// See [`CQ_ENTRY_READY`].
+pub(crate) const CQ_ENTRY_SHADOW_INDEX_MASK: u32 = 0xFFFF;
+/// `BD_CTL_COMP_OFFSET_SHIFT` (include/common/qman_if.h:42): the SOB the
+/// PQC increments when the BD's CB is done.
+pub(crate) const BD_CTL_COMP_OFFSET_SHIFT: u32 = 16;
+/// `GAUDI2_IRQ_NUM_COMPLETION` (gaudi2/gaudi2P.h:423).
+pub(crate) const IRQ_NUM_COMPLETION: u32 = 21;

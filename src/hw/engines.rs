@@ -37,9 +37,8 @@
 //! interrupts are matched against), so the per-context part is an object the
 //! context owns ([`AsidQueues`], dropped at its close); the device-wide part
 //! is small and separate from the memory operations of `Backend` because a
-//! device may have memory without engines the driver drives (today's PCI
-//! Gaudi2: [`super::backend::Backend`] but no `Engines`, and every CS with
-//! jobs is `EOPNOTSUPP`).
+//! device may have memory without engines the driver drives (then every CS
+//! with jobs is `EOPNOTSUPP`).
 //!
 //! **What stays in the driver.** The CS timeout (upstream's TDR) is a
 //! driver-side timer (the context watchdog of `cs::tracker`): when a CS times out the driver halts and
@@ -50,26 +49,12 @@
 //! included (they end ABORTED): upstream resets the whole device after a
 //! TDR, which ends every CS.
 //!
-//! # What a PCI implementation needs (not implemented)
+//! # The two implementations
 //!
-//! Per enabled queue (PDMA0/1, EDMA QMAN stream): a PQ of `HL_QUEUE_LENGTH`
-//! 16-byte BDs in coherent DMA memory (`PQ_BASE_LO/HI`, `PQ_SIZE`), a CQ
-//! with its MSI-X vector, and a shadow array of the [`EngineJob`]s on the
-//! PQ. `submit`: room check on every PQ of the batch (`EAGAIN`), each job's
-//! BD (`ctl` with the completion SOB offset, `len` = `cb_size`, `ptr` =
-//! `cb`), the ASID written into the QMAN's `GLBL_PROT`/AXUSER for the
-//! context (upstream `gaudi2_mmu_prepare`), then one `PQ_PI` write per
-//! queue (the doorbell). Completion: the CQ interrupt handler reads the CQ
-//! entries, matches them to the shadow array and calls each job's sink with
-//! `Done` from a threaded IRQ (no polling). Faults: the event queue's
-//! interrupt (MSI-X 0) decodes `hl_eq_entry`s; page faults and RAZWI read
-//! the MMU's `PAGE_ERROR_CAPTURE`/`_VA` and the RAZWI capture registers and
-//! are reported to the sink of the job running on the faulting engine's
-//! queue. `halt`: `GLBL_CFG1` stop bits of the queue's streams, poll
-//! `GLBL_STS0` idle with upstream's timeout, `GLBL_CFG0` reset, PI = CI = 0,
-//! then `Halted` for every job left in the shadow array. `quiesce`: halt all
-//! of the ASID, then wait for the shadow arrays of the ASID to be empty.
-//! `busy_mask`: the QMANs' `GLBL_STS0` and the engines' idle registers.
+//! The simulation's (`hw::sim::qman::queues`: engine threads per context,
+//! halt epochs) and the PCI device's (`hw::pci::queues`: PQs, doorbells,
+//! completion by MSI-X through the sync manager's CQ, errors from the event
+//! queue, halt by `GLBL_CFG1` stop and flush).
 
 use crate::{hw::backend::MmuKind, uapi::*};
 use kernel::{alloc::KVec, prelude::*, sync::Arc};

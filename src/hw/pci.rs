@@ -16,12 +16,11 @@
 //! | `release_dram`, `release_sram`, `release_registers` | nothing: memory keeps what it held (upstream scrubs only with `memory_scrub`, which `memory_scrub=1` does here too, through [`Backend::scrub_sram`] / [`Backend::scrub_dram`]); HW-block registers stay as the user left them (upstream's compute reset at release, not done here, would reset them) | `hl_device_release`, `gaudi2_scrub_device_mem` |
 //! | `dram_host_page` | `EOPNOTSUPP`: device DRAM has no `struct page` | — |
 //! | `peer_to_peer` / `map_for_importer` | `pci_p2pdma_distance` decides; a non-P2P attachment's map is refused with `EPERM`, a P2P one gets BAR4's pieces mapped with `dma_map_resource`, split at the importer's segment size (on a kernel without `CONFIG_PCI_P2PDMA`, the test kernel, no importer is P2P) | `hl_dmabuf_attach` / `hl_map_dmabuf` / `alloc_sgt_from_device_pages`, common/memory.c:1534-1745 |
-//! | `is_idle` | always: the driver runs no engine on the PCI device | `gaudi2_is_device_idle` |
+//! | `is_idle` | true: HW_IDLE combines it with the engines' busy mask (jobs on the PQs, [`queues`]) | `gaudi2_is_device_idle` |
 //! | CPU-CP packets ([`crate::hw::cpucp::CpuCp`]) | the CPU PQ in coherent DMA memory, doorbell, fence polled ([`cpu_queue`]) | `hl_fw_send_cpu_message`, common/firmware_if.c:404-540 |
 //!
-//! Engines (command submission) are not driven on the PCI device yet: its
-//! [`crate::cs::device_cs::DeviceCs`] has no engines, and a CS fails with
-//! `EOPNOTSUPP` before anything reaches the hardware.
+//! Engines (command submission) are [`queues`]: PQs and doorbells, MSI-X
+//! completion, the event queue's errors.
 //!
 //! Bring-up is [`probe`] (BARs, DMA, MSI-X, the boot check, MMU init);
 //! [`PciGaudi2::mmu_enable`] finishes MMU init once the driver's MMU owner
@@ -32,6 +31,7 @@ pub(crate) mod cpu_queue;
 pub(crate) mod dma;
 pub(crate) mod mmu;
 pub(crate) mod probe;
+pub(crate) mod queues;
 pub(crate) mod regs;
 
 use crate::asic::{
@@ -52,7 +52,11 @@ use kernel::{
     page::PAGE_SIZE,
     pci,
     prelude::*,
-    sync::{aref::ARef, atomic::Relaxed, Arc, Mutex},
+    sync::{
+        aref::ARef,
+        atomic::{Atomic, Relaxed},
+        Arc, Mutex,
+    },
 };
 use regs::{Life, Mmio};
 
@@ -73,7 +77,7 @@ pub(crate) struct PciGaudi2 {
     #[pin]
     mmu_regs: Mutex<()>,
     /// Working HBMs (the HMMUs' address scrambling).
-    hbms: u32,
+    pub(crate) hbms: u32,
     /// The HMMUs in use, bit `dcore * 4 + hmmu`.
     hmmu_mask: u32,
     /// Device DRAM, `[dram_base, dram_end)`; BAR4 is the window at `dram_base`.
@@ -90,9 +94,45 @@ pub(crate) struct PciGaudi2 {
     /// a leaf lock taken alone).
     #[pin]
     cpu_q: Mutex<Option<cpu_queue::CpuQueue>>,
+    /// Invalidations left to skip (debugfs `skip_invalidations`), and
+    /// skipped.
+    skip_inv: Atomic<u64>,
+    skipped_inv: Atomic<u64>,
 }
 
 impl PciGaudi2 {
+    /// Make the next `n` MMU cache invalidations be skipped (0: none;
+    /// `u64::MAX`: until changed): each answers `Ok` without a register
+    /// write, so the device keeps translations it should drop (tests of
+    /// what a missed invalidation lets an engine reach; debugfs
+    /// `skip_invalidations`, as on a simulated device). O(1).
+    pub(crate) fn skip_invalidations(&self, n: u64) {
+        self.skip_inv.store(n, Relaxed);
+    }
+
+    /// How many of the next invalidations will be skipped, and how many were.
+    pub(crate) fn invalidation_skips(&self) -> (u64, u64) {
+        (self.skip_inv.load(Relaxed), self.skipped_inv.load(Relaxed))
+    }
+
+    /// Whether this invalidation is skipped (counted). O(1).
+    fn take_skip(&self) -> bool {
+        let mut left = self.skip_inv.load(Relaxed);
+        loop {
+            if left == 0 {
+                return false;
+            }
+            let next = if left == u64::MAX { left } else { left - 1 };
+            match self.skip_inv.cmpxchg(left, next, Relaxed) {
+                Ok(_) => break,
+                Err(now) => left = now,
+            }
+        }
+        self.skipped_inv.add(1, Relaxed);
+        pr_warn!("PCI Gaudi2: an MMU cache invalidation skipped (debugfs skip_invalidations)\n");
+        true
+    }
+
     /// The device's counters, as `name value` lines (debugfs `pci`, the
     /// PCI guest test). O(1).
     pub(crate) fn show_counters(&self, f: &mut kernel::fmt::Formatter<'_>) -> kernel::fmt::Result {
@@ -114,6 +154,13 @@ impl PciGaudi2 {
             ("poll_timeouts", &c.poll_timeouts),
             ("dma_maps", &c.dma_maps),
             ("dma_unmaps", &c.dma_unmaps),
+            ("cs_jobs", &c.cs_jobs),
+            ("doorbells", &c.doorbells),
+            ("cq_interrupts", &c.cq_interrupts),
+            ("cq_entries", &c.cq_entries),
+            ("cs_done", &c.cs_done),
+            ("cs_halted", &c.cs_halted),
+            ("eq_events", &c.eq_events),
         ] {
             writeln!(f, "{} {}", name, v.load(Relaxed))?;
         }
@@ -191,10 +238,16 @@ impl Backend for PciGaudi2 {
     }
 
     fn invalidate_range(&self, kind: MmuKind, asid: u32, va: u64, size: u64) -> Result {
+        if self.take_skip() {
+            return Ok(());
+        }
         self.invalidate_range_regs(kind, asid, va, size)
     }
 
     fn invalidate_all(&self, kind: MmuKind) -> Result {
+        if self.take_skip() {
+            return Ok(());
+        }
         self.invalidate_all_regs(kind)
     }
 

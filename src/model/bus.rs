@@ -323,12 +323,20 @@ impl Gaudi2 {
         })
     }
 
+    /// A CB packet addressed the register space (`addr`): a RAZWI,
+    /// counted and reported as any decode error. O(1).
+    pub(super) fn razwi(&mut self, env: &mut dyn Env, addr: u64) {
+        self.fault(env, EngineFault::Decode { addr });
+    }
+
     /// Count, capture and report a fault: a page fault in the capture
     /// registers of the MMU that walked, a bus error in the access-error
     /// capture of the PMMU (host) or the engines' HMMU (device memory),
-    /// then an event queue entry (MSI-X 0). O(1).
+    /// then an event queue entry (MSI-X 0; a RAZWI's with its address as the
+    /// entry's data). O(1).
     fn fault(&mut self, env: &mut dyn Env, f: EngineFault) {
         self.stats.faults = self.stats.faults.wrapping_add(1);
+        let mut data = 0;
         let event = match f {
             EngineFault::Page { mmu, va } => {
                 if let Some(m) = self.mmus.get_mut(mmu) {
@@ -347,9 +355,12 @@ impl Gaudi2 {
                 }
                 events::mmu_page_fault(mmu)
             }
-            EngineFault::Decode { .. } => events::RAZWI,
+            EngineFault::Decode { addr } => {
+                data = addr;
+                events::RAZWI
+            }
         };
-        self.post_event(env, event);
+        self.post_event_data(env, event, data);
     }
 }
 

@@ -103,7 +103,7 @@ impl Gaudi2 {
             Unit::Fenced => s.fenced = true,
             Unit::Error => {
                 s.halted = true;
-                let event = regs::EVENT_PDMA_QM.get(m).copied().unwrap_or(0);
+                let event = regs::EVENT_QM.get(m).copied().unwrap_or(0);
                 self.post_event(env, event);
             }
             Unit::Done => {
@@ -217,17 +217,43 @@ impl Gaudi2 {
 
     /// The register and message packets.
     fn exec(&mut self, env: &mut dyn Env, m: usize, q: usize, job: Job, p: Packet) -> Unit {
-        let base = regs::PDMA_QM_BASES.get(m).copied().unwrap_or(0);
+        let base = regs::QM_BASES.get(m).copied().unwrap_or(0);
         let (qm_asid, _, _) = self.asids(m);
+        // A CB reaches no register (security: upstream's range registers
+        // and protection bits keep the QMANs, MMUs and the driver's sync
+        // objects from users; which ones users may write comes with the
+        // sync manager, issue 32): a WREG or a message into the register
+        // space is an address-decode error (RAZWI), as on the simulated
+        // device. The PQC's and the monitors' own LBW writes are not CB
+        // packets and still reach the sync manager.
+        let cfg =
+            |a: u64| (regs::CFG_BASE..regs::CFG_BASE.saturating_add(regs::CFG_SIZE)).contains(&a);
+        let refused = match p {
+            Packet::Wreg32 { offset, .. } | Packet::WregBulk { offset, .. } => Some(
+                regs::CFG_BASE
+                    .wrapping_add(u64::from(base))
+                    .wrapping_add(u64::from(offset)),
+            ),
+            Packet::MsgLong { addr, .. } => cfg(addr).then_some(addr),
+            Packet::MsgShort {
+                base: b, offset, ..
+            } => self
+                .stream(m, q)
+                .and_then(|s| s.msg_base.get(b as usize).copied())
+                .map(|a| a.wrapping_add(u64::from(offset)))
+                .filter(|&a| cfg(a)),
+            _ => None,
+        };
+        if let Some(addr) = refused {
+            self.razwi(env, addr);
+            return Unit::Error;
+        }
         let ok = match p {
-            Packet::Nop | Packet::Stop | Packet::Fence { .. } | Packet::LinDma(_) => true,
-            Packet::Wreg32 { offset, value } => match base.checked_add(offset) {
-                Some(reg) => {
-                    self.reg_write(env, reg, value);
-                    true
-                }
-                None => false,
-            },
+            Packet::Nop
+            | Packet::Stop
+            | Packet::Fence { .. }
+            | Packet::LinDma(_)
+            | Packet::Wreg32 { .. } => true,
             Packet::WregBulk { offset, count } => {
                 self.wreg_bulk(env, qm_asid, job, base, offset, count)
             }

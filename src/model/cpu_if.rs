@@ -179,6 +179,12 @@ impl Gaudi2 {
     /// producer index, then MSI-X vector 0. Dropped (counted) before the
     /// handshake or when the queue is full. O(1).
     pub(super) fn post_event(&mut self, env: &mut dyn Env, event: u16) {
+        self.post_event_data(env, event, 0);
+    }
+
+    /// [`Self::post_event`] with `data` in the entry's first data word
+    /// (the firmware's event data: a RAZWI's address). O(1).
+    pub(super) fn post_event_data(&mut self, env: &mut dyn Env, event: u16, data: u64) {
         let q = &mut self.cpu_if;
         let entries = u64::from(q.eq_len) / events::ENTRY_BYTES as u64;
         let full = entries == 0
@@ -192,7 +198,7 @@ impl Gaudi2 {
             return;
         };
         q.eq_index = q.eq_index.wrapping_add(1);
-        let entry = events::entry(event, q.eq_index, 0);
+        let entry = events::entry(event, q.eq_index, data);
         if env.dma_write(at, &entry).is_err() {
             q.eq_dropped = q.eq_dropped.wrapping_add(1);
             return;

@@ -19,8 +19,8 @@
 
 use super::regs::{self, qm};
 
-/// QMANs the model runs.
-pub const QMANS: usize = 2;
+/// QMANs the model runs (`regs::QM_BASES`: PDMA0, PDMA1, the 8 EDMAs).
+pub const QMANS: usize = 10;
 /// Streams (PQs) per QMAN (`NUM_OF_PQ_PER_QMAN`).
 pub const STREAMS: usize = 4;
 /// CPs per QMAN, the streams' and the lower CP (`NUM_OF_CP_PER_QMAN`).
@@ -113,16 +113,13 @@ pub enum Effect {
 }
 
 /// The QMAN index and offset of `reg` in a QMAN block or its core's ASID
-/// register. O(1).
+/// register. O(QMANS).
 pub fn decode(reg: u32) -> Option<(usize, u32)> {
-    regs::PDMA_QM_BASES
-        .iter()
-        .enumerate()
-        .find_map(|(i, &base)| {
-            let off = reg.checked_sub(base)?;
-            (off < regs::QM_SPAN || off == regs::PDMA_CORE_OFFSET + regs::CORE_AXUSER_HB_ASID)
-                .then_some((i, off))
-        })
+    regs::QM_BASES.iter().enumerate().find_map(|(i, &base)| {
+        let off = reg.checked_sub(base)?;
+        (off < regs::QM_SPAN || off == regs::PDMA_CORE_OFFSET + regs::CORE_AXUSER_HB_ASID)
+            .then_some((i, off))
+    })
 }
 
 /// The stream `q` and which register of a per-stream array starting at
@@ -197,6 +194,16 @@ impl Qman {
         }
         if let Some(x) = st(qm::PQ_CI) {
             return Some(x.ci);
+        }
+        if let Some(x) = st(qm::GLBL_ERR_STS) {
+            return Some(u32::from(x.halted));
+        }
+        let inst = |x: &Stream| x.job.map_or(0, |j| j.cb.wrapping_add(u64::from(j.pc)));
+        if let Some(x) = st(qm::CP_CURRENT_INST_LO) {
+            return Some(inst(x) as u32);
+        }
+        if let Some(x) = st(qm::CP_CURRENT_INST_HI) {
+            return Some((inst(x) >> 32) as u32);
         }
         for n in 0..4u32 {
             if let Some(x) = per(off, qm::CP_FENCE0_CNT + 0x14 * n, STREAMS).and_then(|q| s.get(q))
@@ -280,19 +287,24 @@ impl Qman {
     /// `q`, `PQF_STOP` (bit q) or `CP_STOP` (bit 9 + q) stops it until a
     /// write clears them; `PQF_FLUSH` (bit 16 + q) or `CP_FLUSH` (bit
     /// 25 + q) drops its CB in progress and every BD fetched or not (CI
-    /// = PI), its fence wait and its error halt. Any write also clears an
-    /// error halt (the stream restarts empty), as the model always did.
-    /// This is upstream's stop-then-flush of `gaudi2_stop_qmans` /
-    /// `gaudi2_flush_qmans` (gaudi2/gaudi2.c:4198-4210), per stream. O(STREAMS).
+    /// = PI), its fence wait and its error halt. This is upstream's
+    /// stop-then-flush of `gaudi2_stop_qmans` / `gaudi2_flush_qmans`
+    /// (gaudi2/gaudi2.c:4198-4210), per stream. A write without the
+    /// stream's flush bits releases an error halt: the failing CB is
+    /// dropped and the stream goes on with its next BD (upstream resets
+    /// the device after a QMAN error instead; the driver here reports the
+    /// failing job and keeps the others). O(STREAMS).
     fn cfg1(&mut self, val: u32) {
         for (q, s) in self.streams.iter_mut().enumerate() {
             s.stopped = val & (1 << q | 1 << (9 + q)) != 0;
             let flush = val & (1 << (16 + q) | 1 << (25 + q)) != 0;
+            if flush {
+                s.ci = s.pi;
+            }
             if flush || s.halted {
                 s.halted = false;
                 s.fenced = false;
                 s.job = None;
-                s.ci = s.pi;
             }
         }
     }

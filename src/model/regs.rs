@@ -216,11 +216,17 @@ pub const PQ_INIT_STATUS_LEN_NOT_POWER_OF_TWO_ERR: u32 = 4;
 /// `PQ_INIT_STATUS_ILLEGAL_Q_ADDR_ERR` (include/linux/habanalabs/cpucp_if.h:415).
 pub const PQ_INIT_STATUS_ILLEGAL_Q_ADDR_ERR: u32 = 5;
 
-// --- PDMA QMANs --------------------------------------------------------------
+// --- PDMA and EDMA QMANs -----------------------------------------------------
 
-/// `mmPDMA0_QM_BASE`, `mmPDMA1_QM_BASE`
-/// (asic_reg/gaudi2_blocks_linux_driver.h:23119,23245).
-pub const PDMA_QM_BASES: [u32; 2] = [0x4C8_A000, 0x4C9_A000];
+/// The QMANs the model runs: `mmPDMA0_QM_BASE`, `mmPDMA1_QM_BASE`
+/// (asic_reg/gaudi2_blocks_linux_driver.h:23119,23245), then
+/// `mmDCOREd_EDMAe_QM_BASE` for DCORE 0..3, EDMA 0..1 (:9874, 10000,
+/// 13960, 14086, 18046, 18172, 22132, 22258). An EDMA QMAN has the PDMA
+/// QMAN's register layout, its DMA core at the same offset.
+pub const QM_BASES: [u32; 10] = [
+    0x4C8_A000, 0x4C9_A000, 0x41C_A000, 0x41D_A000, 0x43C_A000, 0x43D_A000, 0x45C_A000, 0x45D_A000,
+    0x47C_A000, 0x47D_A000,
+];
 /// `mmPDMA0_CORE_BASE` minus `mmPDMA0_QM_BASE`: the DMA core follows its
 /// QMAN (asic_reg/gaudi2_blocks_linux_driver.h:23188).
 pub const PDMA_CORE_OFFSET: u32 = 0x1000;
@@ -240,6 +246,14 @@ pub mod qm {
     /// `GLBL_STS0` (:37): `PQF_IDLE` 3:0, `CQF_IDLE` 8:4, `CP_IDLE` 13:9
     /// (asic_reg/pdma0_qm_masks.h:118-123).
     pub const GLBL_STS0: u32 = 0x01C;
+    /// `GLBL_ERR_STS_0` (:41): the model sets bit 0 while the stream is
+    /// halted by an error (its CB faulted or held a packet it cannot run).
+    pub const GLBL_ERR_STS: u32 = 0x024;
+    /// `CP_CURRENT_INST_LO_0` (:443): the address of the stream's packet
+    /// in progress (the failing one while halted), low half.
+    pub const CP_CURRENT_INST_LO: u32 = 0x37C;
+    /// `CP_CURRENT_INST_HI_0` (:453).
+    pub const CP_CURRENT_INST_HI: u32 = 0x390;
     /// `PQ_BASE_LO_0` (:63).
     pub const PQ_BASE_LO: u32 = 0x050;
     /// `PQ_BASE_HI_0` (:71).
@@ -280,9 +294,10 @@ pub const CORE_AXUSER_HB_ASID: u32 = 0x800;
 pub const BD_CTL_COMP_OFFSET_SHIFT: u32 = 16;
 /// The `COMP_OFFSET` field.
 pub const BD_CTL_COMP_OFFSET_MASK: u32 = 0x0FFF_0000;
-/// `GAUDI2_EVENT_PDMA0_QM`, `GAUDI2_EVENT_PDMA1_QM`
-/// (include/gaudi2/gaudi2_async_events.h:884-885): a QMAN error.
-pub const EVENT_PDMA_QM: [u16; 2] = [1244, 1245];
+/// The QMAN error event of each of [`QM_BASES`]: `GAUDI2_EVENT_PDMA0_QM`,
+/// `_PDMA1_QM`, then `GAUDI2_EVENT_HDMAn_QM` of DCORE d EDMA e, n = 2d + e
+/// (include/gaudi2/gaudi2_async_events.h:876-885; gaudi2/gaudi2.c:455-470).
+pub const EVENT_QM: [u16; 10] = [1244, 1245, 1238, 1239, 1236, 1237, 1242, 1243, 1240, 1241];
 
 // --- DCORE0 sync manager -------------------------------------------------------
 

@@ -16,7 +16,7 @@
 //! | `dmabuf` | the device's live dma-buf exports and mapped importer tables; the open context's exports, with their DRAM pieces |
 //! | `bench` | time per phase of host MAPs; write `pin ADDR SIZE` to time pin+unpin of the writer's buffer alone (`make bench`) |
 //! | `fail_invalidations` | how many of the next MMU cache invalidations the simulated device fails, and whether a teardown waits for one; write a count (`max`: until changed) to inject failures (tests) |
-//! | `skip_invalidations` | how many of the next MMU cache invalidations the simulated device skips (answers success, keeps its STLB entries) and how many it skipped; write a count (`max`: until changed) (tests) |
+//! | `skip_invalidations` | how many of the next MMU cache invalidations the device skips (answers success, keeps its STLB entries; on a PCI device the driver writes no invalidation register) and how many it skipped; write a count (`max`: until changed) (tests) |
 //! | `stlb` | the simulated device's STLB (statistics, entries), IOMMU map, hop-0 registers and engine faults (first, last, counts, last use of a stale translation) |
 //! | `engine` | an engine access through the device's MMUs (tests): write `read ASID VA LEN` to choose what reading shows (read at each read from offset 0, through the STLB), `write ASID VA HEX` to store bytes |
 //! | `dram` | simulated DRAM by physical address (tests): write `write ADDR HEX` to store bytes, `read ADDR LEN` to choose what reading shows |
@@ -754,13 +754,22 @@ fn write_fail_invalidations(dev: &Arc<HlDevice>, text: &str) -> Result {
 }
 
 fn show_skip_invalidations(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    let (left, done) = dev.simulated().map_or((0, 0), |s| s.invalidation_skips());
+    let (left, done) = match (dev.simulated(), dev.pci()) {
+        (Some(s), _) => s.invalidation_skips(),
+        (None, Some(p)) => p.invalidation_skips(),
+        (None, None) => (0, 0),
+    };
     writeln!(f, "skipping next:    {}", left)?;
     writeln!(f, "skipped:          {}", done)
 }
 
 fn write_skip_invalidations(dev: &Arc<HlDevice>, text: &str) -> Result {
-    dev.sim()?.skip_invalidations(parse_count(text)?);
+    let n = parse_count(text)?;
+    match (dev.simulated(), dev.pci()) {
+        (Some(s), _) => s.skip_invalidations(n),
+        (None, Some(p)) => p.skip_invalidations(n),
+        (None, None) => return Err(ENODEV),
+    }
     Ok(())
 }
 

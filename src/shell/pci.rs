@@ -36,8 +36,13 @@
 use crate::{
     asic::{PCI_IDS_GAUDI2, PCI_VENDOR_ID_HABANALABS},
     device::{BusId, HlDevice},
+    ffi::irq::ThreadedIrq,
     ffi::{debugfs::Dir, pci::EnabledDevice},
-    hw::pci::{probe, PciGaudi2},
+    hw::pci::{
+        probe,
+        queues::{EngineCore, EqIrq, PciEngines},
+        PciGaudi2,
+    },
     shell::accel::{ChrdevRegion, PreparedDevice},
     PciScan, RegisteredDevice,
 };
@@ -131,6 +136,13 @@ pub(crate) struct PciDevice<'bound> {
     registered: Option<RegisteredDevice>,
     /// The hardware (shared with the device and its open files).
     hw: Arc<PciGaudi2>,
+    /// The engines (their jobs end at removal).
+    engines: Arc<PciEngines>,
+    /// The completion interrupt's handler (MSI-X 21), freed before the
+    /// vectors.
+    _cq_irq: ThreadedIrq<EngineCore>,
+    /// The event queue's handler (MSI-X 0), freed before the vectors.
+    _eq_irq: ThreadedIrq<EqIrq>,
     /// The MSI-X vectors, freed before the function is disabled.
     _irqs: IrqVectorRegistration<'bound>,
     /// Memory and bus mastering, turned off last.
@@ -156,10 +168,25 @@ impl<'bound> PciDevice<'bound> {
             (h.region.clone(), h.root.clone(), h.hl_root.clone(), index)
         };
         let hw_probe = probe::probe(pdev, crate::module_parameters::hbms.value())?;
+        let engines = PciEngines::new(&hw_probe.hw, pdev.as_ref())?;
+        let irq = hw_probe
+            .irqs
+            .index(crate::asic::gaudi2_regs::IRQ_NUM_COMPLETION as usize)
+            .map(|v| kernel::irq::IrqRequest::from(v).irq())?;
+        // SAFETY: `irq` is vector 21 of `hw_probe.irqs`, which `Self` keeps
+        // and drops after `_cq_irq` (field order).
+        let cq_irq = unsafe { ThreadedIrq::new(irq, c"habanalabs_rs cs", engines.core().clone()) }?;
+        let eq = hw_probe
+            .irqs
+            .index(crate::asic::gaudi2_regs::IRQ_NUM_EVENT_QUEUE as usize)
+            .map(|v| kernel::irq::IrqRequest::from(v).irq())?;
+        // SAFETY: as above, for vector 0 and `_eq_irq`.
+        let eq_irq = unsafe { ThreadedIrq::new(eq, c"habanalabs_rs eq", EqIrq::new(&engines)?) }?;
         let hdev = HlDevice::new_pci(
             index,
             hw_probe.asic.clone(),
             hw_probe.hw.clone(),
+            engines.clone(),
             bus_id(pdev)?,
         )?;
         hdev.cs.configure(
@@ -174,6 +201,9 @@ impl<'bound> PciDevice<'bound> {
         Ok(Self {
             registered: Some(registered),
             hw: hw_probe.hw,
+            engines,
+            _cq_irq: cq_irq,
+            _eq_irq: eq_irq,
             _irqs: hw_probe.irqs,
             _enabled: hw_probe.enabled,
         })
@@ -185,6 +215,7 @@ impl Drop for PciDevice<'_> {
         // The nodes first (no new open, open files unplugged), then the
         // hardware: no DMA mapping of it survives the unbind.
         drop(self.registered.take());
+        self.engines.detach();
         self.hw.detach();
     }
 }

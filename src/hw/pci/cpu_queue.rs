@@ -20,8 +20,9 @@
 //!   `CPU_IF_PF_PQ_PI`, then the fence polled every 1 ms up to the
 //!   timeout (`GAUDI2_MSG_TO_CPU_TIMEOUT_USEC`, 4 s, for a packet sent
 //!   with 0). A timeout disables the device CPU (`EAGAIN` from then on);
-//!   the BD's `ctl` is scrubbed after an answer. No event queue entries
-//!   are consumed yet (nothing unmasks events).
+//!   the BD's `ctl` is scrubbed after an answer.
+//! - **Events** ([`PciGaudi2::eq_next`]): the event queue's entries, read
+//!   by the engines' MSI-X 0 thread (`super::queues`).
 //! - **Unbind** ([`PciGaudi2::detach`]): the queue memory is freed while
 //!   the device is still bound; every later packet fails with `ENODEV`.
 
@@ -54,7 +55,20 @@ pub(crate) struct CpuQueue {
     pi: u32,
     /// A packet timed out (`device_cpu_disabled`): `EAGAIN` from then on.
     disabled: bool,
+    /// The event queue's consumer index (entries).
+    eq_ci: u32,
 }
+
+/// Entries of the event queue.
+const EQ_ENTRIES: u32 = (EQ_BYTES / EQ_ENTRY_BYTES) as u32;
+/// Bytes of an event queue entry (`struct hl_eq_entry`: an 8-byte header,
+/// `reserved` then `ctl`, and 56 bytes of data; cpucp_if.h:375-395).
+const EQ_ENTRY_BYTES: usize = 64;
+/// `EQ_CTL_READY_MASK` (cpucp_if.h:398).
+const EQ_CTL_READY: u32 = 1 << 31;
+/// `EQ_CTL_EVENT_TYPE_SHIFT` / `_MASK` (cpucp_if.h:403-404).
+const EQ_CTL_EVENT_TYPE_SHIFT: u32 = 16;
+const EQ_CTL_EVENT_TYPE_MASK: u32 = 0x0FFF_0000;
 
 /// Microseconds as a `Delta`.
 fn us(v: u64) -> Delta {
@@ -104,8 +118,34 @@ impl PciGaudi2 {
             mem,
             pi: 0,
             disabled: false,
+            eq_ci: 0,
         });
         Ok(())
+    }
+
+    /// The next event of the event queue and its first data word, consumed (`hl_irq_handler_eq`,
+    /// common/irq.c:290-360: the entry's ready bit cleared, the consumer
+    /// index advanced and written to `CPU_IF_EQ_RD_OFFS`,
+    /// `gaudi2_update_eq_ci`). `None` when no entry is ready or the queues
+    /// are gone. Takes the CPU queue's mutex (waits for a packet in
+    /// flight). O(1).
+    pub(crate) fn eq_next(&self) -> Option<(u16, u64)> {
+        let mut guard = self.cpu_q.lock();
+        let q = Option::as_mut(&mut *guard)?;
+        let at = EQ_OFF + (q.eq_ci % EQ_ENTRIES) as usize * EQ_ENTRY_BYTES;
+        let ctl = q.mem.read32(at + 4).ok()?;
+        if ctl & EQ_CTL_READY == 0 {
+            return None;
+        }
+        let mut data = [0u8; 8];
+        q.mem.read(at + 8, &mut data).ok()?;
+        q.mem.write(at + 4, &[0; 4]).ok()?;
+        q.eq_ci = (q.eq_ci + 1) % EQ_ENTRIES;
+        let _ = self.mmio.wreg(r::EQ_RD_OFFS, q.eq_ci);
+        Some((
+            ((ctl & EQ_CTL_EVENT_TYPE_MASK) >> EQ_CTL_EVENT_TYPE_SHIFT) as u16,
+            u64::from_le_bytes(data),
+        ))
     }
 
     /// Free the queues (unbind). Waits for a packet in flight.

@@ -80,6 +80,22 @@ fn start_reg(inv: &Inval) -> u32 {
     }
 }
 
+/// `gaudi2_mmu_descramble_addr` (gaudi2/gaudi2.c:11541-11555): the
+/// inverse of [`scramble`] (a captured HMMU fault address back to the VA
+/// the engine issued). O(1).
+pub(super) fn descramble(hbms: u32, addr: u64) -> u64 {
+    const MASK: u64 = 0xFFFF_FFFF_FFFF;
+    let divisor = u64::from(hbms) * (8 << 20);
+    if !(DRAM_PHYS_BASE..VA_HBM_SPACE_END).contains(&addr) || divisor == 0 {
+        return addr;
+    }
+    let lo = addr & MASK;
+    ((lo >> 26) * divisor)
+        .checked_add(lo & ((1 << 26) - 1))
+        .and_then(|v| v.checked_add(addr & !MASK))
+        .unwrap_or(addr)
+}
+
 /// `gaudi2_mmu_scramble_addr` (gaudi2/gaudi2.c:11521-11539): a DRAM-space
 /// address's low 48 bits rewritten as `off / (HBMs x 8 MiB) x 64 MiB + off
 /// mod (HBMs x 8 MiB)`. The high bits are added instead of ORed, as the

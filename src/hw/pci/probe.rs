@@ -19,8 +19,9 @@
 //!    which this driver does not implement: `EIO`.
 //! 4. MSI-X: exactly 128 vectors (`gaudi2_enable_msix`, gaudi2/gaudi2.c:4672-4677),
 //!    or the probe fails with `pci_alloc_irq_vectors`'s errno, as upstream's.
-//!    No handler is requested yet: nothing the driver runs on the device
-//!    raises one (engines, the event queue and CPU-CP are not driven).
+//!    The handlers of vectors 21 (completion) and 0 (the event queue) are
+//!    requested by the PCI driver once the engines are set up
+//!    ([`super::queues`]).
 //! 5. The ASIC's geometry: the working HBMs (module parameter `hbms`) and a
 //!    DRAM of BAR4's size (at most HBMs x 16 GiB; upstream asks the
 //!    firmware, `cpucp_info`), which must hold two DRAM pages (`ENODEV`).
@@ -34,8 +35,7 @@
 //! "already up") and the CPU-CP packets of late init (`INFO_GET`,
 //! `MAX_POWER_GET`, `ENABLE_PCI_ACCESS`: the driver keeps its own
 //! geometry), the security and binning masks (a full device, every HMMU),
-//! clock gating, the engines' and QMANs' init, the event queue and its
-//! interrupts.
+//! clock gating, the MME/TPC/NIC engines.
 
 use super::{regs::Mmio, PciGaudi2};
 use crate::asic::{
@@ -181,6 +181,8 @@ pub(crate) fn probe<'bound>(
                 plain.into()
             },
             cpu_q <- new_mutex!(None),
+            skip_inv: kernel::sync::atomic::Atomic::new(0),
+            skipped_inv: kernel::sync::atomic::Atomic::new(0),
         }),
         GFP_KERNEL,
     )?;

@@ -65,6 +65,20 @@ pub(crate) struct Counters {
     pub(crate) dma_maps: Atomic<u64>,
     /// See `dma_maps`.
     pub(crate) dma_unmaps: Atomic<u64>,
+    /// Jobs queued on the PQs.
+    pub(crate) cs_jobs: Atomic<u64>,
+    /// PQ doorbells rung (`PQ_PI` writes).
+    pub(crate) doorbells: Atomic<u64>,
+    /// Completion interrupts (MSI-X 21) handled.
+    pub(crate) cq_interrupts: Atomic<u64>,
+    /// CQ entries consumed.
+    pub(crate) cq_entries: Atomic<u64>,
+    /// Jobs reported done.
+    pub(crate) cs_done: Atomic<u64>,
+    /// Jobs reported halted.
+    pub(crate) cs_halted: Atomic<u64>,
+    /// Event queue entries consumed (MSI-X 0).
+    pub(crate) eq_events: Atomic<u64>,
 }
 
 impl Counters {
@@ -81,6 +95,13 @@ impl Counters {
             hop0_commits: z(),
             dma_maps: z(),
             dma_unmaps: z(),
+            cs_jobs: z(),
+            doorbells: z(),
+            cq_interrupts: z(),
+            cq_entries: z(),
+            cs_done: z(),
+            cs_halted: z(),
+            eq_events: z(),
         }
     }
 }

@@ -4,7 +4,8 @@
 //! committed to every MMU), a DRAM MAP whose PTEs are written through BAR4
 //! and whose UNMAP invalidates every HMMU by register, a host MAP whose
 //! pages are DMA-mapped and whose UNMAP invalidates the PMMU by register,
-//! device DRAM reached through BAR4, CS refused, and an unbind with a
+//! device DRAM reached through BAR4, a CS through a PQ, its doorbell and
+//! MSI-X 21 (and one halted by the TDR), and an unbind with a
 //! context open followed by a new bind.
 //!
 //! The register traffic is the driver's own count (debugfs `pci`). Without
@@ -20,7 +21,6 @@ use hlrs_guest_tests::{expect_errno, guest_only, host_cb, oracle_walk, read_trim
 use std::collections::HashMap;
 
 const ENODEV: i32 = 19;
-const EOPNOTSUPP: i32 = 95;
 const DRAM_PHYS_BASE: u64 = 0x1001_0000_0000_0000;
 /// ASIDs the driver has (`MAX_ASID`), PMMU + 16 HMMUs.
 const HOP0_COMMITS: u64 = 2 * 17;
@@ -259,22 +259,74 @@ fn device_dram_is_reached_through_bar4() {
     );
 }
 
+/// Microseconds in a second.
+const SEC: u64 = 1_000_000;
+const ETIMEDOUT: i32 = 110;
+
 #[test]
-fn a_cs_is_refused_before_anything_reaches_the_device() {
+fn a_cs_runs_through_pq_doorbell_and_msix_21_and_a_timeout_halts_its_stream() {
     guest_only!();
     let Some(p) = pci() else { return };
     let d = Device::open_compute(p.accel).unwrap();
-    let cb = host_cb(&d, &Cb::new().nop());
+    let mut src = HostBuffer::new(8192).unwrap();
+    for (i, b) in src.as_mut_slice().iter_mut().enumerate() {
+        *b = (i * 13 % 251) as u8;
+    }
+    let dst = HostBuffer::new(8192).unwrap();
+    let sva = d.map_host(src.addr(), 8192, 0, 0).unwrap();
+    let dva = d.map_host(dst.addr(), 8192, 0, 0).unwrap();
+    let page = d.hw_ip_info().unwrap().dram_page_size;
+    let h = d.alloc(page, 0).unwrap();
+    let dram = d.map(h, 0, 0).unwrap();
+    let to_dram = host_cb(&d, &Cb::new().lin_dma(sva, dram, 8192));
+    let to_host = host_cb(&d, &Cb::new().lin_dma(dram, dva, 8192));
     let c0 = counters(&p);
-    let r = Cs::new()
-        .chunk(GAUDI2_QUEUE_ID_PDMA_0_0, cb.va, cb.len)
-        .submit(&d);
-    expect_errno(r.map(|f| f.seq), EOPNOTSUPP);
+    // Host -> DRAM on PDMA0 stream 0, DRAM -> host on PDMA1: each a BD on
+    // its PQ, a doorbell, the PQC's SOB, the monitor's CQ entry, MSI-X 21.
+    let done = d
+        .run_cb(GAUDI2_QUEUE_ID_PDMA_0_0, to_dram.va, to_dram.len, 30 * SEC)
+        .unwrap();
+    assert_eq!(
+        d.run_cb(GAUDI2_QUEUE_ID_PDMA_1_0, to_host.va, to_host.len, 30 * SEC)
+            .unwrap(),
+        done
+    );
+    assert!(
+        dst.as_slice() == src.as_slice(),
+        "the round trip lost bytes"
+    );
     let c1 = counters(&p);
-    assert_eq!(delta(&c0, &c1, "reg_writes"), 0);
-    assert_eq!(delta(&c0, &c1, "reg_reads"), 0);
-    // Nothing was submitted: no drop is counted either.
-    assert_eq!(d.cs_counters().unwrap().counters, [0; 12]);
+    for k in ["cs_jobs", "doorbells", "cq_entries", "cs_done"] {
+        assert_eq!(delta(&c0, &c1, k), 2, "{k}");
+    }
+    let irqs = delta(&c0, &c1, "cq_interrupts");
+    assert!((1..=2).contains(&irqs), "{irqs} completion interrupts");
+    assert_eq!(delta(&c0, &c1, "cs_halted"), 0);
+    // A CS whose CB never ends (it waits at a FENCE nobody releases): the
+    // driver's TDR stops and flushes its stream; the next CS runs.
+    let fence = Cb::new().push(&hlrs::cs::packet::raw(PACKET_FENCE, 1 << 16 | 1));
+    let stuck = host_cb(&d, &fence.nop());
+    let f = Cs::new()
+        .chunk(GAUDI2_QUEUE_ID_PDMA_0_1, stuck.va, stuck.len)
+        .timeout(1)
+        .submit(&d)
+        .unwrap();
+    expect_errno(f.wait(&d, 30 * SEC).map(|_| ()), ETIMEDOUT);
+    let c2 = counters(&p);
+    assert_eq!(delta(&c1, &c2, "cs_halted"), 1);
+    assert_eq!(delta(&c1, &c2, "cs_done"), 0);
+    let nop = host_cb(&d, &Cb::new().nop());
+    assert_eq!(
+        d.run_cb(GAUDI2_QUEUE_ID_PDMA_0_1, nop.va, nop.len, 30 * SEC)
+            .unwrap(),
+        done
+    );
+    // A queue the device keeps for its ARCs (PDMA_1_1, upstream's
+    // QUEUE_TYPE_NA on Gaudi2) is refused before it reaches the device.
+    let c3 = counters(&p);
+    let r = Cs::new().chunk(5, nop.va, nop.len).submit(&d);
+    expect_errno(r.map(|f| f.seq), 22);
+    assert_eq!(delta(&c3, &counters(&p), "doorbells"), 0);
 }
 
 /// Write `bdf` to the driver's `unbind` or `bind` file.

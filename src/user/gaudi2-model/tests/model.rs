@@ -796,7 +796,7 @@ fn a_lin_dma_cb_completes_into_the_sob_the_cq_and_msix_21() {
     let mut cb = Vec::new();
     cb.extend_from_slice(&build::nop());
     cb.extend_from_slice(&build::lin_dma(DATA, dst, 3000, false));
-    cb.extend_from_slice(&build::msg_long(SOB_BASE + 4 * 40, 1 << 31 | 5));
+    cb.extend_from_slice(&build::msg_long(DATA + 0x800, 0x5151));
     env.host_write(CB, &cb);
     arm(&mut g, &mut env, 3, 3, 1);
     submit(&mut g, &mut env, 0, CB, cb.len() as u32, 3);
@@ -804,9 +804,9 @@ fn a_lin_dma_cb_completes_into_the_sob_the_cq_and_msix_21() {
     assert!(env.msix.is_empty(), "nothing runs before step");
     run(&mut g, &mut env);
     assert_eq!(env.dram_range(dst, 3000).unwrap(), &payload[..]);
-    // The MSG_LONG added 5 to SOB 40; the PQC incremented SOB 3, which
+    // The MSG_LONG wrote host memory; the PQC incremented SOB 3, which
     // fired monitor 3: CQ entry 0 and MSI-X 21.
-    assert_eq!(g.reg_read(&mut env, 0x410_0000 + 40 * 4), 5);
+    assert_eq!(env.host_read_u32(DATA + 0x800), 0x5151);
     assert_eq!(g.reg_read(&mut env, 0x410_0000 + 3 * 4), 1);
     assert_eq!(env.host_read_u32(CQ), 1 << 31 | 1 << 30 | 3);
     assert_eq!(env.msix, vec![21]);
@@ -848,32 +848,77 @@ fn a_pdma_to_an_unmapped_bus_address_faults_and_halts_the_stream() {
     submit(&mut g, &mut env, 1, CB, 0, 4);
     assert!(!g.step(&mut env));
     assert_eq!(g.reg_read(&mut env, 0x410_0000 + 4 * 4), 0);
-    // The reset drops what was queued (CI = PI); the next job runs.
+    // The error is the stream's: GLBL_ERR_STS, and the failing packet's
+    // address in CP_CURRENT_INST.
+    assert_eq!(g.reg_read(&mut env, QM0 + 0x024), 1);
+    assert_eq!(g.reg_read(&mut env, QM0 + 0x37C), CB as u32);
+    // Releasing the halt (no flush) drops the failing CB only: the BD
+    // queued behind it runs, and so does the next.
     g.reg_write(&mut env, QM0 + 0x004, 0);
+    assert_eq!(g.reg_read(&mut env, QM0 + 0x024), 0);
     submit(&mut g, &mut env, 2, CB, 0, 4);
     run(&mut g, &mut env);
+    assert_eq!(g.reg_read(&mut env, 0x410_0000 + 4 * 4), 2);
+    // The first completion fired monitor 4 (armed for 1).
     assert_eq!(env.msix, vec![0, 0, 21]);
 }
 
 #[test]
 fn a_fence_parks_the_stream_until_its_counter_is_written() {
     let (mut g, mut env) = pdma_device();
-    // FENCE on counter 0 for 1, then a MSG_SHORT to SOB 9 via base 1.
+    // FENCE on counter 0 for 1, then a MSG_LONG to host memory.
     let fence_cfg: u32 = 1 << 16 | 1;
     let mut cb = Vec::new();
     cb.extend_from_slice(&fence_cfg.to_le_bytes());
     cb.extend_from_slice(&build::ctl(8).to_le_bytes());
-    cb.extend_from_slice(&7u32.to_le_bytes());
-    cb.extend_from_slice(&(build::ctl(4) | 1 << 22 | (9 * 4)).to_le_bytes());
+    cb.extend_from_slice(&build::msg_long(DATA + 0x900, 7));
     env.host_write(CB, &cb);
     submit(&mut g, &mut env, 0, CB, cb.len() as u32, 60);
     run(&mut g, &mut env);
     assert!(!g.pending());
-    assert_eq!(g.reg_read(&mut env, 0x410_0000 + 9 * 4), 0);
+    assert_eq!(env.host_read_u32(DATA + 0x900), 0);
     g.reg_write(&mut env, QM0 + 0x290, 1);
     run(&mut g, &mut env);
-    assert_eq!(g.reg_read(&mut env, 0x410_0000 + 9 * 4), 7);
+    assert_eq!(env.host_read_u32(DATA + 0x900), 7);
     assert_eq!(g.reg_read(&mut env, QM0 + 0x2E0), 0);
+}
+
+#[test]
+fn a_cb_reaches_no_register_a_wreg_or_a_message_there_is_a_razwi() {
+    let (mut g, mut env) = pdma_device();
+    // A MSG_LONG at SOB 40, a WREG_32 of GLBL_CFG0 (it would stop the
+    // QMAN), a MSG_SHORT through base 1 (the SOBs): each halts its stream
+    // with a RAZWI on the event queue, and nothing is written.
+    let mut wreg = build::ctl(1).to_le_bytes().to_vec();
+    wreg.splice(0..0, 0u32.to_le_bytes());
+    let short = [
+        7u32.to_le_bytes(),
+        (build::ctl(4) | 1 << 22 | (9 * 4)).to_le_bytes(),
+    ]
+    .concat();
+    for (i, cb) in [
+        build::msg_long(SOB_BASE + 4 * 40, 1 << 31 | 5).to_vec(),
+        wreg,
+        short,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        env.host_write(CB, &cb);
+        submit(&mut g, &mut env, i as u32, CB, cb.len() as u32, 6);
+        run(&mut g, &mut env);
+        assert_eq!(g.reg_read(&mut env, QM0 + 0x024), 1, "case {i}: halted");
+        g.reg_write(&mut env, QM0 + 0x004, 0);
+    }
+    assert_eq!(g.reg_read(&mut env, 0x410_0000 + 40 * 4), 0);
+    assert_eq!(g.reg_read(&mut env, 0x410_0000 + 9 * 4), 0);
+    assert_eq!(g.reg_read(&mut env, QM0) & 0xF, 0x3, "GLBL_CFG0 unchanged");
+    // RAZWI then the QMAN error, per case, with the address as data.
+    let mut ctl = |n: u64| env.host_read_u32(CPU_EQ + n * 64 + 4) >> 16 & 0xFFF;
+    assert_eq!((ctl(0), ctl(1)), (875, 1244));
+    let mut data = [0u8; 8];
+    data.copy_from_slice(&env.host_read(CPU_EQ + 8, 8));
+    assert_eq!(u64::from_le_bytes(data), SOB_BASE + 4 * 40);
 }
 
 #[test]
@@ -893,7 +938,11 @@ fn a_stop_and_flush_of_a_stream_drops_its_work_and_a_cleared_stop_restarts_it() 
     // PQF_STOP | CP_STOP | PQF_FLUSH | CP_FLUSH of stream 0 only.
     g.reg_write(&mut env, QM0 + 0x004, 1 | 1 << 9 | 1 << 16 | 1 << 25);
     assert!(!g.pending());
-    assert_eq!(g.reg_read(&mut env, QM0 + 0x090), 2, "CI = PI: both BDs dropped");
+    assert_eq!(
+        g.reg_read(&mut env, QM0 + 0x090),
+        2,
+        "CI = PI: both BDs dropped"
+    );
     // Stopped: a new BD waits.
     env.host_write(CB + 0x200, &build::nop());
     submit(&mut g, &mut env, 2, CB + 0x200, 8, 5);

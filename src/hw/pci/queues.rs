@@ -1,0 +1,952 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Command submission on the PCI Gaudi2: the engine boundary
+//! ([`crate::hw::engines`]) implemented as upstream drives the PDMA QMANs
+//! on silicon. [`PciEngines`] (device-wide) and [`PciQueues`] (the one
+//! compute context's view).
+//!
+//! **Setup** ([`PciEngines::new`], at probe; `gaudi2_init_pdma`,
+//! `gaudi2_init_qman_pqc`, `gaudi2_init_qman_cp`, `gaudi2_init_sm`,
+//! gaudi2/gaudi2.c:5395-5612, 5754-5795): per enabled queue (PDMA_0_0,
+//! PDMA_0_1, PDMA_1_0: `PDMA0/1_QMAN_ENABLE`; the four streams of each of
+//! the 8 DCORE EDMAs, [`engines::queue_engine`]) a PQ of `HL_QUEUE_LENGTH`
+//! 16-byte BDs in coherent DMA memory (`PQ_BASE`, `PQ_SIZE`, PI = CI = 0),
+//! its PQC pointed at the DCORE0 SOBs (`PQC_LBW_BASE`, `WDATA` = +1), its
+//! CP message bases at the monitors' payloads and the SOBs; CQ 0 of the
+//! sync manager in coherent memory with its LBW write at the virtual MSI-X
+//! doorbell (a coherent page, named to the firmware by
+//! `CPUCP_PACKET_ENABLE_PCI_ACCESS`) carrying vector 21; the completion
+//! monitors configured to write the CQ and interrupt.
+//!
+//! **A job** ([`AsidQueues::submit`]) takes a completion slot `s` (one of
+//! [`SLOTS`] SOB/monitor pairs, DCORE0's reserved range): SOB `s` = 0,
+//! monitor `s` armed for "SOB `s` equal to 1" with the CQ payload "ready |
+//! shadow index `s`" (`gaudi2_arm_cq_monitor`, gaudi2/gaudi2.c:7233-7259),
+//! then the BD (`ptr` = CB, `len`, `ctl` = `COMP_OFFSET` `s`) at the PQ's
+//! PI. After every job of the batch, one `PQ_PI` write per queue (the
+//! doorbell, `gaudi2_ring_doorbell`). Upstream counts a whole CS on one
+//! SOB (`seq & 63`); one slot per job gives the driver's per-job events,
+//! with [`SLOTS`] jobs in flight per device (`EAGAIN` past it, counted as
+//! a full queue, as upstream's `max_pending_cs`).
+//!
+//! **Completion** (no polling): the QMAN runs the CB, its PQC increments
+//! SOB `s`, monitor `s` fires, writes the CQ entry and raises MSI-X 21.
+//! Its threaded handler ([`PciEngines::run`] through
+//! [`crate::ffi::irq::ThreadedIrq`]) consumes the ready entries
+//! (`hl_irq_handler_cq`, common/irq.c:130-190) and reports `Done` to each
+//! slot's sink.
+//!
+//! **Halt** ([`AsidQueues::halt`], the driver's TDR, an aborted CS, the
+//! close): per queue, `GLBL_CFG1` = stop | flush of its stream, then 0
+//! (the stream restarts empty: the device's CI jumps to the PI), a read
+//! back of `GLBL_STS0` (the writes reached the device), the CQ drained
+//! (a job that completed before the halt reports `Done`), then `Halted`
+//! for every job still on the queue. It takes the engines' spinlock, never
+//! sleeps, and works on a dead or unbound device (its register writes
+//! fail; the jobs end `Halted` all the same).
+//!
+//! **Events.** Every slot is in exactly one place: free, on its queue's
+//! FIFO (in flight, in PQ order), or on the reap ring (ended, its event
+//! decided); sinks are called from the reap ring one at a time with no lock
+//! held.
+//!
+//! **Errors** (MSI-X 0, the event queue; `gaudi2_handle_eqe`,
+//! gaudi2/gaudi2.c:10178-10460): an MMU page-fault event reads that MMU's
+//! capture registers (`PAGE_ERROR_CAPTURE` / `ACCESS_ERROR_CAPTURE`, the
+//! HMMU's address descrambled; `gaudi2_handle_page_error`,
+//! `gaudi2_handle_access_error`) and releases them; a RAZWI event notes an
+//! address-decode error. The QMAN error event that follows names the
+//! QMAN: each of its streams whose `GLBL_ERR_STS` is set has its job in
+//! progress (the head of its FIFO) reported with the fault noted before,
+//! or as a refused packet at `CP_CURRENT_INST` when none was; then
+//! `GLBL_CFG1` = 0 releases the stream, which drops that CB and goes on
+//! with the next BD (upstream resets the device on a QMAN error; the
+//! driver aborts the failing CS, whose other queues it halts itself).
+//!
+//! Lock order: `PciEngines::state` is a leaf spinlock taken alone (never
+//! with `ContextCs::track`'s sinks running); `submit` takes it inside
+//! `ContextCs::track`.
+
+use super::{mmu::descramble, regs::bump, PciGaudi2};
+use crate::asic::{
+    cpucp_if::{op, CpucpPacket},
+    gaudi2_regs::{self as r, qm, sm},
+};
+use crate::ffi::{cpu_dma::CpuDma, irq::IrqThread};
+use crate::hw::{
+    backend::MmuKind,
+    cpucp::CpuCp,
+    engines::{
+        self, queue_engine, AsidQueues, EngineEvent, EngineFault, EngineJob, EngineSink, Engines,
+        PacketError, STREAMS,
+    },
+};
+use crate::uapi::*;
+use kernel::{
+    alloc::KVec,
+    device::{Bound, Device},
+    new_spinlock,
+    prelude::*,
+    sync::{Arc, SpinLock},
+};
+
+/// Completion slots: SOBs and monitors `0..SLOTS` of DCORE0 (upstream
+/// reserves the DCORE0 objects below the first user SOB 413 and monitor
+/// 289 for the driver).
+pub(crate) const SLOTS: usize = 256;
+/// BDs per PQ (`HL_QUEUE_LENGTH`).
+const PQ_ENTRIES: u32 = 4096;
+/// log2 of [`PQ_ENTRIES`] (`PQ_SIZE`).
+const PQ_SIZE_LOG2: u32 = 12;
+/// Bytes of a BD.
+const BD_BYTES: usize = 16;
+/// Entries of CQ 0 (4 bytes each): more than [`SLOTS`], so it never fills.
+const CQ_ENTRIES: u32 = 1024;
+/// log2 of the CQ's bytes (`GLBL_CQ_SIZE_LOG2`).
+const CQ_SIZE_LOG2: u32 = 12;
+
+/// QMANs ([`r::QM_BASES`]: PDMA0, PDMA1, DCORE 0..3 EDMA 0..1).
+const QMANS: usize = r::QM_BASES.len();
+/// Queue slots: `qman x STREAMS + stream` (the enabled ones have a PQ).
+const NQ: usize = QMANS * STREAMS;
+
+/// The upstream engine id of each QMAN's engine.
+const ENGINE_IDS: [u16; QMANS] = {
+    let mut ids = [GAUDI2_ENGINE_ID_PDMA_0; QMANS];
+    ids[1] = GAUDI2_ENGINE_ID_PDMA_1;
+    let mut i = 2;
+    while i < QMANS {
+        let (dcore, edma) = ((i - 2) / 2, (i - 2) % 2);
+        ids[i] = GAUDI2_DCORE0_ENGINE_ID_EDMA_0
+            + GAUDI2_ENGINE_IDS_PER_DCORE * dcore as u16
+            + edma as u16;
+        i += 1;
+    }
+    ids
+};
+
+/// The queue slot of queue id `queue`, if the device runs it: its QMAN
+/// (the order of [`r::QM_BASES`] is [`queue_engine`]'s engine order) and
+/// stream. O(1).
+fn queue_index(queue: u32) -> Option<usize> {
+    let (m, s) = queue_engine(queue)?;
+    (m < QMANS).then_some(m * STREAMS + s)
+}
+
+/// Whether queue slot `i` is enabled (has a PQ). O(1).
+fn enabled(i: usize) -> bool {
+    let (m, q) = (i / STREAMS, i % STREAMS);
+    m < QMANS && r::qman_enable(m) & (1 << q) != 0
+}
+
+/// QMAN base, stream and engine id of queue slot `i`. O(1).
+fn slot_regs(i: usize) -> Option<(u32, u32, u16)> {
+    let m = i / STREAMS;
+    Some((
+        *r::QM_BASES.get(m)?,
+        (i % STREAMS) as u32,
+        *ENGINE_IDS.get(m)?,
+    ))
+}
+
+/// A fixed-capacity ring of slot ids (allocated once, at probe).
+///
+/// # Invariants
+///
+/// `len <= buf.len()`, `head < buf.len()` (or 0 when empty and `buf` is
+/// empty).
+struct Ring {
+    buf: KVec<u16>,
+    head: usize,
+    len: usize,
+}
+
+impl Ring {
+    /// A ring of `cap` slot ids. Allocates.
+    fn new(cap: usize) -> Result<Self> {
+        let mut buf = KVec::with_capacity(cap, GFP_KERNEL)?;
+        for _ in 0..cap {
+            buf.push(0, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            buf,
+            head: 0,
+            len: 0,
+        })
+    }
+
+    /// Append `v`; false if full. O(1).
+    fn push(&mut self, v: u16) -> bool {
+        let cap = self.buf.len();
+        if self.len >= cap {
+            return false;
+        }
+        let at = (self.head + self.len) % cap;
+        match self.buf.get_mut(at) {
+            Some(x) => *x = v,
+            None => return false,
+        }
+        self.len += 1;
+        true
+    }
+
+    /// The first id, taken. O(1).
+    fn pop(&mut self) -> Option<u16> {
+        if self.len == 0 {
+            return None;
+        }
+        let v = self.buf.get(self.head).copied()?;
+        self.head = (self.head + 1) % self.buf.len();
+        self.len -= 1;
+        Some(v)
+    }
+
+    /// The last id pushed, taken (undo of a push). O(1).
+    fn pop_back(&mut self) -> Option<u16> {
+        if self.len == 0 {
+            return None;
+        }
+        self.len -= 1;
+        self.buf
+            .get((self.head + self.len) % self.buf.len())
+            .copied()
+    }
+
+    /// Take `v` out wherever it is (a completion out of PQ order, which a
+    /// well-behaved device never reports). O(len).
+    fn remove(&mut self, v: u16) -> bool {
+        let cap = self.buf.len();
+        let Some(i) = (0..self.len).find(|i| self.buf.get((self.head + i) % cap) == Some(&v))
+        else {
+            return false;
+        };
+        for j in i..self.len - 1 {
+            let next = self
+                .buf
+                .get((self.head + j + 1) % cap)
+                .copied()
+                .unwrap_or(0);
+            if let Some(x) = self.buf.get_mut((self.head + j) % cap) {
+                *x = next;
+            }
+        }
+        self.len -= 1;
+        true
+    }
+}
+
+/// What a slot holds while its job is in flight or being reported.
+struct Slot {
+    sink: Option<Arc<dyn EngineSink>>,
+    tag: u64,
+    engine: u16,
+    /// The event decided when it went to the reap ring.
+    event: EngineEvent,
+}
+
+/// The DMA memory of the engines: PQs, CQ 0 and the MSI-X doorbell page.
+struct Buffers {
+    /// Per queue slot; `None` for a stream the device keeps (disabled).
+    pqs: KVec<Option<CpuDma>>,
+    cq: CpuDma,
+    msix_db: CpuDma,
+}
+
+/// The engines' state, under [`PciEngines::state`].
+struct State {
+    slots: KVec<Slot>,
+    free: Ring,
+    /// Per queue slot: its completion slots in PQ order.
+    fifo: KVec<Ring>,
+    /// Per queue slot: the PI (modulo twice the entries, `hl_queue_inc_ptr`).
+    pi: [u32; NQ],
+    /// The ASID of the context the engines run for.
+    asid: u32,
+    /// A fault an MMU or RAZWI event reported, for the QMAN error event
+    /// that follows it.
+    pending: Option<EngineFault>,
+    /// Slots whose event is decided, in order.
+    reap: Ring,
+    /// The CQ's consumer index.
+    cq_ci: u32,
+    /// `None` once detached (unbind): every submission fails `ENODEV`.
+    bufs: Option<Buffers>,
+}
+
+/// The engines' hardware and state, shared by [`PciEngines`], the
+/// context's [`PciQueues`] and the completion interrupt's thread.
+#[pin_data]
+pub(crate) struct EngineCore {
+    hw: Arc<PciGaudi2>,
+    #[pin]
+    state: SpinLock<State>,
+}
+
+/// The PCI Gaudi2's engines, device-wide.
+pub(crate) struct PciEngines {
+    core: Arc<EngineCore>,
+}
+
+/// `lo`, `hi` halves of a bus address.
+fn halves(a: u64) -> (u32, u32) {
+    (a as u32, (a >> 32) as u32)
+}
+
+impl PciEngines {
+    /// The engines' core (the completion interrupt's handler data).
+    pub(crate) fn core(&self) -> &Arc<EngineCore> {
+        &self.core
+    }
+
+    /// The unbind: end every job `Halted` and free the DMA memory; every
+    /// later submission fails `ENODEV`. Sleeps (the frees).
+    pub(crate) fn detach(&self) {
+        self.core.halt_mask(u64::MAX);
+        let bufs = self.core.state.lock().bufs.take();
+        drop(bufs);
+    }
+
+    /// Set the engines up (see the module documentation): DMA memory,
+    /// `ENABLE_PCI_ACCESS`, the sync manager's CQ 0 and monitors, the PDMA
+    /// QMANs. Probe only; sleeps. `ENOMEM`, `EIO`/`ENODEV` from the device.
+    pub(crate) fn new(hw: &Arc<PciGaudi2>, dev: &Device<Bound>) -> Result<Arc<Self>> {
+        let st = State::new(dev)?;
+        if let Some(bufs) = &st.bufs {
+            program(hw, bufs)?;
+        }
+        let core = Arc::pin_init(
+            pin_init!(EngineCore {
+                hw: hw.clone(),
+                state <- new_spinlock!(st),
+            }),
+            GFP_KERNEL,
+        )?;
+        Ok(Arc::new(Self { core }, GFP_KERNEL)?)
+    }
+}
+
+impl State {
+    /// The engines' state with every slot free and the DMA memory
+    /// allocated for `dev`. Sleeps. O(SLOTS + queues).
+    fn new(dev: &Device<Bound>) -> Result<Self> {
+        let mut pqs = KVec::with_capacity(NQ, GFP_KERNEL)?;
+        for i in 0..NQ {
+            let pq = if enabled(i) {
+                Some(CpuDma::new(dev, PQ_ENTRIES as usize * BD_BYTES)?)
+            } else {
+                None
+            };
+            pqs.push(pq, GFP_KERNEL)?;
+        }
+        let mut slots = KVec::with_capacity(SLOTS, GFP_KERNEL)?;
+        let mut free = Ring::new(SLOTS)?;
+        for s in 0..SLOTS {
+            let slot = Slot {
+                sink: None,
+                tag: 0,
+                engine: 0,
+                event: EngineEvent::Done,
+            };
+            slots.push(slot, GFP_KERNEL)?;
+            free.push(s as u16);
+        }
+        let mut fifo = KVec::with_capacity(NQ, GFP_KERNEL)?;
+        for i in 0..NQ {
+            fifo.push(Ring::new(if enabled(i) { SLOTS } else { 0 })?, GFP_KERNEL)?;
+        }
+        Ok(Self {
+            slots,
+            free,
+            fifo,
+            pi: [0; NQ],
+            asid: 0,
+            pending: None,
+            reap: Ring::new(SLOTS)?,
+            cq_ci: 0,
+            bufs: Some(Buffers {
+                pqs,
+                cq: CpuDma::new(dev, CQ_ENTRIES as usize * 4)?,
+                msix_db: CpuDma::new(dev, 4096)?,
+            }),
+        })
+    }
+}
+
+impl State {
+    /// Queue `j` on its PQ (no doorbell): a free completion slot `s`, SOB
+    /// `s` = 0, monitor `s` armed for "equal to 1" with the CQ payload of
+    /// `s` (`gaudi2_arm_cq_monitor`), the BD at the PI, the PI advanced. All
+    /// or nothing: `EINVAL` for a queue the device does not run, `EAGAIN`
+    /// without a free slot, `ENODEV` when the device is gone. O(1).
+    fn queue_job(&mut self, m: &super::regs::Mmio, j: &EngineJob) -> Result {
+        let i = queue_index(j.queue).ok_or(EINVAL)?;
+        let has_pq = self
+            .bufs
+            .as_ref()
+            .and_then(|b| b.pqs.get(i))
+            .is_some_and(Option::is_some);
+        if !has_pq {
+            return Err(EINVAL);
+        }
+        let s = self.free.pop().ok_or(EAGAIN)?;
+        let n = u32::from(s);
+        let data = r::CQ_ENTRY_READY | r::CQ_ENTRY_SHADOW_INDEX_VALID | n;
+        let mask = !(1u32 << (n % 8)) & 0xFF;
+        let arm = 1 << 17 | 1 << 16 | mask << 8 | (n / 8);
+        let pi = self.pi.get(i).copied().unwrap_or(0);
+        let mut bd = [0u8; BD_BYTES];
+        bd[..8].copy_from_slice(&j.cb.to_le_bytes());
+        bd[8..12].copy_from_slice(&j.cb_size.to_le_bytes());
+        let ctl = n << r::BD_CTL_COMP_OFFSET_SHIFT | (pi & 0xFFFF);
+        bd[12..].copy_from_slice(&ctl.to_le_bytes());
+        let res = m
+            .wreg(sm::SOB_OBJ_0 + 4 * n, 0)
+            .and_then(|()| m.wreg(sm::MON_PAY_ADDRL_0 + 4 * n, 0))
+            .and_then(|()| m.wreg(sm::MON_PAY_ADDRH_0 + 4 * n, 0))
+            .and_then(|()| m.wreg(sm::MON_PAY_DATA_0 + 4 * n, data))
+            .and_then(|()| m.wreg(sm::MON_ARM_0 + 4 * n, arm))
+            .and_then(|()| {
+                let pq = self
+                    .bufs
+                    .as_ref()
+                    .and_then(|b| b.pqs.get(i))
+                    .and_then(Option::as_ref)
+                    .ok_or(ENODEV)?;
+                pq.write((pi % PQ_ENTRIES) as usize * BD_BYTES, &bd)
+            });
+        if let Err(e) = res {
+            let _ = self.free.push(s);
+            return Err(e);
+        }
+        if let Some(slot) = self.slots.get_mut(usize::from(s)) {
+            slot.sink = Some(j.sink.clone());
+            slot.tag = j.tag;
+            slot.engine = slot_regs(i).map_or(0, |x| x.2);
+        }
+        let _ = self.fifo.get_mut(i).map(|f| f.push(s));
+        if let Some(p) = self.pi.get_mut(i) {
+            *p = (pi + 1) % (2 * PQ_ENTRIES);
+        }
+        Ok(())
+    }
+
+    /// Undo the last [`Self::queue_job`] of `j`'s queue (before its
+    /// doorbell). O(1).
+    fn unqueue_job(&mut self, j: &EngineJob) {
+        let Some(i) = queue_index(j.queue) else {
+            return;
+        };
+        if let Some(s) = self.fifo.get_mut(i).and_then(Ring::pop_back) {
+            if let Some(slot) = self.slots.get_mut(usize::from(s)) {
+                slot.sink = None;
+            }
+            let _ = self.free.push(s);
+        }
+        if let Some(p) = self.pi.get_mut(i) {
+            *p = (*p + 2 * PQ_ENTRIES - 1) % (2 * PQ_ENTRIES);
+        }
+    }
+}
+
+/// Program the device for `bufs` (see the module documentation):
+/// `ENABLE_PCI_ACCESS`, the sync manager's CQ 0 and monitors, every
+/// QMAN's enabled streams. Sleeps (the CPU-CP packet). O(SLOTS + queues).
+fn program(hw: &PciGaudi2, bufs: &Buffers) -> Result {
+    // The firmware learns the virtual MSI-X doorbell (gaudi2_late_init).
+    let mut pkt = CpucpPacket::new(op::ENABLE_PCI_ACCESS);
+    pkt.value = bufs.msix_db.bus();
+    hw.send(pkt, None, 0)?;
+    let m = &hw.mmio;
+    let (cq_lo, cq_hi) = halves(bufs.cq.bus());
+    let (db_lo, db_hi) = halves(bufs.msix_db.bus());
+    for (reg, val) in [
+        (sm::CQ_BASE_ADDR_L_0, cq_lo),
+        (sm::CQ_BASE_ADDR_H_0, cq_hi),
+        (sm::CQ_SIZE_LOG2_0, CQ_SIZE_LOG2),
+        (sm::CQ_PI_0, 0),
+        (sm::LBW_ADDR_L_0, db_lo),
+        (sm::LBW_ADDR_H_0, db_hi),
+        (sm::LBW_DATA_0, r::IRQ_NUM_COMPLETION),
+    ] {
+        m.wreg(reg, val)?;
+    }
+    for s in 0..SLOTS as u32 {
+        m.wreg(sm::MON_CONFIG_0 + 4 * s, sm::MON_CONFIG_CQ_LBW)?;
+    }
+    let (sob_lo, sob_hi) = halves(r::CFG_BASE + u64::from(sm::SOB_OBJ_0));
+    let (mon_lo, mon_hi) = halves(r::CFG_BASE + u64::from(sm::MON_PAY_ADDRL_0));
+    for i in (0..NQ).filter(|&i| enabled(i)) {
+        let (base, q, _) = slot_regs(i).ok_or(EINVAL)?;
+        let pq = bufs.pqs.get(i).and_then(Option::as_ref).ok_or(EINVAL)?;
+        let (pq_lo, pq_hi) = halves(pq.bus());
+        for (off, val) in [
+            (qm::PQ_BASE_LO, pq_lo),
+            (qm::PQ_BASE_HI, pq_hi),
+            (qm::PQ_SIZE, PQ_SIZE_LOG2),
+            (qm::PQ_PI, 0),
+            (qm::PQ_CI, 0),
+            (qm::PQC_LBW_BASE_LO, sob_lo),
+            (qm::PQC_LBW_BASE_HI, sob_hi),
+            (qm::PQC_LBW_WDATA, 1 << 31 | 1),
+            // The stream's CP: message base 0 the monitors' payloads,
+            // base 1 the SOBs (gaudi2_init_qman_cp).
+            (qm::CP_MSG_BASE0_LO, mon_lo),
+            (qm::CP_MSG_BASE0_LO + 0x14, mon_hi),
+            (qm::CP_MSG_BASE0_LO + 0x28, sob_lo),
+            (qm::CP_MSG_BASE0_LO + 0x28 + 0x14, sob_hi),
+        ] {
+            // Per-stream registers, and the stream's own CP, at + 4q.
+            m.wreg(base + off + 4 * q, val)?;
+        }
+    }
+    for (qman, &base) in r::QM_BASES.iter().enumerate() {
+        m.wreg(base + qm::PQC_CFG, 1)?;
+        m.wreg(base + qm::GLBL_CFG1, 0)?;
+        m.wreg(base + qm::GLBL_CFG0, r::qman_enable(qman))?;
+    }
+    Ok(())
+}
+
+impl EngineCore {
+    /// Move every ready CQ entry's slot to the reap ring as `Done`. Under
+    /// the lock; O(entries ready).
+    fn drain_cq(&self, st: &mut State) {
+        loop {
+            let Some(cq) = st.bufs.as_ref().map(|b| &b.cq) else {
+                return;
+            };
+            let off = (st.cq_ci % CQ_ENTRIES) as usize * 4;
+            let Ok(entry) = cq.read32(off) else {
+                return;
+            };
+            if entry & r::CQ_ENTRY_READY == 0 {
+                return;
+            }
+            let _ = cq.write(off, &[0; 4]);
+            st.cq_ci = (st.cq_ci + 1) % CQ_ENTRIES;
+            bump(&self.hw.mmio.counters.cq_entries);
+            if entry & r::CQ_ENTRY_SHADOW_INDEX_VALID == 0 {
+                continue;
+            }
+            let s = (entry & r::CQ_ENTRY_SHADOW_INDEX_MASK) as u16;
+            // Off the FIFO of its queue (its head, on a device that
+            // completes each PQ in order); a slot on no FIFO is a stale or
+            // forged entry: ignored.
+            let mut found = false;
+            for f in st.fifo.iter_mut() {
+                if f.buf.get(f.head) == Some(&s) && f.len > 0 {
+                    let _ = f.pop();
+                    found = true;
+                    break;
+                }
+            }
+            if !found {
+                found = st.fifo.iter_mut().any(|f| f.remove(s));
+            }
+            if !found {
+                continue;
+            }
+            if let Some(slot) = st.slots.get_mut(usize::from(s)) {
+                slot.event = EngineEvent::Done;
+            }
+            let _ = st.reap.push(s);
+        }
+    }
+
+    /// Report the reap ring's events, one at a time, with no lock held.
+    /// O(events).
+    fn report(&self) {
+        loop {
+            let (sink, engine, tag, event) = {
+                let mut st = self.state.lock();
+                let Some(s) = st.reap.pop() else {
+                    return;
+                };
+                let Some(slot) = st.slots.get_mut(usize::from(s)) else {
+                    continue;
+                };
+                let sink = slot.sink.take();
+                let out = (sink, slot.engine, slot.tag, slot.event);
+                let _ = st.free.push(s);
+                out
+            };
+            if let Some(sink) = sink {
+                match event {
+                    EngineEvent::Done => bump(&self.hw.mmio.counters.cs_done),
+                    _ => bump(&self.hw.mmio.counters.cs_halted),
+                }
+                sink.event(engine, tag, event);
+            }
+        }
+    }
+
+    /// Halt and reset the queue slots whose bit is in `mask` that have
+    /// jobs: stop and flush each stream, drain the CQ, end what is left on
+    /// them `Halted`, then report. Never sleeps. O(jobs on them).
+    fn halt_mask(&self, mask: u64) {
+        {
+            let mut st = self.state.lock();
+            let m = &self.hw.mmio;
+            for i in 0..NQ {
+                if mask & (1 << i) == 0 || st.fifo.get(i).is_none_or(|f| f.len == 0) {
+                    continue;
+                }
+                let Some((base, q, _)) = slot_regs(i) else {
+                    continue;
+                };
+                // Errors: a dead or unbound device runs nothing any more.
+                let _ = m.wreg(base + qm::GLBL_CFG1, r::qm_stop_flush(q));
+                let _ = m.wreg(base + qm::GLBL_CFG1, 0);
+                let _ = m.rreg(base + qm::GLBL_STS0);
+            }
+            self.drain_cq(&mut st);
+            for i in 0..NQ {
+                if mask & (1 << i) == 0 {
+                    continue;
+                }
+                while let Some(s) = st.fifo.get_mut(i).and_then(Ring::pop) {
+                    if let Some(slot) = st.slots.get_mut(usize::from(s)) {
+                        slot.event = EngineEvent::Halted;
+                    }
+                    let _ = st.reap.push(s);
+                }
+            }
+        }
+        self.report();
+    }
+
+    /// Jobs in flight on the device. O(queues).
+    fn in_flight(&self) -> usize {
+        self.state.lock().fifo.iter().map(|f| f.len).sum()
+    }
+}
+
+impl EngineCore {
+    /// The fault an MMU page-fault event of `mmu` (`None`: the PMMU, else
+    /// the HMMU sequence) reports, from its capture registers, released
+    /// afterwards. `None` if nothing is captured. O(1).
+    fn mmu_fault(&self, hmmu: Option<u32>, asid: u32) -> Option<EngineFault> {
+        let m = &self.hw.mmio;
+        let base = match hmmu {
+            None => r::PMMU_MMU_BASE,
+            Some(seq) => r::hmmu_bases(seq).0,
+        };
+        let valid = m.rreg(base + r::MMU_ACCESS_PAGE_ERROR_VALID).ok()?;
+        let va_of = |(hi, lo): (u32, u32)| -> Option<u64> {
+            let h = m.rreg(base + hi).ok()?;
+            let l = m.rreg(base + lo).ok()?;
+            Some(u64::from(h) << 32 | u64::from(l))
+        };
+        let fault = if valid & 1 != 0 {
+            let va = va_of(r::MMU_PAGE_ERROR_CAPTURE)?;
+            let (mmu, va) = match hmmu {
+                None => (MmuKind::Host, va),
+                Some(_) => (MmuKind::Dram, descramble(self.hw.hbms, va)),
+            };
+            Some(EngineFault::Page {
+                mmu,
+                asid,
+                va,
+                engine: 0,
+            })
+        } else if valid & 2 != 0 {
+            let va = va_of(r::MMU_ACCESS_ERROR_CAPTURE)?;
+            Some(match hmmu {
+                // A host access the IOMMU refused (the device does not say
+                // which bus address).
+                None => EngineFault::Iommu {
+                    bus: 0,
+                    asid,
+                    va,
+                    engine: 0,
+                },
+                Some(_) => EngineFault::Razwi {
+                    addr: descramble(self.hw.hbms, va),
+                    engine: 0,
+                    access: engines::Access::Write,
+                },
+            })
+        } else {
+            None
+        };
+        let _ = m.wreg(base + r::MMU_ACCESS_PAGE_ERROR_VALID, 0);
+        fault
+    }
+
+    /// One event queue entry, `event` with its first data word `data` (see
+    /// the module documentation). O(streams +
+    /// the jobs it ends).
+    fn on_event(&self, event: u16, data: u64) {
+        bump(&self.hw.mmio.counters.eq_events);
+        let asid = self.state.lock().asid;
+        if event == r::EVENT_PMMU_PAGE_FAULT {
+            let f = self.mmu_fault(None, asid);
+            self.state.lock().pending = f;
+            return;
+        }
+        if let Some(h) = r::EVENT_HMMU_PAGE_FAULT.iter().position(|&e| e == event) {
+            let f = self.mmu_fault(Some(h as u32), asid);
+            self.state.lock().pending = f;
+            return;
+        }
+        if event == r::EVENT_RAZWI {
+            // The address the fabric refused is the event's data.
+            self.state.lock().pending = Some(EngineFault::Decode {
+                addr: data,
+                engine: 0,
+            });
+            return;
+        }
+        let Some(qman) = r::EVENT_QM.iter().position(|&e| e == event) else {
+            return;
+        };
+        {
+            let mut st = self.state.lock();
+            let m = &self.hw.mmio;
+            let Some(&base) = r::QM_BASES.get(qman) else {
+                return;
+            };
+            let pending = st.pending.take();
+            for q in 0..STREAMS as u32 {
+                let i = qman * STREAMS + q as usize;
+                if !enabled(i) || m.rreg(base + qm::GLBL_ERR_STS + 4 * q).unwrap_or(0) == 0 {
+                    continue;
+                }
+                let lo = m.rreg(base + qm::CP_CURRENT_INST_LO + 4 * q).unwrap_or(0);
+                let hi = m.rreg(base + qm::CP_CURRENT_INST_HI + 4 * q).unwrap_or(0);
+                let addr = u64::from(hi) << 32 | u64::from(lo);
+                // What completed before the error is done first.
+                self.drain_cq(&mut st);
+                if let Some(s) = st.fifo.get_mut(i).and_then(Ring::pop) {
+                    let engine = slot_regs(i).map_or(0, |x| x.2);
+                    let ev = match pending {
+                        Some(f) => EngineEvent::Fault(with_engine(f, engine)),
+                        None => EngineEvent::BadPacket {
+                            addr,
+                            error: PacketError::Unsupported { opcode: 0 },
+                        },
+                    };
+                    if let Some(slot) = st.slots.get_mut(usize::from(s)) {
+                        slot.event = ev;
+                    }
+                    let _ = st.reap.push(s);
+                }
+                // Release the stream: the failing CB is dropped, the next
+                // BD runs.
+                let _ = m.wreg(base + qm::GLBL_CFG1, 0);
+            }
+        }
+        self.report();
+    }
+}
+
+/// `f` as seen by `engine`. O(1).
+fn with_engine(f: EngineFault, engine: u16) -> EngineFault {
+    match f {
+        EngineFault::Page { mmu, asid, va, .. } => EngineFault::Page {
+            mmu,
+            asid,
+            va,
+            engine,
+        },
+        EngineFault::Iommu { bus, asid, va, .. } => EngineFault::Iommu {
+            bus,
+            asid,
+            va,
+            engine,
+        },
+        EngineFault::Decode { addr, .. } => EngineFault::Decode { addr, engine },
+        EngineFault::Razwi { addr, access, .. } => EngineFault::Razwi {
+            addr,
+            engine,
+            access,
+        },
+        EngineFault::Backing { addr, .. } => EngineFault::Backing { addr, engine },
+    }
+}
+
+/// The event queue's interrupt (MSI-X 0): the engines' error events.
+pub(crate) struct EqIrq {
+    core: Arc<EngineCore>,
+}
+
+impl EqIrq {
+    /// The handler data of `engines`' event queue interrupt. `ENOMEM`.
+    pub(crate) fn new(engines: &PciEngines) -> Result<Arc<Self>> {
+        Ok(Arc::new(
+            Self {
+                core: engines.core.clone(),
+            },
+            GFP_KERNEL,
+        )?)
+    }
+}
+
+impl IrqThread for EqIrq {
+    /// Consume the event queue.
+    fn run(&self) {
+        while let Some((event, data)) = self.core.hw.eq_next() {
+            self.core.on_event(event, data);
+        }
+    }
+}
+
+impl IrqThread for EngineCore {
+    /// MSI-X 21: consume the CQ and report.
+    fn run(&self) {
+        bump(&self.hw.mmio.counters.cq_interrupts);
+        {
+            let mut st = self.state.lock();
+            self.drain_cq(&mut st);
+        }
+        self.report();
+    }
+}
+
+impl engines::Sealed for PciEngines {}
+
+impl Engines for PciEngines {
+    fn busy_mask(&self) -> [u64; HL_BUSY_ENGINES_MASK_EXT_SIZE] {
+        let mut mask = [0u64; HL_BUSY_ENGINES_MASK_EXT_SIZE];
+        let st = self.core.state.lock();
+        for (i, f) in st.fifo.iter().enumerate() {
+            if f.len > 0 {
+                let id = usize::from(slot_regs(i).map_or(0, |x| x.2));
+                if let Some(w) = mask.get_mut(id / 64) {
+                    *w |= 1 << (id % 64);
+                }
+            }
+        }
+        mask
+    }
+
+    fn open(&self, asid: u32) -> Result<Arc<dyn AsidQueues>> {
+        // The one compute context's ASID in the QMANs' CB fetches and the
+        // DMA cores' reads and writes (`gaudi2_mmu_prepare`,
+        // gaudi2/gaudi2.c:8100-8117): RD 25:16, WR 9:0.
+        let v = (asid & 0x3FF) << 16 | (asid & 0x3FF);
+        self.core.state.lock().asid = asid;
+        let m = &self.core.hw.mmio;
+        for &base in r::QM_BASES.iter() {
+            m.wreg(base + qm::AXUSER_HB_ASID, v)?;
+            m.wreg(base + r::PDMA_CORE_OFFSET + r::CORE_AXUSER_HB_ASID, v)?;
+        }
+        let engines = self.core.clone();
+        Ok(Arc::new(PciQueues { engines }, GFP_KERNEL)?)
+    }
+}
+
+/// The compute context's queues on the PCI device.
+pub(crate) struct PciQueues {
+    engines: Arc<EngineCore>,
+}
+
+impl AsidQueues for PciQueues {
+    fn prepare(&self, _queues: &mut dyn Iterator<Item = u32>) -> Result {
+        // Nothing to prepare: the PQs exist from probe on (a queue the
+        // device does not run is refused by the CS code, after the CS got
+        // its number, and by `submit`).
+        Ok(())
+    }
+
+    fn submit(&self, jobs: &mut KVec<EngineJob>) -> Result {
+        let e = &self.engines;
+        let m = &e.hw.mmio;
+        let mut st = e.state.lock();
+        if st.bufs.is_none() {
+            return Err(ENODEV);
+        }
+        if jobs.len() > st.free.len {
+            return Err(EAGAIN);
+        }
+        let mut rung = 0u64;
+        for (n, j) in jobs.iter().enumerate() {
+            if let Err(err) = st.queue_job(m, j) {
+                // Undo this batch: nothing was rung; the jobs queued are
+                // the last pushed on their FIFOs, undone in reverse order.
+                for j in jobs.iter().take(n).rev() {
+                    st.unqueue_job(j);
+                }
+                return Err(err);
+            }
+            rung |= queue_index(j.queue).map_or(0, |i| 1 << i);
+        }
+        for i in (0..NQ).filter(|i| rung & (1 << i) != 0) {
+            let (Some((base, q, _)), Some(&pi)) = (slot_regs(i), st.pi.get(i)) else {
+                continue;
+            };
+            // A doorbell that fails: the device is gone; the jobs end at the
+            // halt of the close or the unbind.
+            let _ = m.wreg(base + qm::PQ_PI + 4 * q, pi);
+            bump(&m.counters.doorbells);
+        }
+        drop(st);
+        for _ in 0..jobs.len() {
+            bump(&m.counters.cs_jobs);
+        }
+        jobs.clear();
+        Ok(())
+    }
+
+    fn halt(&self, queues: Option<&mut dyn Iterator<Item = u32>>) {
+        let mask = match queues {
+            None => u64::MAX,
+            Some(qs) => qs.filter_map(queue_index).fold(0u64, |m, i| m | 1 << i),
+        };
+        if mask != 0 {
+            self.engines.halt_mask(mask);
+        }
+    }
+
+    fn quiesce(&self) {
+        // Every job ends at a halt (synchronously); the close halted all of
+        // them before. What a submission racing the close queued meanwhile
+        // is halted here.
+        while self.engines.in_flight() > 0 {
+            self.engines.halt_mask(u64::MAX);
+        }
+    }
+
+    #[cfg(CONFIG_KUNIT)]
+    fn threads(&self) -> usize {
+        0
+    }
+}
+
+#[kunit_tests(hlrs_pci_queues)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ring_keeps_order_wraps_and_undoes() -> Result {
+        let mut r = Ring::new(3)?;
+        assert!(r.push(1) && r.push(2) && r.push(3));
+        assert!(!r.push(4));
+        assert_eq!(r.pop(), Some(1));
+        assert!(r.push(4));
+        assert_eq!(r.pop_back(), Some(4));
+        assert!(r.remove(3));
+        assert!(!r.remove(3));
+        assert_eq!((r.pop(), r.pop(), r.len), (Some(2), None, 0));
+        let mut empty = Ring::new(0)?;
+        assert!(!empty.push(1));
+        assert_eq!((empty.pop(), empty.pop_back()), (None, None));
+        Ok(())
+    }
+
+    #[test]
+    fn queue_slots_are_upstreams_enabled_queues() {
+        let enabled_queues = (0..GAUDI2_QUEUE_ID_SIZE)
+            .filter_map(queue_index)
+            .filter(|&i| enabled(i))
+            .count();
+        assert_eq!(enabled_queues, 35);
+        assert_eq!(queue_index(GAUDI2_QUEUE_ID_PDMA_1_0), Some(4));
+        assert_eq!(queue_index(5), None);
+        assert_eq!(slot_regs(4).map(|x| x.2), Some(GAUDI2_ENGINE_ID_PDMA_1));
+        assert_eq!(
+            queue_index(GAUDI2_QUEUE_ID_DCORE1_EDMA_0_0).and_then(slot_regs),
+            Some((0x43C_A000, 0, GAUDI2_DCORE0_ENGINE_ID_EDMA_0 + GAUDI2_ENGINE_IDS_PER_DCORE))
+        );
+    }
+}
