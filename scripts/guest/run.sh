@@ -85,5 +85,12 @@ if grep -q 'hlrs.pci=1' /proc/cmdline; then
 		tail -n 8 /tmp/walk-pci.txt | sed 's/^/  /'
 		echo "  -- register traffic after the walk (debugfs $n/pci)"
 		sed 's/^/     /' /sys/kernel/debug/habanalabs_rs/$n/pci
+		say "A DMA round trip on the PCI device: BDs on the PQs, doorbells, completion by MSI-X 21 (hlrs dma --device $n)"
+		hlrs dma --device $n --size 1048576 2>&1 | sed 's/^/  /'
+		hlrs dma --device $n --size 1048576 --via sram --queue 8 2>&1 | sed 's/^/  /'
+		echo "  a DMA to an unmapped VA: the event queue (MSI-X 0) reports the page fault (hlrs dma --fault):"
+		hlrs dma --device $n --fault 2>&1 | sed 's/^/    /'
+		echo "  -- the CS counters (debugfs $n/pci):"
+		grep -E '^(cs_|doorbells|cq_|eq_)' /sys/kernel/debug/habanalabs_rs/$n/pci | sed 's/^/     /'
 	fi
 fi

@@ -946,7 +946,11 @@ mod tests {
         assert_eq!(slot_regs(4).map(|x| x.2), Some(GAUDI2_ENGINE_ID_PDMA_1));
         assert_eq!(
             queue_index(GAUDI2_QUEUE_ID_DCORE1_EDMA_0_0).and_then(slot_regs),
-            Some((0x43C_A000, 0, GAUDI2_DCORE0_ENGINE_ID_EDMA_0 + GAUDI2_ENGINE_IDS_PER_DCORE))
+            Some((
+                0x43C_A000,
+                0,
+                GAUDI2_DCORE0_ENGINE_ID_EDMA_0 + GAUDI2_ENGINE_IDS_PER_DCORE
+            ))
         );
     }
 }

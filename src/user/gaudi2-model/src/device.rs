@@ -83,6 +83,7 @@ impl Device {
             msix: Msix::new(pci::MSIX_VECTORS),
             bus_master: false,
             counts: Default::default(),
+            dram_budget: crate::env::DramBudget::new(dram_bytes, 0),
         };
         Ok(Self {
             model: Gaudi2::new(&cfg),
@@ -256,7 +257,7 @@ impl Device {
 
     /// The `--stats` text. O(blocks).
     pub fn stats_text(&self) -> String {
-        stats::render(&Snapshot {
+        let mut text = stats::render(&Snapshot {
             server: &self.counts,
             env: &self.env.counts,
             model: self.model.stats(),
@@ -266,7 +267,12 @@ impl Device {
                 self.env.dma.files(),
             ),
             msix_assigned: self.env.msix.assigned(),
-        })
+        });
+        text.push_str(&format!(
+            "dram_resident_bytes {}\n",
+            self.env.dram_budget.used_bytes()
+        ));
+        text
     }
 }
 

@@ -44,6 +44,65 @@ pub struct HostEnv {
     pub bus_master: bool,
     /// Counters.
     pub counts: EnvCounts,
+    /// The bound on DRAM the engines make resident.
+    pub dram_budget: DramBudget,
+}
+
+/// Bytes of a DRAM chunk the budget counts.
+const CHUNK: u64 = 2 << 20;
+
+/// How much of the sparse DRAM memfd the engines may make resident: the
+/// 2 MiB chunks they wrote, at most `max` (`--dram-resident-mib`). An
+/// engine write to a new chunk past the bound is a device-side fault (the
+/// CS ends ABORTED), as the simulation's bounded DRAM backing (issue 30):
+/// the host's memory is not the guest's to take. CPU writes through BAR4
+/// (QEMU maps the memfd) are not counted; the driver writes little there
+/// (PTEs, debugfs). A chunk stays counted once written.
+#[derive(Debug, Default)]
+pub struct DramBudget {
+    written: Vec<u64>,
+    used: u64,
+    max: u64,
+}
+
+impl DramBudget {
+    /// A bound of `max_bytes` (0: none) over `dram_bytes` of DRAM.
+    pub fn new(dram_bytes: u64, max_bytes: u64) -> Self {
+        let chunks = dram_bytes.div_ceil(CHUNK);
+        Self {
+            written: vec![0; usize::try_from(chunks.div_ceil(64)).unwrap_or(0)],
+            used: 0,
+            max: max_bytes / CHUNK,
+        }
+    }
+
+    /// Whether `len` bytes at DRAM offset `off` may be written (counting
+    /// the new chunks). O(chunks of the write).
+    pub fn admit(&mut self, off: u64, len: usize) -> bool {
+        if self.max == 0 || len == 0 {
+            return true;
+        }
+        let last = off.saturating_add(len as u64 - 1) / CHUNK;
+        for c in off / CHUNK..=last {
+            let (w, b) = (usize::try_from(c / 64).unwrap_or(usize::MAX), c % 64);
+            let Some(word) = self.written.get_mut(w) else {
+                return false;
+            };
+            if *word & (1 << b) == 0 {
+                if self.used >= self.max {
+                    return false;
+                }
+                *word |= 1 << b;
+                self.used += 1;
+            }
+        }
+        true
+    }
+
+    /// Bytes made resident so far.
+    pub fn used_bytes(&self) -> u64 {
+        self.used * CHUNK
+    }
 }
 
 fn add(c: &mut u64, n: usize) {
@@ -128,7 +187,9 @@ impl Env for HostEnv {
     }
 
     fn dram_write(&mut self, pa: u64, data: &[u8]) -> Result<(), BusFault> {
+        let budget = &mut self.dram_budget;
         let r = offset(pa, regs::DRAM_PHYS_BASE)
+            .filter(|&o| budget.admit(o, data.len()))
             .ok_or(())
             .and_then(|o| self.dram.write(o, data).map_err(|_| ()));
         r.map_err(|()| self.mem_fault("DRAM", pa, data.len()))
@@ -166,5 +227,23 @@ impl Env for HostEnv {
         let secs = u64::try_from(t.tv_sec).unwrap_or(0);
         let nsec = u64::try_from(t.tv_nsec).unwrap_or(0);
         secs.saturating_mul(1_000_000_000).saturating_add(nsec)
+    }
+}
+
+#[cfg(test)]
+mod budget_tests {
+    use super::DramBudget;
+
+    #[test]
+    fn the_budget_counts_new_chunks_and_refuses_past_it() {
+        let mut b = DramBudget::new(64 << 20, 4 << 20);
+        assert!(b.admit(0, 4096));
+        assert!(b.admit(4096, 2 << 20), "crosses into the second chunk");
+        assert_eq!(b.used_bytes(), 4 << 20);
+        assert!(b.admit(100, 8), "chunks already written stay admitted");
+        assert!(!b.admit(8 << 20, 1), "a third chunk is past the bound");
+        assert!(!b.admit(64 << 20, 1), "past the DRAM");
+        let mut free = DramBudget::new(64 << 20, 0);
+        assert!(free.admit(60 << 20, 4 << 20));
     }
 }

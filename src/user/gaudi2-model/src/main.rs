@@ -4,7 +4,7 @@
 //! over a Unix socket (host 2 of issue 31).
 //!
 //! ```text
-//! gaudi2-model --socket PATH [--dram-mib N] [--stats PATH]
+//! gaudi2-model --socket PATH [--dram-mib N] [--dram-resident-mib N] [--stats PATH]
 //! qemu-system-x86_64 ... -device '{"driver":"vfio-user-pci","socket":{"path":"PATH","type":"unix"}}'
 //! ```
 //!
@@ -50,6 +50,10 @@ struct Args {
     /// Device DRAM in MiB: the BAR4 window (a power of two).
     #[arg(long, default_value_t = 4096)]
     dram_mib: u64,
+    /// Most DRAM in MiB the engines may make resident in host memory (0: no
+    /// bound); an engine write past it is a device-side fault.
+    #[arg(long, default_value_t = 4096)]
+    dram_resident_mib: u64,
     /// Write counters here (`key value` lines) on exit and on SIGUSR1.
     #[arg(long)]
     stats: Option<PathBuf>,
@@ -87,7 +91,11 @@ fn main() -> ExitCode {
 fn serve(args: &Args) -> ExitCode {
     let dram_bytes = args.dram_mib << 20;
     let dev = match Device::new(dram_bytes) {
-        Ok(d) => Arc::new(Mutex::new(d)),
+        Ok(mut d) => {
+            d.env().dram_budget =
+                env::DramBudget::new(dram_bytes, args.dram_resident_mib.saturating_mul(1 << 20));
+            Arc::new(Mutex::new(d))
+        }
         Err(e) => {
             eprintln!("gaudi2-model: cannot create device memory: {e}");
             return ExitCode::FAILURE;
