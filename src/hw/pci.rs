@@ -13,7 +13,8 @@
 //! | `dram_read` / `dram_write` / `scrub_dram` | BAR4 | the DRAM PCI region, :3862-3866; upstream scrubs with its EDMAs |
 //! | `block_pfn` | BAR0's physical address + the block's offset | `gaudi2_block_mmap`, :11605-11635 |
 //! | `status` | the driver's: operational until a register reads all ones or the driver unbinds ([`regs`]) | `hl_device_status` |
-//! | `release_dram`, `release_sram`, `release_registers` | nothing: memory keeps what it held (upstream scrubs only with `memory_scrub`, which `memory_scrub=1` does here too, through [`Backend::scrub_sram`] / [`Backend::scrub_dram`]); HW-block registers stay as the user left them (upstream's compute reset at release, not done here, would reset them) | `hl_device_release`, `gaudi2_scrub_device_mem` |
+//! | `release_sram` | SRAM zeroed through BAR0 for the next context, as upstream's reset upon device release leaves it | `hl_device_release` |
+//! | `release_dram`, `release_registers` | nothing: memory keeps what it held (upstream scrubs only with `memory_scrub`, which `memory_scrub=1` does here too, through [`Backend::scrub_sram`] / [`Backend::scrub_dram`]); HW-block registers stay as the user left them (upstream's compute reset at release, not done here, would reset them) | `hl_device_release`, `gaudi2_scrub_device_mem` |
 //! | `dram_host_page` | `EOPNOTSUPP`: device DRAM has no `struct page` | — |
 //! | `peer_to_peer` / `map_for_importer` | `pci_p2pdma_distance` decides; a non-P2P attachment's map is refused with `EPERM`, a P2P one gets BAR4's pieces mapped with `dma_map_resource`, split at the importer's segment size (on a kernel without `CONFIG_PCI_P2PDMA`, the test kernel, no importer is P2P) | `hl_dmabuf_attach` / `hl_map_dmabuf` / `alloc_sgt_from_device_pages`, common/memory.c:1534-1745 |
 //! | `is_idle` | true: HW_IDLE combines it with the engines' busy mask (jobs on the PQs, [`queues`]) | `gaudi2_is_device_idle` |
@@ -359,6 +360,12 @@ impl Backend for PciGaudi2 {
     }
 
     fn release_sram(&self) -> usize {
+        // Nothing of one context is left for the next: SRAM is zeroed
+        // through BAR0 (upstream's reset upon device release leaves it
+        // so; the model maps SRAM as shared memory, so this is plain
+        // stores, no register traffic). Written chunks are not tracked on
+        // silicon: 0.
+        self.scrub_sram(0);
         0
     }
 
