@@ -175,17 +175,20 @@ impl Ring {
         })
     }
 
+    /// The buffer index of the `i`-th element from the head. O(1).
+    fn at(&self, i: usize) -> Option<usize> {
+        self.head.checked_add(i)?.checked_rem(self.buf.len())
+    }
+
     /// Append `v`; false if full. O(1).
     fn push(&mut self, v: u16) -> bool {
-        let cap = self.buf.len();
-        if self.len >= cap {
+        if self.len >= self.buf.len() {
             return false;
         }
-        let at = (self.head + self.len) % cap;
-        match self.buf.get_mut(at) {
-            Some(x) => *x = v,
-            None => return false,
-        }
+        let Some(x) = self.at(self.len).and_then(|at| self.buf.get_mut(at)) else {
+            return false;
+        };
+        *x = v;
         self.len += 1;
         true
     }
@@ -196,37 +199,33 @@ impl Ring {
             return None;
         }
         let v = self.buf.get(self.head).copied()?;
-        self.head = (self.head + 1) % self.buf.len();
+        self.head = self.at(1)?;
         self.len -= 1;
         Some(v)
     }
 
     /// The last id pushed, taken (undo of a push). O(1).
     fn pop_back(&mut self) -> Option<u16> {
-        if self.len == 0 {
-            return None;
-        }
-        self.len -= 1;
-        self.buf
-            .get((self.head + self.len) % self.buf.len())
-            .copied()
+        let last = self.len.checked_sub(1)?;
+        let v = self.at(last).and_then(|at| self.buf.get(at)).copied()?;
+        self.len = last;
+        Some(v)
     }
 
     /// Take `v` out wherever it is (a completion out of PQ order, which a
     /// well-behaved device never reports). O(len).
     fn remove(&mut self, v: u16) -> bool {
-        let cap = self.buf.len();
-        let Some(i) = (0..self.len).find(|i| self.buf.get((self.head + i) % cap) == Some(&v))
+        let Some(i) = (0..self.len).find(|&i| self.at(i).and_then(|a| self.buf.get(a)) == Some(&v))
         else {
             return false;
         };
-        for j in i..self.len - 1 {
+        for j in i..self.len.saturating_sub(1) {
             let next = self
-                .buf
-                .get((self.head + j + 1) % cap)
+                .at(j + 1)
+                .and_then(|a| self.buf.get(a))
                 .copied()
                 .unwrap_or(0);
-            if let Some(x) = self.buf.get_mut((self.head + j) % cap) {
+            if let Some(x) = self.at(j).and_then(|a| self.buf.get_mut(a)) {
                 *x = next;
             }
         }
