@@ -116,8 +116,12 @@ if [ "${HLRS_PCI:-0}" = 1 ]; then
 		-L /usr/share/seabios -L /usr/share/qemu -nic none
 		-global q35-pcihost.pci-hole64-size=512G -device intel-iommu,caching-mode=on
 		-device "{\"driver\":\"vfio-user-pci\",\"socket\":{\"path\":\"$SOCK\",\"type\":\"unix\"}}")
-	# The KUnit suites ran in the first boot: not again at this load.
-	CMDLINE_PCI="intel_iommu=on iommu.strict=1 kunit.filter_glob=hlrs_none_on_pci hlrs.pci=1"
+	CMDLINE_PCI="intel_iommu=on iommu.strict=1 hlrs.pci=1"
+	# `make test`'s second boot: KUnit ran in the first one. `make run
+	# PCI=1` is the only boot: its KUnit suites run as in `make run`.
+	if [ "$MODE" = test ]; then
+		CMDLINE_PCI="$CMDLINE_PCI kunit.filter_glob=hlrs_none_on_pci"
+	fi
 fi
 stop_model() {
 	[ -n "$MODEL_PID" ] || return 0

@@ -73,7 +73,10 @@ if grep -q 'hlrs.pci=1' /proc/cmdline; then
 		[ "$(cat $d/vendor)" = 0x1da3 ] || continue
 		echo "  $(basename $d): driver $(basename "$(readlink $d/driver)"), $(ls $d/msi_irqs 2>/dev/null | wc -l) MSI-X vectors, IOMMU group $(basename "$(readlink $d/iommu_group)")"
 	done
-	n=$(for d in /sys/kernel/debug/habanalabs_rs/*/pci; do [ -f "$d" ] && basename "$(dirname $d)"; done | head -n1)
+	# The PCI device: the one whose debugfs `pci` is not "not a PCI device".
+	n=$(for d in /sys/kernel/debug/habanalabs_rs/*/pci; do
+		[ -f "$d" ] && ! grep -q '^not a PCI device' "$d" && basename "$(dirname $d)"
+	done | head -n1)
 	if [ -n "$n" ]; then
 		echo "  -- register traffic since the probe (debugfs $n/pci)"
 		sed 's/^/     /' /sys/kernel/debug/habanalabs_rs/$n/pci
