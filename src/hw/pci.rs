@@ -161,6 +161,7 @@ impl PciGaudi2 {
             ("cq_entries", &c.cq_entries),
             ("cs_done", &c.cs_done),
             ("cs_halted", &c.cs_halted),
+            ("cs_failed", &c.cs_failed),
             ("eq_events", &c.eq_events),
         ] {
             writeln!(f, "{} {}", name, v.load(Relaxed))?;

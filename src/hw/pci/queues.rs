@@ -570,10 +570,12 @@ impl EngineCore {
                 out
             };
             if let Some(sink) = sink {
-                match event {
-                    EngineEvent::Done => bump(&self.hw.mmio.counters.cs_done),
-                    _ => bump(&self.hw.mmio.counters.cs_halted),
-                }
+                let c = &self.hw.mmio.counters;
+                bump(match event {
+                    EngineEvent::Done => &c.cs_done,
+                    EngineEvent::Halted => &c.cs_halted,
+                    EngineEvent::Fault(_) | EngineEvent::BadPacket { .. } => &c.cs_failed,
+                });
                 sink.event(engine, tag, event);
             }
         }

@@ -77,6 +77,8 @@ pub(crate) struct Counters {
     pub(crate) cs_done: Atomic<u64>,
     /// Jobs reported halted.
     pub(crate) cs_halted: Atomic<u64>,
+    /// Jobs reported failed (a fault or a refused packet).
+    pub(crate) cs_failed: Atomic<u64>,
     /// Event queue entries consumed (MSI-X 0).
     pub(crate) eq_events: Atomic<u64>,
 }
@@ -101,6 +103,7 @@ impl Counters {
             cq_entries: z(),
             cs_done: z(),
             cs_halted: z(),
+            cs_failed: z(),
             eq_events: z(),
         }
     }
