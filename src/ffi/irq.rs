@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! [`ThreadedIrq`]: a threaded handler on one of a PCI function's MSI-X
-//! vectors, freed when dropped.
+//! [`MsixHandlers`]: a PCI function's MSI-X vectors together with the
+//! threaded handlers requested on them, the handlers freed before the
+//! vectors.
 //!
 //! `kernel::irq::ThreadedRegistration` of 7.3 borrows the
 //! `pci::IrqVectorRegistration` it came from, so a driver's data cannot hold
-//! both (a self-referential struct). This wrapper takes the vector's Linux
-//! IRQ number instead and makes the ordering an explicit contract
-//! ([`ThreadedIrq::new`]'s `# Safety`): the handler is freed before the
-//! vectors are. The handler runs in its IRQ thread (process context: it may
+//! both (a self-referential struct). [`MsixHandlers`] owns the vectors and
+//! registers each handler ([`ThreadedIrq`]) by the vector's Linux IRQ
+//! number; owning both is what makes the ordering hold (field order), so
+//! its API is safe. A handler runs in its IRQ thread (process context: it may
 //! take mutexes and call the driver's event sinks), once per interrupt
 //! (`IRQF_ONESHOT`: the vector stays masked until the thread returns, and an
 //! interrupt raised meanwhile runs it again).
@@ -18,6 +19,8 @@
 use kernel::{
     bindings,
     error::to_result,
+    irq::IrqRequest,
+    pci::IrqVectorRegistration,
     prelude::*,
     sync::Arc, //
 };
@@ -35,7 +38,7 @@ pub(crate) trait IrqThread: Send + Sync {
 /// `request_threaded_irq(irq, NULL, thread_fn::<T>, IRQF_ONESHOT, ..,
 /// Arc::as_ptr(&data))` succeeded and is undone once, by `Drop`; `data` is
 /// kept alive (this `Arc`) until then.
-pub(crate) struct ThreadedIrq<T: IrqThread + 'static> {
+struct ThreadedIrq<T: IrqThread + 'static> {
     irq: u32,
     data: Arc<T>,
 }
@@ -65,14 +68,14 @@ impl<T: IrqThread + 'static> ThreadedIrq<T> {
     /// `irq` is a vector of a PCI function allocated (`pci_alloc_irq_vectors`)
     /// for as long as the returned value lives: the caller drops it before
     /// the vectors are freed.
-    pub(crate) unsafe fn new(irq: u32, name: &'static CStr, data: Arc<T>) -> Result<Self> {
+    unsafe fn new(irq: u32, name: &'static CStr, data: Arc<T>) -> Result<Self> {
         let cookie = Arc::as_ptr(&data).cast_mut().cast::<c_void>();
-        // SAFETY: `irq` is allocated (the caller's contract); `thread_fn::<T>`
-        // matches `irq_handler_t` and reads `cookie` as the `T` it is, kept
-        // alive by the returned value until `free_irq` in `Drop`; `name` is
-        // static. A NULL primary handler with `IRQF_ONESHOT` is the kernel's
-        // default "wake the thread".
-        to_result(unsafe {
+        // `thread_fn::<T>` reads `cookie` as the `T` it is, kept alive by the
+        // returned value until `free_irq` in `Drop`. A NULL primary handler
+        // with `IRQF_ONESHOT` is the kernel's default "wake the thread".
+        // SAFETY: `irq` is allocated (the caller's contract), the callback
+        // matches `irq_handler_t` and `cookie` outlives it (above), `name` is static.
+        let ret = unsafe {
             bindings::request_threaded_irq(
                 irq,
                 None,
@@ -81,7 +84,8 @@ impl<T: IrqThread + 'static> ThreadedIrq<T> {
                 name.as_char_ptr(),
                 cookie,
             )
-        })?;
+        };
+        to_result(ret)?;
         // INVARIANT: registered just above with `Arc::as_ptr(&data)`.
         Ok(Self { irq, data })
     }
@@ -94,5 +98,51 @@ impl<T: IrqThread + 'static> Drop for ThreadedIrq<T> {
         // `free_irq` waits for a running thread, so `data` (still held) is
         // not used afterwards.
         unsafe { bindings::free_irq(self.irq, cookie) };
+    }
+}
+
+/// A registered handler, whatever it runs (dropped to free it).
+trait Registered: Send + Sync {}
+
+impl<T: IrqThread + 'static> Registered for ThreadedIrq<T> {}
+
+/// A PCI function's MSI-X vectors and the threaded handlers on them.
+///
+/// # Invariants
+///
+/// Every handler in `handlers` is registered on a vector of `irqs`, and is
+/// freed before `irqs` is (fields drop in declaration order).
+pub(crate) struct MsixHandlers<'bound> {
+    handlers: KVec<KBox<dyn Registered>>,
+    irqs: IrqVectorRegistration<'bound>,
+}
+
+impl<'bound> MsixHandlers<'bound> {
+    /// The vectors `irqs`, no handler yet.
+    pub(crate) fn new(irqs: IrqVectorRegistration<'bound>) -> Self {
+        Self {
+            handlers: KVec::new(),
+            irqs,
+        }
+    }
+
+    /// Run `data`'s thread on vector `index` as `name` until `self` is
+    /// dropped. `EINVAL` for a vector not allocated, `ENOMEM`, or
+    /// `request_threaded_irq`'s errno. Sleeps.
+    pub(crate) fn request<T: IrqThread + 'static>(
+        &mut self,
+        index: usize,
+        name: &'static CStr,
+        data: Arc<T>,
+    ) -> Result {
+        let irq = IrqRequest::from(self.irqs.index(index)?).irq();
+        self.handlers.reserve(1, GFP_KERNEL)?;
+        // SAFETY: `irq` is a vector of `self.irqs`, which outlives the
+        // handler (type invariant: the handlers drop first).
+        let h = unsafe { ThreadedIrq::new(irq, name, data) }?;
+        let h: KBox<dyn Registered> = KBox::new(h, GFP_KERNEL)?;
+        // INVARIANT: registered on a vector of `irqs`; room was reserved.
+        let _ = self.handlers.push_within_capacity(h);
+        Ok(())
     }
 }

@@ -303,10 +303,11 @@ impl DmaStreams {
         let mut n = 0usize;
         for (bus, run) in runs.iter() {
             let len = (u64::from(run.pages) * PAGE) as usize;
-            // SAFETY: the table was open until now, under this lock: `dev`
-            // is still bound (this runs at the latest in the device's
-            // devres release, before its DMA ops go), and the run is mapped
-            // as recorded (invariant).
+            // The table was open until now, under this lock: `dev` is still
+            // bound (this runs at the latest in the device's devres release,
+            // before its DMA ops go).
+            // SAFETY: `dev` is bound (above); the run is mapped as recorded
+            // (invariant).
             unsafe {
                 bindings::dma_unmap_page_attrs(
                     dev,

@@ -1004,11 +1004,11 @@ impl ControlNode {
     /// finds the drvdata cleared ([`ctrl_hdev`]).
     unsafe fn remove(&mut self) {
         let dev = self.dev.as_ptr();
-        // SAFETY: per the type invariant the node is registered; no `show`
-        // runs after `remove_attrs`; an open either took its own reference
-        // under the device's lock before the drvdata is cleared under it, or
-        // finds it null, so the node's reference to `hdev` is given back
-        // last, once.
+        // No `show` runs after `remove_attrs`; an open either took its own
+        // reference under the device's lock before the drvdata is cleared
+        // under it, or finds it null.
+        // SAFETY: the node is registered (type invariant), and by the above
+        // the node's reference to `hdev` is given back last, once.
         unsafe {
             remove_attrs(dev);
             bindings::mutex_lock(addr_of_mut!((*dev).mutex));

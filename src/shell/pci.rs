@@ -34,26 +34,20 @@
 //! it.
 
 use crate::{
-    asic::{PCI_IDS_GAUDI2, PCI_VENDOR_ID_HABANALABS},
+    asic::{gaudi2_regs as r, PCI_IDS_GAUDI2, PCI_VENDOR_ID_HABANALABS},
     device::{BusId, HlDevice},
-    ffi::irq::ThreadedIrq,
+    ffi::irq::MsixHandlers,
     ffi::{debugfs::Dir, pci::EnabledDevice},
     hw::pci::{
         probe,
-        queues::{EngineCore, EqIrq, PciEngines},
+        queues::{EqIrq, PciEngines},
         PciGaudi2,
     },
     shell::accel::{ChrdevRegion, PreparedDevice},
     PciScan, RegisteredDevice,
 };
 use kernel::{
-    bindings,
-    device::Core,
-    device_id::IdArray,
-    driver::Registration,
-    pci::{self, IrqVectorRegistration},
-    prelude::*,
-    sync::Arc,
+    bindings, device::Core, device_id::IdArray, driver::Registration, pci, prelude::*, sync::Arc,
     ThisModule,
 };
 
@@ -138,13 +132,9 @@ pub(crate) struct PciDevice<'bound> {
     hw: Arc<PciGaudi2>,
     /// The engines (their jobs end at removal).
     engines: Arc<PciEngines>,
-    /// The completion interrupt's handler (MSI-X 21), freed before the
-    /// vectors.
-    _cq_irq: ThreadedIrq<EngineCore>,
-    /// The event queue's handler (MSI-X 0), freed before the vectors.
-    _eq_irq: ThreadedIrq<EqIrq>,
-    /// The MSI-X vectors, freed before the function is disabled.
-    _irqs: IrqVectorRegistration<'bound>,
+    /// The MSI-X vectors with the completion (21) and event queue (0)
+    /// handlers, freed before the function is disabled.
+    _msix: MsixHandlers<'bound>,
     /// Memory and bus mastering, turned off last.
     _enabled: EnabledDevice,
 }
@@ -169,19 +159,17 @@ impl<'bound> PciDevice<'bound> {
         };
         let hw_probe = probe::probe(pdev, crate::module_parameters::hbms.value())?;
         let engines = PciEngines::new(&hw_probe.hw, pdev.as_ref())?;
-        let irq = hw_probe
-            .irqs
-            .index(crate::asic::gaudi2_regs::IRQ_NUM_COMPLETION as usize)
-            .map(|v| kernel::irq::IrqRequest::from(v).irq())?;
-        // SAFETY: `irq` is vector 21 of `hw_probe.irqs`, which `Self` keeps
-        // and drops after `_cq_irq` (field order).
-        let cq_irq = unsafe { ThreadedIrq::new(irq, c"habanalabs_rs cs", engines.core().clone()) }?;
-        let eq = hw_probe
-            .irqs
-            .index(crate::asic::gaudi2_regs::IRQ_NUM_EVENT_QUEUE as usize)
-            .map(|v| kernel::irq::IrqRequest::from(v).irq())?;
-        // SAFETY: as above, for vector 0 and `_eq_irq`.
-        let eq_irq = unsafe { ThreadedIrq::new(eq, c"habanalabs_rs eq", EqIrq::new(&engines)?) }?;
+        let mut msix = MsixHandlers::new(hw_probe.irqs);
+        msix.request(
+            r::IRQ_NUM_COMPLETION as usize,
+            c"habanalabs_rs cs",
+            engines.core().clone(),
+        )?;
+        msix.request(
+            r::IRQ_NUM_EVENT_QUEUE as usize,
+            c"habanalabs_rs eq",
+            EqIrq::new(&engines)?,
+        )?;
         let hdev = HlDevice::new_pci(
             index,
             hw_probe.asic.clone(),
@@ -202,9 +190,7 @@ impl<'bound> PciDevice<'bound> {
             registered: Some(registered),
             hw: hw_probe.hw,
             engines,
-            _cq_irq: cq_irq,
-            _eq_irq: eq_irq,
-            _irqs: hw_probe.irqs,
+            _msix: msix,
             _enabled: hw_probe.enabled,
         })
     }
