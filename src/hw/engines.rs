@@ -250,6 +250,30 @@ pub(crate) const EDMA_QUEUES: [u32; 4] = [
 /// Streams of a QMAN.
 pub(crate) const STREAMS: usize = 4;
 
+/// Engines that execute user CBs: PDMA 0 and 1, then the EDMAs (DCORE 0
+/// EDMA 0, EDMA 1, DCORE 1 EDMA 0, ...), in [`queue_engine`]'s order.
+pub(crate) const ENGINES: usize = 10;
+
+/// The upstream engine id (`GAUDI2_ENGINE_ID_*`) of each engine.
+pub(crate) const ENGINE_IDS: [u16; ENGINES] = {
+    let mut ids = [GAUDI2_ENGINE_ID_PDMA_0; ENGINES];
+    ids[1] = GAUDI2_ENGINE_ID_PDMA_1;
+    let mut i = 2;
+    while i < ENGINES {
+        let (dcore, edma) = ((i - 2) / 2, (i - 2) % 2);
+        ids[i] = GAUDI2_DCORE0_ENGINE_ID_EDMA_0
+            + GAUDI2_ENGINE_IDS_PER_DCORE * dcore as u16
+            + edma as u16;
+        i += 1;
+    }
+    ids
+};
+
+/// The upstream engine id of engine `index`. O(1).
+pub(crate) fn engine_id(index: usize) -> Option<u16> {
+    ENGINE_IDS.get(index).copied()
+}
+
 /// The engine (index in 0..10: PDMA 0 and 1, then the EDMAs, DCORE 0 EDMA
 /// 0, EDMA 1, DCORE 1 EDMA 0, ...) and stream of queue `queue`, if it is
 /// enabled for user jobs: PDMA_0_0, PDMA_0_1, PDMA_1_0 and every EDMA

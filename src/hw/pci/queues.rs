@@ -77,8 +77,8 @@ use crate::hw::{
     backend::MmuKind,
     cpucp::CpuCp,
     engines::{
-        self, queue_engine, AsidQueues, EngineEvent, EngineFault, EngineJob, EngineSink, Engines,
-        PacketError, STREAMS,
+        self, engine_id, queue_engine, AsidQueues, EngineEvent, EngineFault, EngineJob, EngineSink,
+        Engines, PacketError, STREAMS,
     },
 };
 use crate::uapi::*;
@@ -105,25 +105,12 @@ const CQ_ENTRIES: u32 = 1024;
 /// log2 of the CQ's bytes (`GLBL_CQ_SIZE_LOG2`).
 const CQ_SIZE_LOG2: u32 = 12;
 
-/// QMANs ([`r::QM_BASES`]: PDMA0, PDMA1, DCORE 0..3 EDMA 0..1).
+/// QMANs ([`r::QM_BASES`]: PDMA0, PDMA1, DCORE 0..3 EDMA 0..1; one per
+/// engine, in the engines' order).
 const QMANS: usize = r::QM_BASES.len();
+const _: () = assert!(QMANS == engines::ENGINES);
 /// Queue slots: `qman x STREAMS + stream` (the enabled ones have a PQ).
 const NQ: usize = QMANS * STREAMS;
-
-/// The upstream engine id of each QMAN's engine.
-const ENGINE_IDS: [u16; QMANS] = {
-    let mut ids = [GAUDI2_ENGINE_ID_PDMA_0; QMANS];
-    ids[1] = GAUDI2_ENGINE_ID_PDMA_1;
-    let mut i = 2;
-    while i < QMANS {
-        let (dcore, edma) = ((i - 2) / 2, (i - 2) % 2);
-        ids[i] = GAUDI2_DCORE0_ENGINE_ID_EDMA_0
-            + GAUDI2_ENGINE_IDS_PER_DCORE * dcore as u16
-            + edma as u16;
-        i += 1;
-    }
-    ids
-};
 
 /// The queue slot of queue id `queue`, if the device runs it: its QMAN
 /// (the order of [`r::QM_BASES`] is [`queue_engine`]'s engine order) and
@@ -142,11 +129,7 @@ fn enabled(i: usize) -> bool {
 /// QMAN base, stream and engine id of queue slot `i`. O(1).
 fn slot_regs(i: usize) -> Option<(u32, u32, u16)> {
     let m = i / STREAMS;
-    Some((
-        *r::QM_BASES.get(m)?,
-        (i % STREAMS) as u32,
-        *ENGINE_IDS.get(m)?,
-    ))
+    Some((*r::QM_BASES.get(m)?, (i % STREAMS) as u32, engine_id(m)?))
 }
 
 /// A fixed-capacity ring of slot ids (allocated once, at probe).
@@ -679,23 +662,23 @@ impl EngineCore {
     /// the jobs it ends).
     fn on_event(&self, event: u16, data: u64) {
         bump(&self.hw.mmio.counters.eq_events);
-        let asid = self.state.lock().asid;
-        if event == r::EVENT_PMMU_PAGE_FAULT {
-            let f = self.mmu_fault(None, asid);
-            self.state.lock().pending = f;
-            return;
-        }
-        if let Some(h) = r::EVENT_HMMU_PAGE_FAULT.iter().position(|&e| e == event) {
-            let f = self.mmu_fault(Some(h as u32), asid);
-            self.state.lock().pending = f;
-            return;
-        }
-        if event == r::EVENT_RAZWI {
+        // An MMU or RAZWI event notes the fault for the QMAN error event
+        // that follows it.
+        let hmmu = r::EVENT_HMMU_PAGE_FAULT.iter().position(|&e| e == event);
+        let fault = if event == r::EVENT_PMMU_PAGE_FAULT || hmmu.is_some() {
+            let asid = self.state.lock().asid;
+            Some(self.mmu_fault(hmmu.map(|h| h as u32), asid))
+        } else if event == r::EVENT_RAZWI {
             // The address the fabric refused is the event's data.
-            self.state.lock().pending = Some(EngineFault::Decode {
+            Some(Some(EngineFault::Decode {
                 addr: data,
                 engine: 0,
-            });
+            }))
+        } else {
+            None
+        };
+        if let Some(f) = fault {
+            self.state.lock().pending = f;
             return;
         }
         let Some(qman) = r::EVENT_QM.iter().position(|&e| e == event) else {
@@ -708,6 +691,8 @@ impl EngineCore {
                 return;
             };
             let pending = st.pending.take();
+            // What completed before the error is done first.
+            self.drain_cq(&mut st);
             for q in 0..STREAMS as u32 {
                 let i = qman * STREAMS + q as usize;
                 if !enabled(i) || m.rreg(base + qm::GLBL_ERR_STS + 4 * q).unwrap_or(0) == 0 {
@@ -716,8 +701,6 @@ impl EngineCore {
                 let lo = m.rreg(base + qm::CP_CURRENT_INST_LO + 4 * q).unwrap_or(0);
                 let hi = m.rreg(base + qm::CP_CURRENT_INST_HI + 4 * q).unwrap_or(0);
                 let addr = u64::from(hi) << 32 | u64::from(lo);
-                // What completed before the error is done first.
-                self.drain_cq(&mut st);
                 if let Some(s) = st.fifo.get_mut(i).and_then(Ring::pop) {
                     let engine = slot_regs(i).map_or(0, |x| x.2);
                     let ev = match pending {

@@ -69,35 +69,14 @@ use kernel::{
 pub(crate) mod queues;
 pub(crate) mod worker;
 
-/// Engines that execute user CBs: PDMA 0 and 1, then the EDMAs (DCORE 0
-/// EDMA 0, EDMA 1, DCORE 1 EDMA 0, ...).
-pub(crate) const ENGINES: usize = 10;
 /// Jobs a stream takes that have not ended (upstream `HL_QUEUE_LENGTH`).
 pub(crate) const QUEUE_LENGTH: u32 = 4096;
 
-/// The upstream engine id (`GAUDI2_ENGINE_ID_*`) of each engine.
-const ENGINE_IDS: [u16; ENGINES] = {
-    let mut ids = [GAUDI2_ENGINE_ID_PDMA_0; ENGINES];
-    ids[1] = GAUDI2_ENGINE_ID_PDMA_1;
-    let mut i = 2;
-    while i < ENGINES {
-        let (dcore, edma) = ((i - 2) / 2, (i - 2) % 2);
-        ids[i] = GAUDI2_DCORE0_ENGINE_ID_EDMA_0
-            + GAUDI2_ENGINE_IDS_PER_DCORE * dcore as u16
-            + edma as u16;
-        i += 1;
-    }
-    ids
-};
-
 #[cfg(CONFIG_KUNIT)]
 use crate::hw::engines::EDMA_QUEUES;
-pub(crate) use crate::hw::engines::{queue_engine, STREAMS};
-
-/// The upstream engine id of engine `index`. O(1).
-pub(crate) fn engine_id(index: usize) -> Option<u16> {
-    ENGINE_IDS.get(index).copied()
-}
+#[cfg(CONFIG_KUNIT)]
+use crate::hw::engines::ENGINE_IDS;
+pub(crate) use crate::hw::engines::{engine_id, queue_engine, ENGINES, STREAMS};
 
 /// One job on its way to an engine: a CB, the ASID it runs with, and the
 /// driver's sink its end is reported to.

@@ -276,5 +276,11 @@ impl Device {
     }
 }
 
+/// Lock the device, whatever a panicking holder left (its state is plain
+/// data, valid between any two accesses).
+pub fn lock(dev: &std::sync::Mutex<Device>) -> std::sync::MutexGuard<'_, Device> {
+    dev.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[cfg(test)]
 mod tests;

@@ -102,7 +102,7 @@ fn serve(args: &Args) -> ExitCode {
         }
     };
     let regions = {
-        let mut d = vfio::lock(&dev);
+        let mut d = device::lock(&dev);
         let env = d.env();
         vfio::regions(env.sram.raw_fd(), env.dram.raw_fd(), dram_bytes)
     };
@@ -185,7 +185,7 @@ fn finish(
 
 /// Write the stats file, or without one a summary line on stderr.
 fn dump_stats(dev: &Mutex<Device>, path: Option<&Path>) {
-    let text = vfio::lock(dev).stats_text();
+    let text = device::lock(dev).stats_text();
     match path {
         Some(p) => {
             if let Err(e) = stats::write(p, &text) {

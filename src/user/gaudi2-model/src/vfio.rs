@@ -21,7 +21,7 @@
 use std::io;
 use std::mem::size_of;
 use std::os::fd::RawFd;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use vfio_bindings::bindings::vfio::{
     vfio_region_info, vfio_region_sparse_mmap_area, VFIO_DMA_UNMAP_FLAG_ALL, VFIO_IRQ_INFO_EVENTFD,
@@ -31,7 +31,7 @@ use vfio_bindings::bindings::vfio::{
 };
 use vfio_user::{DmaMapFlags, DmaUnmapFlags, IrqInfo, ServerBackend, ServerRegion, SparseArea};
 
-use crate::device::Device;
+use crate::device::{lock, Device};
 use crate::dma::Perm;
 use crate::event;
 use crate::pci;
@@ -42,12 +42,6 @@ use crate::worker::Kick;
 /// (`VFIO_DMA_UNMAP_FLAG_ALL`, hw/vfio-user/container.c). Either means all:
 /// unmapping too much is safe, too little is not.
 const UNMAP_ALL_SPEC: u32 = 1 << 2;
-
-/// Lock the device, whatever a panicking holder left (its state is plain
-/// data, valid between any two accesses).
-pub fn lock(dev: &Mutex<Device>) -> MutexGuard<'_, Device> {
-    dev.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 /// One region's description.
 fn region(index: u32, size: u64, flags: u32) -> vfio_region_info {

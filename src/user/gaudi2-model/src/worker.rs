@@ -11,8 +11,7 @@
 
 use std::sync::{Arc, Condvar, Mutex};
 
-use crate::device::Device;
-use crate::vfio::lock;
+use crate::device::{lock, Device};
 
 /// The engine thread's doorbell: "work may be pending" or "stop".
 #[derive(Default)]
