@@ -5,7 +5,8 @@
 #     (best fit) and upstream's list algorithm at 100 .. 100,000 live blocks,
 #     fragmentation, a 64 GiB MAP;
 #   - `hlrs bench` in the guest: ioctl costs next to a null ioctl, scaling with
-#     live host mappings and teardown, the 1 GiB pinning floor, 1 vs 2 threads.
+#     live host mappings and teardown, the 1 GiB pinning floor, 1 vs 2 threads,
+#     command submission, and the PCI device next to a simulated one.
 # Prints one table and writes target/bench/results.json (scripts/bench_report.py).
 #
 # By default on the production-configured kernel (same source and functional
@@ -17,6 +18,9 @@
 #   HLRS_BENCH_ARGS="--live 100,10000"   arguments of `hlrs bench` (default: all)
 #   HLRS_BENCH_COMPARE=OLD.json           also print every figure's change from
 #                                         that earlier run (`make bench COMPARE=...`)
+#   HLRS_BENCH_PCI=0                      no Gaudi2 on PCI (by default the guest
+#                                         gets one, and the PCI section compares
+#                                         it with a simulated device)
 source "$(dirname "$0")/lib.sh"
 cd "$HLRS_ROOT"
 OUT=$HLRS_ROOT/target/bench
@@ -43,9 +47,17 @@ production_module() {
 		export HLRS_MODULE_KO=$OUT/module-production/habanalabs_rs.ko
 	fi
 	step "in-guest binaries (static): tests, CLI" build_guest_bins
+	# A Gaudi2 on PCI next to the two simulated ones (the PCI section:
+	# src/user/hlrs-cli/src/bench_pci.rs), when QEMU with vfio-user builds.
+	PCI_PARAM=""
+	if [ "${HLRS_BENCH_PCI:-1}" = 1 ] &&
+		step "QEMU with vfio-user (cached) and the model process" pci_prepare "$OUT/model-build.log"; then
+		export HLRS_PCI=1
+		PCI_PARAM=",pci=1"
+	fi
 	HLRS_CMDLINE="kunit.filter_glob=hlrs_*.bench* kmemleak=off hlrs.bench=$(echo "${HLRS_BENCH_ARGS:-}" | tr ' ' '+')" \
 		step "guest: benchmarks" \
-		scripts/guest.sh bench "$OUT/console.log" "bench_va_blocks=${HLRS_BENCH_BLOCKS:-100000},devices=2,kunit_mappings=1000" || true
+		scripts/guest.sh bench "$OUT/console.log" "bench_va_blocks=${HLRS_BENCH_BLOCKS:-100000},devices=2,kunit_mappings=1000$PCI_PARAM" || true
 } >&2
 rc=0
 HLRS_BENCH_KERNEL="$HLRS_KERNEL ($(basename "$KOBJ"))" python3 scripts/bench_report.py "$OUT/console.log" "$OUT/results.json" "$OUT/table.md" || rc=$?

@@ -83,6 +83,8 @@ def fmt(value, unit):
         return f"{value:,.0f}/s"
     if unit == "MiB/s":
         return f"{value:,.0f} MiB/s"
+    if unit == "per_op":
+        return f"{value:.1f}/op"
     return f"{value:g} {unit}"
 
 
@@ -152,6 +154,26 @@ def command_submission(get, row):
         if size and m and t:
             mib_s = lambda ns: size / (1 << 20) / (ns / 1e9)
             row(sec, f"{label}, 2 MiB", mib_s(t), "MiB/s", mib_s(m))
+
+
+def pci(get, row):
+    """The PCI section (`bench_pci.rs`, issue 31): each figure on the Gaudi2
+    on PCI (value) against the simulated device in the same run (baseline;
+    ratio = PCI / simulated), then the PCI device's register traffic per
+    operation (the driver's own counters, debugfs `pci`)."""
+    sec = "Gaudi2 on PCI (vfio-user model, IOMMU on) / simulated Gaudi2, same run"
+    figs = [("map_unmap_host_4k", "MAP+UNMAP host 4 KiB"), ("nop_cs", "CS + WAIT_CS of one NOP"),
+            ("lin_dma_2m", "CS of one 2 MiB LIN_DMA host -> DRAM")]
+    for name, label in figs:
+        row(sec, label, get(f"pci.{name}.pci"), "ns", get(f"pci.{name}.sim"))
+    sec = "Gaudi2 on PCI: register traffic per operation (driver's counters)"
+    for name, label in figs:
+        for c, short in [("reg_writes", "reg writes"), ("reg_reads", "reg reads"),
+                         ("pte_writes", "PTE writes"), ("doorbells", "doorbells"),
+                         ("cq_interrupts", "MSI-X")]:
+            v = get(f"pci.{name}.{c}")
+            if v is not None:
+                row(sec, f"{label}: {short}", v, "per_op")
 
 
 def main():
@@ -331,6 +353,8 @@ def main():
 
     # 6. Command submission (issue 22; `bench_dma.rs`).
     command_submission(get, row)
+    # 7. The Gaudi2 on PCI against a simulated one (issue 31; `bench_pci.rs`).
+    pci(get, row)
 
     # Print.
     kernel = os.environ.get("HLRS_BENCH_KERNEL", "debug")
@@ -384,6 +408,9 @@ def main():
     missing = [s for s, k in [("ioctl", "ioctl.null.median"), ("VA allocators", "va.ours.live100.best"),
                               ("scaling", "scale.map_unmap_4k.live100.median"),
                               ("command submission", "cs.nop_wait.median")] if get(k) is None]
+    # bench.sh booted a Gaudi2 on PCI (HLRS_PCI=1): its section must report.
+    if os.environ.get("HLRS_PCI") == "1" and get("pci.lin_dma_2m.pci") is None:
+        missing.append("PCI")
     if missing:
         print(f"benchmarks did not report: {', '.join(missing)}")
         return 1

@@ -14,7 +14,9 @@
 //!    `pin_user_pages_fast` + unpin of the same buffer alone (debugfs
 //!    `bench`), with the MAP split into pin, lookup, accounting and PTE phases;
 //! 4. parallelism: MAP+UNMAP throughput of 1 thread on one device and of 2
-//!    threads on 2 devices (one context each).
+//!    threads on 2 devices (one context each);
+//! 5. command submission (`bench_dma`), and with a Gaudi2 on PCI its
+//!    figures next to the simulated device's (`bench_pci`).
 //!
 //! Benchmarks never fail on a time; they fail only when an operation fails.
 
@@ -306,22 +308,34 @@ pub struct Settings {
     pub devices: u32,
     /// Skip the 1 GiB pinning floor (machines with little RAM).
     pub skip_pin: bool,
+    /// Run only these sections (empty: all).
+    pub only: Vec<String>,
 }
 
 /// Run every section on device 0 (and 1); a failing operation ends the run.
 pub fn run(s: &Settings) -> io::Result<()> {
-    let step = |name: &str, r: io::Result<()>| {
-        r.map_err(|e| io::Error::new(e.kind(), format!("bench {name}: {e} (errno {})", errno(&e))))
+    let step = |name: &str, r: &dyn Fn() -> io::Result<()>| {
+        if !s.only.is_empty() && !s.only.iter().any(|o| o == name) {
+            return Ok(());
+        }
+        r().map_err(|e| {
+            io::Error::new(e.kind(), format!("bench {name}: {e} (errno {})", errno(&e)))
+        })
     };
     let t = Instant::now();
-    step("ioctl costs", ioctl_costs(0))?;
-    step("phases", small_pages(4096).and_then(|b| phases(0, &b)))?;
-    step("scaling", scaling(0, &s.live))?;
+    step("ioctl", &|| ioctl_costs(0))?;
+    step("phases", &|| small_pages(4096).and_then(|b| phases(0, &b)))?;
+    step("scaling", &|| scaling(0, &s.live))?;
     if !s.skip_pin {
-        step("pinning floor", pin_floor(0))?;
+        step("pin", &|| pin_floor(0))?;
     }
-    step("parallelism", parallelism(s.devices))?;
-    step("command submission", crate::bench_dma::run(0))?;
+    step("parallelism", &|| parallelism(s.devices))?;
+    step("cs", &|| crate::bench_dma::run(0))?;
+    // A Gaudi2 on PCI (`make bench` boots one when QEMU has vfio-user):
+    // the figures where it differs, against simulated device 0.
+    if let Some(pci) = crate::bench_pci::pci_device() {
+        step("pci", &|| crate::bench_pci::run(0, pci))?;
+    }
     emit("bench.userspace_seconds", t.elapsed().as_secs_f64(), "s");
     Ok(())
 }

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 mod bench;
 mod bench_common;
 mod bench_dma;
+mod bench_pci;
 mod bench_phases;
 mod dma;
 mod format;
@@ -133,7 +134,8 @@ enum Command {
     },
     /// Benchmarks (`make bench` runs this in the guest): ioctl costs next to a
     /// null ioctl, MAP+UNMAP with many host mappings live and teardown, a 1 GiB
-    /// MAP next to the pinning floor, 1 vs 2 threads on 2 devices. Prints
+    /// MAP next to the pinning floor, 1 vs 2 threads on 2 devices, command
+    /// submission, a Gaudi2 on PCI next to a simulated one. Prints
     /// `@@BENCH <id> <value> <unit>` lines. Needs debugfs and root.
     Bench {
         /// Live host mappings for the scaling figures (comma-separated).
@@ -142,6 +144,10 @@ enum Command {
         /// Skip the 1 GiB pinning-floor section.
         #[arg(long)]
         skip_pin: bool,
+        /// Run only these sections (comma-separated: ioctl, phases, scaling,
+        /// pin, parallelism, cs, pci).
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
     },
     /// A DMA round trip host -> device memory -> host through the device
     /// MMUs (one CS of two LIN_DMAs), checked with a checksum and timed next
@@ -318,11 +324,16 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             }
             Ok(out)
         }
-        Command::Bench { ref live, skip_pin } => {
+        Command::Bench {
+            ref live,
+            skip_pin,
+            ref only,
+        } => {
             let settings = bench::Settings {
                 live: live.clone(),
                 devices: hlrs::device_indices()?.len() as u32,
                 skip_pin,
+                only: only.clone(),
             };
             bench::run(&settings)?;
             Ok(String::new())
