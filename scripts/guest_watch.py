@@ -260,13 +260,13 @@ def poll(watch, console, live, now):
 
 
 def report(watch, a, now, rc, why):
-    print(f"    guest: {now - watch.t0:.0f} s; longest stretch without progress "
+    print(f"    {a.label}: {now - watch.t0:.0f} s; longest stretch without progress "
           f"{watch.quiet_max:.0f} s (stall limit {a.stall:.0f} s), during {watch.quiet_what or '-'}",
           file=sys.stderr)
     slow = sorted((t for t in watch.times if t[4] != "(whole binary)" and t[1] >= 1),
                   key=lambda t: -t[1])[:5]
     if slow:
-        print("    guest: slowest test cases: " + "; ".join(
+        print(f"    {a.label}: slowest test cases: " + "; ".join(
             f"{w} `{c}` [{p}] {s:.0f} s" for _, s, p, w, c in slow), file=sys.stderr)
     if a.times:
         with open(a.times, "w") as f:
@@ -276,7 +276,7 @@ def report(watch, a, now, rc, why):
     if why:
         with open(a.log, "a") as f:
             f.write(f"\n@@HLRS-HOST {why}\n")
-        print(f"    guest: {why}", file=sys.stderr)
+        print(f"    {a.label}: {why}", file=sys.stderr)
 
 
 def main():
@@ -288,6 +288,8 @@ def main():
     ap.add_argument("--slow", type=float, default=1)
     ap.add_argument("--src", help="the module's sources, for the KUnit case names")
     ap.add_argument("--times", help="write each case's duration here (TSV)")
+    ap.add_argument("--label", default="guest",
+                    help="what the progress lines call this guest (two may run at once)")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
@@ -318,7 +320,7 @@ def main():
                 break
             if now >= next_line:
                 next_line = now + PROGRESS_EVERY
-                print(f"    ... guest: {now - t0:.0f} s, {watch.describe(now)}", file=sys.stderr)
+                print(f"    ... {a.label}: {now - t0:.0f} s, {watch.describe(now)}", file=sys.stderr)
     except KeyboardInterrupt:
         stop(proc)
         raise

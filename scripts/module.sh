@@ -3,6 +3,11 @@
 #
 #   module.sh build       build habanalabs_rs.ko against $KDIR, or the cached test kernel
 #   module.sh clippy      same, with clippy-driver and the kernel's lint set, warnings fatal
+#   module.sh build-lint LOG
+#                         one compile for both (`make test`): the module built by
+#                         clippy-driver (the same code rustc generates), its
+#                         clippy and objtool findings in LOG; exit 0 clean, 1 no
+#                         module, 2 a module with findings
 #   module.sh fmt[-check] rustfmt with the kernel's .rustfmt.toml
 #   module.sh clean
 #
@@ -50,6 +55,17 @@ clippy)
 		die "clippy or objtool found problems"
 	fi
 	echo "    clippy: clean" >&2
+	;;
+build-lint)
+	log=${2:?module.sh build-lint LOG}
+	rm -f src/hlrs.o habanalabs_rs.ko
+	kmake -s CLIPPY=1 CLIPPY_DRIVER="$CLIPPY_DRIVER" modules >"$log" 2>&1 || { cat "$log"; exit 1; }
+	[ -f habanalabs_rs.ko ] || { cat "$log"; exit 1; }
+	echo "    built $(ls "$HLRS_ROOT"/habanalabs_rs.ko) (clippy-driver)" >&2
+	if grep -qE '^(warning|error)|objtool' "$log"; then
+		exit 2
+	fi
+	echo "    clippy: clean" >>"$log"
 	;;
 fmt | fmt-check)
 	check=()

@@ -34,7 +34,7 @@ use super::{
     engine_mem::EngineAccess,
     fault::EngineFault,
     job::{JobEnd, JobOwner},
-    packets::{self, LinDma, Packet},
+    packets::{self, LinDma, Packet, PacketError},
     SimGaudi2,
 };
 use kernel::{alloc::KVVec, prelude::*};
@@ -149,6 +149,7 @@ pub(crate) fn execute(
             Err(f) => return JobEnd::Fault(f),
         };
         let addr = base.wrapping_add(u64::from(pc));
+        let opcode = packets::opcode_of(bytes);
         let (packet, len) = match packets::decode(bytes) {
             Ok(p) => p,
             Err(error) => return JobEnd::BadPacket { addr, error },
@@ -159,6 +160,11 @@ pub(crate) fn execute(
                 .engine_write(who, addr, &value.to_le_bytes())
                 .map_err(JobEnd::Fault),
             Packet::LinDma(d) => lin_dma(sim, data, who, &d, (owner, &mut *pace)),
+            // `decode` refuses the packets the simulated engines do not run.
+            _ => Err(JobEnd::BadPacket {
+                addr,
+                error: PacketError::Unsupported { opcode },
+            }),
         };
         if let Err(end) = r {
             return end;

@@ -1,12 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The packets of a Gaudi2 command buffer as a QMAN's command processor
-//! decodes them (include/gaudi2/gaudi2_packets.h): little endian, every
-//! packet starting with a u32 whose meaning depends on the packet and the
-//! `ctl` u32 holding the opcode (bits 24-28) and the barrier bits (EB 29, RB
-//! 30, MB 31).
-//!
-//! The simulated engines execute three packets:
+//! The packets of a Gaudi2 command buffer as the simulated engines (host 1)
+//! decode them: the model core's decoder (`crate::model::packets`, the one
+//! the PCI device's model process runs too), restricted to the three
+//! packets the simulated engines execute:
 //!
 //! - `NOP` (8 bytes);
 //! - `MSG_LONG` (16 bytes): the u32 `value` written to `addr`;
@@ -17,171 +14,65 @@
 //!   each 16-, 32- or 64-bit word on the way (values 1, 2, 3; 0 moves bytes
 //!   as they are), which needs `tsize` to be a whole number of words.
 //!   `WRCOMP` (a completion write to the engine's configured address) and
-//!   the context id are decoded and not acted on: the simulated DMA has no
-//!   completion registers, and its ASID comes from the queue.
+//!   the context id are not acted on: the simulated DMA has no completion
+//!   registers, and its ASID comes from the queue.
 //!
-//! Every other opcode (real ones such as `WREG_32` or `FENCE`, and values
-//! no packet has) is refused with [`PacketError::Unsupported`]; a packet
-//! cut by the end of the CB with [`PacketError::Truncated`]. The barrier
-//! bits need no action: an engine executes its packets one after another.
+//! Every other opcode (packets the model core runs on the PCI device, such
+//! as `WREG_32`, `MSG_SHORT`, `FENCE` or `STOP`, and values no packet has)
+//! is refused with [`PacketError::Unsupported`] before more than its header
+//! is fetched; a packet cut by the end of the CB with
+//! [`PacketError::Truncated`]. The barrier bits need no action: an engine
+//! executes its packets one after another.
 
+use crate::model::packets as model;
 use crate::uapi::*;
 use kernel::prelude::*;
 
-/// How a `LIN_DMA` orders the bytes it moves (its `ENDIAN` field).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Swap {
-    /// Bytes as they are (0).
-    None,
-    /// The two bytes of every 16-bit word swapped (1).
-    Bits16,
-    /// The four bytes of every 32-bit word reversed (2).
-    Bits32,
-    /// The eight bytes of every 64-bit word reversed (3).
-    Bits64,
-}
-
-impl Swap {
-    /// The swap the 2-bit `ENDIAN` field `field` selects.
-    pub(crate) const fn from_field(field: u32) -> Self {
-        match field & 3 {
-            0 => Self::None,
-            1 => Self::Bits16,
-            2 => Self::Bits32,
-            _ => Self::Bits64,
-        }
-    }
-
-    /// Bytes of the word the swap works on (1: none).
-    pub(crate) const fn unit(self) -> usize {
-        match self {
-            Self::None => 1,
-            Self::Bits16 => 2,
-            Self::Bits32 => 4,
-            Self::Bits64 => 8,
-        }
-    }
-
-    /// Swap every whole word of `buf` in place (a tail shorter than a word,
-    /// which a checked packet never leaves, stays as it is). O(len).
-    pub(crate) fn apply(self, buf: &mut [u8]) {
-        let unit = self.unit();
-        if unit > 1 {
-            buf.chunks_exact_mut(unit).for_each(<[u8]>::reverse);
-        }
-    }
-}
-
-/// The fields of a `LIN_DMA` packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct LinDma {
-    /// Bytes to move (`tsize`, up to 4 GiB - 1).
-    pub(crate) tsize: u32,
-    /// Source address, or the fill value in memset mode.
-    pub(crate) src: u64,
-    /// Destination address.
-    pub(crate) dst: u64,
-    /// Byte order on the way.
-    pub(crate) swap: Swap,
-    /// Memset mode.
-    pub(crate) memset: bool,
-    /// A completion write was asked for (not simulated).
-    pub(crate) wrcomp: bool,
-    /// The context id field (not used: the queue's ASID translates).
-    pub(crate) context_id: u16,
-}
-
-/// A packet the simulated engines execute.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Packet {
-    /// `NOP`.
-    Nop,
-    /// `MSG_LONG`: write `value` (4 bytes, little endian) at `addr`.
-    MsgLong {
-        /// The value.
-        value: u32,
-        /// The address.
-        addr: u64,
-    },
-    /// `LIN_DMA`.
-    LinDma(LinDma),
-}
-
 pub(crate) use crate::hw::engines::PacketError;
+pub(crate) use model::{LinDma, Packet};
 
-/// The opcode in a `ctl` word.
-pub(crate) const fn opcode(ctl: u32) -> u32 {
-    (ctl & GAUDI2_PKT_CTL_OPCODE_MASK) >> GAUDI2_PKT_CTL_OPCODE_SHIFT
+/// The model core's refusal as the engine boundary reports it. O(1).
+fn refused(e: model::PacketError) -> PacketError {
+    match e {
+        model::PacketError::Undefined { opcode } => PacketError::Unsupported { opcode },
+        model::PacketError::Truncated { opcode, need } => PacketError::Truncated {
+            opcode,
+            need: usize::try_from(need).unwrap_or(usize::MAX),
+        },
+        model::PacketError::SwapSize { tsize } => PacketError::SwapSize { tsize },
+    }
 }
 
-/// Bytes of the packet whose first 8 bytes are `head`, if the engines
-/// execute it. O(1).
+/// The opcode of the packet at the start of `bytes` (0 if its header is
+/// cut short). O(1).
+pub(crate) fn opcode_of(bytes: &[u8]) -> u32 {
+    model::opcode(model::le32(bytes, 4))
+}
+
+/// Bytes of the packet whose first 8 bytes are `head`, if the simulated
+/// engines execute it. O(1).
 pub(crate) fn packet_size(head: [u8; 8]) -> Result<usize, PacketError> {
-    let ctl = u32::from_le_bytes([head[4], head[5], head[6], head[7]]);
-    match opcode(ctl) {
-        PACKET_NOP => Ok(PACKET_NOP_SIZE),
-        PACKET_MSG_LONG => Ok(PACKET_MSG_LONG_SIZE),
-        PACKET_LIN_DMA => Ok(PACKET_LIN_DMA_SIZE),
+    match opcode_of(&head) {
+        PACKET_NOP | PACKET_MSG_LONG | PACKET_LIN_DMA => model::packet_size(&head)
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+            .map_err(refused),
         opcode => Err(PacketError::Unsupported { opcode }),
     }
-}
-
-/// The little-endian u32 at `at` of `b` (0 past its end: callers checked
-/// the length).
-fn le32(b: &[u8], at: usize) -> u32 {
-    let mut w = [0u8; 4];
-    if let Some(s) = b.get(at..at.saturating_add(4)) {
-        w.copy_from_slice(s);
-    }
-    u32::from_le_bytes(w)
-}
-
-/// The little-endian u64 at `at` of `b` (0 past its end).
-fn le64(b: &[u8], at: usize) -> u64 {
-    u64::from(le32(b, at)) | u64::from(le32(b, at.saturating_add(4))) << 32
 }
 
 /// Decode the packet at the start of `bytes` (the rest of the CB); returns
 /// it and its size. O(1).
 pub(crate) fn decode(bytes: &[u8]) -> Result<(Packet, usize), PacketError> {
+    let opcode = opcode_of(bytes);
     let mut head = [0u8; 8];
-    let ctl_opcode = opcode(le32(bytes, 4));
-    let short = |need| PacketError::Truncated {
-        opcode: ctl_opcode,
-        need,
-    };
-    head.copy_from_slice(bytes.get(..8).ok_or(short(8))?);
-    let size = packet_size(head)?;
-    let p = bytes.get(..size).ok_or(short(size))?;
-    let (first, ctl) = (le32(p, 0), le32(p, 4));
-    let packet = match opcode(ctl) {
-        PACKET_MSG_LONG => Packet::MsgLong {
-            value: first,
-            addr: le64(p, 8),
-        },
-        PACKET_LIN_DMA => {
-            let d = LinDma {
-                tsize: first,
-                src: le64(p, 8),
-                dst: le64(p, 16),
-                swap: Swap::from_field(
-                    (ctl & GAUDI2_PKT_LIN_DMA_CTL_ENDIAN_MASK)
-                        >> GAUDI2_PKT_LIN_DMA_CTL_ENDIAN_SHIFT,
-                ),
-                memset: ctl & GAUDI2_PKT_LIN_DMA_CTL_MEMSET_MASK != 0,
-                wrcomp: ctl & GAUDI2_PKT_LIN_DMA_CTL_WRCOMP_MASK != 0,
-                context_id: ((ctl & GAUDI2_PKT_LIN_DMA_CTL_CONTEXT_ID_MASK)
-                    >> GAUDI2_PKT_LIN_DMA_CTL_CONTEXT_ID_SHIFT) as u16,
-            };
-            let unit = d.swap.unit() as u32;
-            if !d.memset && d.tsize % unit != 0 {
-                return Err(PacketError::SwapSize { tsize: d.tsize });
-            }
-            Packet::LinDma(d)
-        }
-        _ => Packet::Nop,
-    };
-    Ok((packet, size))
+    head.copy_from_slice(
+        bytes
+            .get(..8)
+            .ok_or(PacketError::Truncated { opcode, need: 8 })?,
+    );
+    packet_size(head)?;
+    let (packet, size) = model::decode(bytes, bytes.len() as u64).map_err(refused)?;
+    Ok((packet, usize::try_from(size).unwrap_or(usize::MAX)))
 }
 
 /// Encoders, for the tests of the engines and of the driver above them.
@@ -231,6 +122,7 @@ pub(crate) mod build {
 #[kunit_tests(hlrs_packets)]
 mod tests {
     use super::{build::*, *};
+    use crate::model::packets::Swap;
 
     #[test]
     fn nop_and_msg_long_decode_every_field() -> Result {
@@ -272,17 +164,16 @@ mod tests {
         assert_eq!(d.src, 0x1000_FFFF_FD00_0010);
         assert_eq!(d.dst, 0x1001_0018_0000_0008);
         assert_eq!(d.swap, Swap::Bits32);
-        assert!(!d.memset && !d.wrcomp);
-        assert_eq!(d.context_id, 0);
-        // WRCOMP, the context id and memset, set by hand.
+        assert!(!d.memset);
+        // WRCOMP and the context id set by hand change nothing; memset.
         let mut q = lin_dma(0xABCD, 0x2000, 7, 0, true);
         let ctl = u32::from_le_bytes([q[4], q[5], q[6], q[7]]) | 1 | (0x1234 << 8);
         q[4..8].copy_from_slice(&ctl.to_le_bytes());
         let Ok((Packet::LinDma(d), 24)) = decode(&q) else {
             return Err(EINVAL);
         };
-        assert!(d.memset && d.wrcomp);
-        assert_eq!((d.context_id, d.tsize, d.src), (0x1234, 7, 0xABCD));
+        assert!(d.memset);
+        assert_eq!((d.tsize, d.src, d.dst), (7, 0xABCD, 0x2000));
         // The four ENDIAN values.
         for (f, s) in [
             (0, Swap::None),
