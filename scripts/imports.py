@@ -38,6 +38,7 @@ FLOORS = [
     ("asic", 1, "ground"),
     ("params.rs", 1, "ground"),
     ("small_array.rs", 1, "ground"),
+    ("sort.rs", 1, "ground"),
     ("ffi", 2, "ffi wrappers"),
     ("hw", 3, "hardware"),
     ("mmu", 4, "mmu"),

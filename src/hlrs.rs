@@ -117,6 +117,7 @@ mod model;
 mod params;
 mod shell;
 mod small_array;
+mod sort;
 mod vm;
 
 module! {

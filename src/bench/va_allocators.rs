@@ -249,9 +249,9 @@ fn batch(a: &impl BenchAllocator, sizes: &[u64]) -> Result<i64> {
     Ok(ns / (sizes.len().max(1) as i64))
 }
 
-/// Best and median of `times`, sorted in place.
+/// Best and median of `times`, sorted in place. O(n log n).
 fn best_median(times: &mut [i64]) -> (i64, i64) {
-    times.sort_unstable();
+    crate::sort::sort_by_key(times, |&t| t);
     let best = times.first().copied().unwrap_or(0);
     let median = times.get(times.len() / 2).copied().unwrap_or(0);
     (best, median)
@@ -310,7 +310,7 @@ fn fragmentation(a: &impl BenchAllocator, span: VaSpan, page: u64) -> Result<Fra
             a.free(start, size, handle)?;
         }
     }
-    live.sort_unstable_by_key(|&(start, _, _)| start);
+    crate::sort::sort_by_key(&mut live, |&(start, _, _)| start);
     let (mut largest_hole, mut holes) = (0u64, 0u64);
     let mut prev = span.start;
     for &(start, size, _) in live.iter() {

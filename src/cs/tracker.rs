@@ -408,7 +408,7 @@ impl ContextCs {
                 let _ = all.push_within_capacity(f.clone());
             }
         }
-        all.sort_unstable_by_key(|f| f.seq);
+        crate::sort::sort_by_key(&mut all, |f| f.seq);
         Ok(all)
     }
 

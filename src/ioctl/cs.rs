@@ -232,8 +232,11 @@ mod tests {
             (Ok(()), (0, HL_WAIT_CS_STATUS_FLAG_GONE, 0))
         );
         // Timed out: a custom timeout of 0 s expires at the first check.
-        let mut a = args(&[chunk(ok, PDMA)], HL_CS_FLAGS_CUSTOM_TIMEOUT);
-        cs_ioctl(&f, &mut a, &Src(&[chunk(ok, PDMA)], &[]))?;
+        // A CB of seconds, not two NOPs: on a busy machine the engine could
+        // finish those before the driver's watchdog first looks.
+        let slow = slow_cb(&f)?;
+        let mut a = args(&[chunk(slow, PDMA)], HL_CS_FLAGS_CUSTOM_TIMEOUT);
+        cs_ioctl(&f, &mut a, &Src(&[chunk(slow, PDMA)], &[]))?;
         let seq = a.out_seq();
         assert_eq!(
             wait(&f, seq, 10 * SEC),
@@ -256,7 +259,6 @@ mod tests {
         // The device stays usable.
         run(&f, &[chunk(ok, PDMA)])?;
         // A wait on a CS that does not end in time is BUSY.
-        let slow = slow_cb(&f)?;
         let seq = submit(&f, &[chunk(slow, PDMA)])?;
         assert_eq!(wait(&f, seq, 0), (Ok(()), (HL_WAIT_CS_STATUS_BUSY, 0, 0)));
         assert_eq!(
