@@ -18,6 +18,16 @@ HLRS_STEPS=$OUT/steps.tsv
 
 : >"$OUT/lint.txt"
 step "bootstrap (toolchain, kernel source)" "$HLRS_ROOT/scripts/bootstrap.sh" >&2
+# On a cold machine QEMU with vfio-user (the PCI boot's) builds next to the
+# kernel, niced, rather than next to the simulated guest later: the PCI boot,
+# which waits on its model process more than on the CPU, then starts with
+# the simulated one. A cached build returns at once; pci_prepare below waits
+# for this one (scripts/qemu.sh takes a lock).
+if [ "${HLRS_PCI_PASS:-1}" = 1 ]; then
+	mkdir -p "$OUT/pci"
+	scripts/qemu.sh >/dev/null &
+	QEMU_EARLY=$!
+fi
 step "test kernel (cached by version + config)" kernel_dir
 export KOBJ
 # One compile of the module for the tests and for clippy: clippy-driver
@@ -44,6 +54,17 @@ lints() {
 }
 step "lints (rustfmt, structure, links)" with_progress lints lints
 
+dkms_check() {
+	rm -f "$HLRS_ROOT/target/dkms/habanalabs_rs.ko"
+	scripts/dkms.sh check >"$OUT/dkms.log" 2>&1 ||
+		{ tail -n 20 "$OUT/dkms.log"; echo "dkms: build failed (see $OUT/dkms.log)" >>"$OUT/lint.txt"; }
+}
+# The DKMS build compiles the module again (one rustc, one CPU) from its own
+# copy of the sources: it runs next to the host tests and the in-guest
+# binaries, and the simulated guest (which loads its module) waits for it.
+step "DKMS build (Debian dkms, against the cached kernel tree)" with_progress "DKMS build" dkms_check &
+DKMS_PID=$!
+
 host_tests() {
 	cargo test --workspace --exclude hlrs-guest-tests --color never >"$OUT/host.log" 2>&1 ||
 		{ tail -n 30 "$OUT/host.log"; return 0; }
@@ -51,20 +72,13 @@ host_tests() {
 step "host cargo test" host_tests
 
 step "in-guest binaries (static): tests, CLI" build_guest_bins
-
-dkms_check() {
-	rm -f "$HLRS_ROOT/target/dkms/habanalabs_rs.ko"
-	scripts/dkms.sh check >"$OUT/dkms.log" 2>&1 ||
-		{ tail -n 20 "$OUT/dkms.log"; echo "dkms: build failed (see $OUT/dkms.log)" >>"$OUT/lint.txt"; }
-}
-step "DKMS build (Debian dkms, against the cached kernel tree)" with_progress "DKMS build" dkms_check
+wait "$DKMS_PID" || true
 
 # The two boots run at once (a guest under TCG keeps about one of the
 # machine's two CPUs busy; the PCI one waits on its model process as often):
 # the simulated devices, and a Gaudi2 on PCI running the test binaries the
 # list scripts/guest/pci-pass names, the model process behind QEMU's
-# vfio-user-pci with the IOMMU on (docs/pci.md). On a cold machine QEMU with
-# vfio-user builds while the first guest runs. A progress line every 30 s
+# vfio-user-pci with the IOMMU on (docs/pci.md). A progress line every 30 s
 # names each guest's current test (guest_watch.py); HLRS_PCI_PASS=0 skips
 # the second boot.
 sim_guest() {
@@ -80,6 +94,7 @@ trap 'stop_sim_guest; exit 143' INT TERM
 PCI_ARGS=()
 if [ "${HLRS_PCI_PASS:-1}" = 1 ]; then
 	mkdir -p "$OUT/pci"
+	wait "${QEMU_EARLY:-}" 2>/dev/null || true
 	if step "QEMU with vfio-user (cached) and the model process" pci_prepare "$OUT/pci/model-build.log"; then
 		step "guest run on the PCI device (QEMU, vfio-user, intel-iommu)" \
 			env HLRS_PCI=1 HLRS_GUEST_LABEL="pci guest" \

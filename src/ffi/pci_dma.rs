@@ -151,6 +151,31 @@ impl DmaStreams {
         self.table.lock().pages
     }
 
+    /// The physical address the device's IOMMU translates `bus` to, as the
+    /// IOMMU's own page tables say (`iommu_iova_to_phys`): `bus` itself
+    /// without an IOMMU domain, `None` when nothing is mapped there or the
+    /// table is closed (the device unbound). The debugfs page-walk oracle
+    /// on PCI. O(IOMMU page-table depth).
+    pub(crate) fn iova_to_phys(&self, bus: u64) -> Option<u64> {
+        let dev = self.raw_dev();
+        let t = self.table.lock();
+        if !t.open {
+            return None;
+        }
+        // SAFETY: open, so `dev` is bound (the table's lock keeps it so);
+        // the call only reads the device's domain pointer.
+        let domain = unsafe { bindings::iommu_get_domain_for_dev(dev) };
+        if domain.is_null() {
+            return Some(bus);
+        }
+        // SAFETY: `domain` is the bound device's live domain (it changes
+        // only with the device's driver binding, which the lock above
+        // excludes); the lookup only reads its page tables.
+        let pa = unsafe { bindings::iommu_iova_to_phys(domain, bus) };
+        drop(t);
+        (pa != 0).then_some(pa)
+    }
+
     /// Whether the table is closed (the device unbound). O(1).
     pub(crate) fn is_closed(&self) -> bool {
         !self.table.lock().open

@@ -253,6 +253,12 @@ pub(crate) trait Backend: Sealed + Send + Sync {
     /// (CPU mappings of exports). `EINVAL` outside DRAM or unaligned.
     fn dram_host_page(&self, pa: u64) -> Result<HostPage>;
 
+    /// The physical address of the host memory the device reaches at bus
+    /// address `bus` (the debugfs page-walk oracle): the IOMMU's
+    /// translation on PCI, `bus` itself on the simulated device (its bus
+    /// addresses are physical). `None` when nothing is mapped there.
+    fn host_phys(&self, bus: u64) -> Option<u64>;
+
     /// Read device DRAM at `addr` into `buf` (tests and debugfs).
     fn dram_read(&self, addr: u64, buf: &mut [u8]) -> Result;
 

@@ -322,6 +322,10 @@ impl Backend for PciGaudi2 {
         Err(EOPNOTSUPP)
     }
 
+    fn host_phys(&self, bus: u64) -> Option<u64> {
+        self.streams.iova_to_phys(bus)
+    }
+
     fn dram_read(&self, addr: u64, buf: &mut [u8]) -> Result {
         self.check_dram(addr, buf.len())?;
         self.alive()?;

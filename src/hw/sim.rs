@@ -566,6 +566,11 @@ impl Backend for SimGaudi2 {
         Ok(dram.chunk_or_insert(chunk, fill)?.clone())
     }
 
+    fn host_phys(&self, bus: u64) -> Option<u64> {
+        // The simulated IOMMU maps every page at its physical address.
+        Some(bus)
+    }
+
     fn dram_read(&self, addr: u64, buf: &mut [u8]) -> Result {
         self.check(addr, buf.len())?;
         self.dram.lock().read(addr, buf, self.dram_fill())

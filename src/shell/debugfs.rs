@@ -626,7 +626,15 @@ fn show_mmu(p: &DeviceFiles, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             for h in t.hops.iter().take(t.leaf + 1) {
                 write!(f, " {:#x}", h)?;
             }
-            writeln!(f, ")")
+            write!(f, ")")?;
+            // A host page: where the bus address lands (the IOMMU's view on
+            // PCI, where the bus address is an IOVA).
+            if vm.range_type(va, 1) != Some(VaRangeType::Dram) {
+                if let Some(pa) = dev.backend().host_phys(t.pa) {
+                    write!(f, " host phys {:#x}", pa)?;
+                }
+            }
+            writeln!(f)
         }
         Err(WalkFault::NotPresent(l)) => {
             writeln!(f, "va {:#x}: fault: not present at hop {}", va, l)

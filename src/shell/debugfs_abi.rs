@@ -432,7 +432,10 @@ fn access_va(vm: &ContextVm, addr: u64, acc: Access<'_>) -> Result {
     let page = PAGE_SIZE as u64;
     let idx = usize::try_from((addr - first) / page).map_err(|_| EINVAL)?;
     let off = usize::try_from(addr % page).map_err(|_| EINVAL)?;
-    if pinned.phys(idx).and_then(|ph| ph.checked_add(off as u64)) != Some(pa) {
+    // The walk's leaf is a bus address: physical on the simulated device,
+    // an IOVA on PCI (where the IOMMU says which page it is).
+    let phys = backend.host_phys(pa).ok_or(EINVAL)?;
+    if pinned.phys(idx).and_then(|ph| ph.checked_add(off as u64)) != Some(phys) {
         return Err(EINVAL);
     }
     match acc {

@@ -20,9 +20,10 @@
 //!
 //! **A job** ([`AsidQueues::submit`]) takes a completion slot `s` (one of
 //! [`SLOTS`] SOB/monitor pairs, DCORE0's reserved range): SOB `s` = 0,
-//! monitor `s` armed for "SOB `s` equal to 1" with the CQ payload "ready |
-//! shadow index `s`" (`gaudi2_arm_cq_monitor`, gaudi2/gaudi2.c:7233-7259),
-//! then the BD (`ptr` = CB, `len`, `ctl` = `COMP_OFFSET` `s`) at the PQ's
+//! monitor `s` armed for "SOB `s` equal to 1" (its CQ payload "ready |
+//! shadow index `s`" is written once at init, where upstream's
+//! `gaudi2_arm_cq_monitor`, gaudi2/gaudi2.c:7233-7259, writes it at every
+//! arm: two register writes per job instead of five), then the BD (`ptr` = CB, `len`, `ctl` = `COMP_OFFSET` `s`) at the PQ's
 //! PI. After every job of the batch, one `PQ_PI` write per queue (the
 //! doorbell, `gaudi2_ring_doorbell`). Upstream counts a whole CS on one
 //! SOB (`seq & 63`); one slot per job gives the driver's per-job events,
@@ -269,6 +270,12 @@ pub(crate) struct PciEngines {
     core: Arc<EngineCore>,
 }
 
+/// The CQ entry completion slot `s`'s monitor writes: ready, with the
+/// slot as its shadow index. O(1).
+const fn slot_entry(s: u32) -> u32 {
+    r::CQ_ENTRY_READY | r::CQ_ENTRY_SHADOW_INDEX_VALID | s
+}
+
 /// `lo`, `hi` halves of a bus address.
 fn halves(a: u64) -> (u32, u32) {
     (a as u32, (a >> 32) as u32)
@@ -356,8 +363,8 @@ impl State {
 
 impl State {
     /// Queue `j` on its PQ (no doorbell): a free completion slot `s`, SOB
-    /// `s` = 0, monitor `s` armed for "equal to 1" with the CQ payload of
-    /// `s` (`gaudi2_arm_cq_monitor`), the BD at the PI, the PI advanced. All
+    /// `s` = 0, monitor `s` armed for "equal to 1" (its CQ payload was
+    /// written at init), the BD at the PI, the PI advanced. All
     /// or nothing: `EINVAL` for a queue the device does not run, `EAGAIN`
     /// without a free slot, `ENODEV` when the device is gone. O(1).
     fn queue_job(&mut self, m: &super::regs::Mmio, j: &EngineJob) -> Result {
@@ -372,7 +379,6 @@ impl State {
         }
         let s = self.free.pop().ok_or(EAGAIN)?;
         let n = u32::from(s);
-        let data = r::CQ_ENTRY_READY | r::CQ_ENTRY_SHADOW_INDEX_VALID | n;
         let mask = !(1u32 << (n % 8)) & 0xFF;
         let arm = 1 << 17 | 1 << 16 | mask << 8 | (n / 8);
         let pi = self.pi.get(i).copied().unwrap_or(0);
@@ -381,11 +387,10 @@ impl State {
         bd[8..12].copy_from_slice(&j.cb_size.to_le_bytes());
         let ctl = n << r::BD_CTL_COMP_OFFSET_SHIFT | (pi & 0xFFFF);
         bd[12..].copy_from_slice(&ctl.to_le_bytes());
+        // The slot's payload (CQ 0, its entry) was written at init and
+        // stays: a job resets the SOB and arms the monitor.
         let res = m
             .wreg(sm::SOB_OBJ_0 + 4 * n, 0)
-            .and_then(|()| m.wreg(sm::MON_PAY_ADDRL_0 + 4 * n, 0))
-            .and_then(|()| m.wreg(sm::MON_PAY_ADDRH_0 + 4 * n, 0))
-            .and_then(|()| m.wreg(sm::MON_PAY_DATA_0 + 4 * n, data))
             .and_then(|()| m.wreg(sm::MON_ARM_0 + 4 * n, arm))
             .and_then(|()| {
                 let pq = self
@@ -452,8 +457,14 @@ fn program(hw: &PciGaudi2, bufs: &Buffers) -> Result {
     ] {
         m.wreg(reg, val)?;
     }
+    // Each completion slot's monitor writes its own CQ entry (CQ 0, the
+    // slot number): written once, so a job costs two register writes and
+    // its doorbell.
     for s in 0..SLOTS as u32 {
         m.wreg(sm::MON_CONFIG_0 + 4 * s, sm::MON_CONFIG_CQ_LBW)?;
+        m.wreg(sm::MON_PAY_ADDRL_0 + 4 * s, 0)?;
+        m.wreg(sm::MON_PAY_ADDRH_0 + 4 * s, 0)?;
+        m.wreg(sm::MON_PAY_DATA_0 + 4 * s, slot_entry(s))?;
     }
     let (sob_lo, sob_hi) = halves(r::CFG_BASE + u64::from(sm::SOB_OBJ_0));
     let (mon_lo, mon_hi) = halves(r::CFG_BASE + u64::from(sm::MON_PAY_ADDRL_0));

@@ -62,7 +62,21 @@ pub fn spawn_hold(args: &[&str]) -> std::process::Child {
 
 /// The page-walk oracle's walk of `va` on device `dev` (debugfs `mmu`):
 /// the physical address and the hop level of the leaf, or `None` for a fault.
+/// For a host page the physical address is where its bus address lands
+/// (`host phys`: the IOMMU's translation on a PCI device, whose bus
+/// addresses are IOVAs; the bus address itself on a simulated one).
 pub fn oracle_walk(dev: u32, va: u64) -> Option<(u64, u32)> {
+    walk(dev, va, true)
+}
+
+/// As [`oracle_walk`], but the address the walk ends at as the device sees
+/// it (for a host page its bus address: what upstream's debugfs `mmu`
+/// prints as `phys_addr`).
+pub fn oracle_walk_bus(dev: u32, va: u64) -> Option<(u64, u32)> {
+    walk(dev, va, false)
+}
+
+fn walk(dev: u32, va: u64, host_phys: bool) -> Option<(u64, u32)> {
     std::fs::write(
         format!("/sys/kernel/debug/habanalabs_rs/{dev}/mmu"),
         format!("{va:#x}"),
@@ -70,7 +84,10 @@ pub fn oracle_walk(dev: u32, va: u64) -> Option<(u64, u32)> {
     .unwrap();
     let out = debugfs(dev, "mmu");
     let last = out.lines().last()?;
-    let pa = last.split("-> pa ").nth(1)?.split(' ').next()?;
+    let pa = match last.split(" host phys ").nth(1).filter(|_| host_phys) {
+        Some(phys) => phys.split(' ').next()?,
+        None => last.split("-> pa ").nth(1)?.split(' ').next()?,
+    };
     let leaf = last.split("leaf at hop ").nth(1)?.split(';').next()?;
     Some((
         u64::from_str_radix(pa.trim_start_matches("0x"), 16).ok()?,
