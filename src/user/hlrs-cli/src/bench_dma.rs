@@ -51,7 +51,7 @@ fn filled(len: usize, seed: u64) -> io::Result<HostBuffer> {
 
 /// Run the CS of the CB mapped at `cb` (`len` bytes) and wait for it:
 /// an error unless it completed.
-fn run_cb(dev: &Device, cb: u64, len: u32) -> io::Result<()> {
+pub(crate) fn run_cb(dev: &Device, cb: u64, len: u32) -> io::Result<()> {
     let f = Cs::new().chunk(QUEUE, cb, len).submit(dev)?;
     match f.wait(dev, 120 * SEC)? {
         hlrs::cs::CsDone::Completed { .. } => Ok(()),

@@ -17,16 +17,11 @@
 //! `scripts/bench_report.py` prints the ratio PCI / simulated.
 
 use crate::bench_common::{batch, emit, median_best, BATCHES};
+use crate::bench_dma::run_cb;
 use crate::dma::map_cb;
-use hlrs::{
-    cs::{Cb, Cs, CsDone},
-    uapi::*,
-    Device, HostBuffer,
-};
+use hlrs::{cs::Cb, Device, HostBuffer};
 use std::{collections::HashMap, io};
 
-const QUEUE: u32 = GAUDI2_QUEUE_ID_PDMA_0_0;
-const SEC: u64 = 1_000_000;
 /// The counters reported per operation.
 const COUNTERS: [&str; 5] = [
     "reg_writes",
@@ -55,15 +50,6 @@ fn counters(index: u32) -> io::Result<HashMap<String, u64>> {
         .collect())
 }
 
-/// Run one CS of the CB mapped at `cb` and wait: an error unless it completed.
-fn run_cb(dev: &Device, cb: u64, len: u32) -> io::Result<()> {
-    let f = Cs::new().chunk(QUEUE, cb, len).submit(dev)?;
-    match f.wait(dev, 120 * SEC)? {
-        CsDone::Completed { .. } => Ok(()),
-        other => Err(io::Error::other(format!("CS {}: {other:?}", f.seq))),
-    }
-}
-
 /// An operation measured on both devices: `make(dev)` sets it up and
 /// returns the operation (and whatever must live while it runs).
 type Op<'a> = Box<dyn FnMut() -> io::Result<()> + 'a>;
@@ -84,7 +70,12 @@ fn measure(name: &str, per: u32, sim: &mut Op<'_>, pci: &mut Op<'_>, index: u32)
     emit(&format!("pci.{name}.pci"), median_best(p).0, "ns");
     let ops = f64::from(per) * BATCHES as f64;
     for c in COUNTERS {
-        let d = after.get(c).copied().unwrap_or(0) - before.get(c).copied().unwrap_or(0);
+        // Saturating: a rebind in between starts the counters over.
+        let d = after
+            .get(c)
+            .copied()
+            .unwrap_or(0)
+            .saturating_sub(before.get(c).copied().unwrap_or(0));
         emit(&format!("pci.{name}.{c}"), d as f64 / ops, "per_op");
     }
     Ok(())
