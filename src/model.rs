@@ -40,6 +40,8 @@
 //!   event queue);
 //! - [`packets`], [`cp`], [`qman`]: the command buffer packets, the command
 //!   processor that runs them, the PDMA QMANs that fetch them;
+//! - [`engine`]: one engine's command processor running a job to its end
+//!   (host 1's engines, each a thread of its own);
 //! - [`sm`]: the DCORE0 sync manager (SOBs, monitors, the completion queue
 //!   and MSI-X 21).
 
@@ -54,6 +56,7 @@ pub mod bus;
 pub mod cp;
 pub mod cpu_if;
 pub mod cpucp;
+pub mod engine;
 pub mod events;
 pub mod mmu;
 pub mod packets;

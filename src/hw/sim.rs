@@ -179,7 +179,7 @@ impl SimGaudi2 {
             // SRAM (48 MiB, dropped when its context goes) is neither.
             sram <- new_mutex!(SparseMem::new(u64::MAX, false)),
             invalidations <- new_mutex!(InvalidationLog::default()),
-            stlb <- new_mutex!(stlb::Stlb::new()?),
+            stlb <- new_mutex!(stlb::new()?),
             dma_pages <- new_mutex!(DmaPages::new()),
             faults <- new_mutex!(fault::FaultLog::default()),
             scrambler,
@@ -404,12 +404,15 @@ impl SimGaudi2 {
                 Some((asid, self.scrambler.scramble(va), end))
             }
         };
+        let side = stlb::side(kind);
         let mut stlb = self.stlb.lock();
         match (range, skip) {
-            (None, false) => stlb.invalidate_all(kind),
-            (None, true) => stlb.skip_all(kind),
-            (Some((asid, start, end)), false) => stlb.invalidate_range(kind, asid, start, end),
-            (Some((asid, start, end)), true) => stlb.skip_range(kind, asid, start, end),
+            (None, false) => stlb.invalidate_all(side),
+            (None, true) => stlb.skip_all(side),
+            (Some((asid, start, end)), false) => {
+                stlb.invalidate_range(side, Some(asid), start, end)
+            }
+            (Some((asid, start, end)), true) => stlb.skip_range(side, asid, start, end),
         }
     }
 }

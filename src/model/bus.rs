@@ -32,7 +32,8 @@
 use super::events;
 use super::mmu::{ENGINE_HMMU, PMMU};
 use super::regs;
-use super::walker::{self, Tables, WalkStop};
+use super::stlb::{Miss, Side};
+use super::walker::WalkStop;
 use super::{Env, Gaudi2};
 
 /// `HOST_PHYS_SIZE_0` (include/gaudi2/gaudi2.h:49): host bus addresses
@@ -230,23 +231,51 @@ impl Gaudi2 {
 
     /// Where `va` goes for `asid`: the address decode, then the MMU.
     fn resolve(&mut self, env: &mut dyn Env, asid: u16, va: u64) -> Result<Target, EngineFault> {
-        let cfg_end = regs::CFG_BASE.saturating_add(regs::CFG_SIZE);
-        let sram_end = regs::SRAM_BASE_ADDR.saturating_add(self.cfg.sram_bytes);
-        if va < HOST_PHYS_END {
-            Ok(Target::Host(va))
-        } else if (VA_HOST_START..VA_HOST_END).contains(&va) {
-            self.translate(env, PMMU, asid, va).map(Target::Host)
-        } else if (regs::DRAM_PHYS_BASE..regs::VA_HBM_SPACE_END).contains(&va) {
-            self.translate(env, ENGINE_HMMU, asid, va).map(Target::Dram)
-        } else if (regs::SRAM_BASE_ADDR..sram_end).contains(&va) {
-            Ok(Target::Sram(va))
-        } else if (regs::CFG_BASE..cfg_end).contains(&va) {
-            u32::try_from(va - regs::CFG_BASE)
-                .map(Target::Cfg)
-                .map_err(|_| EngineFault::Decode { addr: va })
-        } else {
-            Err(EngineFault::Decode { addr: va })
+        match space(va, self.cfg.sram_bytes) {
+            Space::HostBus => Ok(Target::Host(va)),
+            Space::HostVa => self.translate(env, PMMU, asid, va).map(Target::Host),
+            Space::Dram => self.translate(env, ENGINE_HMMU, asid, va).map(Target::Dram),
+            Space::Sram => Ok(Target::Sram(va)),
+            Space::Cfg(reg) => Ok(Target::Cfg(reg)),
+            Space::None => Err(EngineFault::Decode { addr: va }),
         }
+    }
+}
+
+/// What an engine address decodes to before any MMU, as Gaudi2's fabric
+/// decodes it (see the module doc).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Space {
+    /// A host bus address, no MMU.
+    HostBus,
+    /// The host VA space: the PMMU.
+    HostVa,
+    /// The DRAM space: the HMMUs.
+    Dram,
+    /// SRAM, physical.
+    Sram,
+    /// The register space: this register (an LBW access).
+    Cfg(u32),
+    /// Nothing: an address-decode error (RAZWI).
+    None,
+}
+
+/// The decode of `va` on a device with `sram_bytes` of SRAM. O(1).
+pub fn space(va: u64, sram_bytes: u64) -> Space {
+    let cfg_end = regs::CFG_BASE.saturating_add(regs::CFG_SIZE);
+    let sram_end = regs::SRAM_BASE_ADDR.saturating_add(sram_bytes);
+    if va < HOST_PHYS_END {
+        Space::HostBus
+    } else if (VA_HOST_START..VA_HOST_END).contains(&va) {
+        Space::HostVa
+    } else if (regs::DRAM_PHYS_BASE..regs::VA_HBM_SPACE_END).contains(&va) {
+        Space::Dram
+    } else if (regs::SRAM_BASE_ADDR..sram_end).contains(&va) {
+        Space::Sram
+    } else if (regs::CFG_BASE..cfg_end).contains(&va) {
+        u32::try_from(va - regs::CFG_BASE).map_or(Space::None, Space::Cfg)
+    } else {
+        Space::None
     }
 }
 
@@ -263,10 +292,13 @@ impl Gaudi2 {
         va: u64,
     ) -> Result<u64, EngineFault> {
         let hmmu = mmu != PMMU;
-        let m = self
-            .mmus
-            .get_mut(mmu)
-            .ok_or(EngineFault::Decode { addr: va })?;
+        let Gaudi2 {
+            mmus,
+            scrambler,
+            stats,
+            ..
+        } = self;
+        let m = mmus.get_mut(mmu).ok_or(EngineFault::Decode { addr: va })?;
         if !m.translates() {
             return if hmmu {
                 Ok(va)
@@ -274,52 +306,33 @@ impl Gaudi2 {
                 Err(EngineFault::Decode { addr: va })
             };
         }
-        let key = if hmmu {
-            self.scrambler.scramble(va)
-        } else {
-            va
+        let side = if hmmu { Side::Dram } else { Side::Host };
+        let hop0 = m.hop0(asid);
+        let mut dma = 0u64;
+        let mut read = |a: u64| {
+            let mut b = [0u8; 8];
+            let r = if a % 8 != 0 {
+                return None;
+            } else if hmmu {
+                env.dram_read(a, &mut b)
+            } else {
+                dma = dma.wrapping_add(8);
+                env.dma_read(a, &mut b)
+            };
+            r.ok().map(|()| u64::from_le_bytes(b))
         };
-        let (page, shift) = match m.stlb.lookup(asid, key) {
-            Some(hit) => {
-                self.stats.stlb_hits = self.stats.stlb_hits.wrapping_add(1);
-                (hit.page, hit.shift)
-            }
-            None => {
-                self.stats.stlb_misses = self.stats.stlb_misses.wrapping_add(1);
-                let page_fault = EngineFault::Page { mmu, va: key };
-                let hop0 = m.hop0(asid).ok_or(page_fault)?;
-                let tables = if hmmu { Tables::Hmmu } else { Tables::Pmmu };
-                let mut dma = 0u64;
-                let mut read = |a: u64| {
-                    let mut b = [0u8; 8];
-                    let r = if a % 8 != 0 {
-                        return None;
-                    } else if hmmu {
-                        env.dram_read(a, &mut b)
-                    } else {
-                        dma = dma.wrapping_add(8);
-                        env.dma_read(a, &mut b)
-                    };
-                    r.ok().map(|()| u64::from_le_bytes(b))
-                };
-                let leaf = walker::walk(tables, hop0, key, &mut read);
-                self.stats.dma_read_bytes = self.stats.dma_read_bytes.wrapping_add(dma);
-                let leaf = leaf.map_err(|stop| match stop {
-                    WalkStop::Unreadable(addr) if !hmmu => EngineFault::Bus { va, addr },
-                    _ => page_fault,
-                })?;
-                if let Some(m) = self.mmus.get_mut(mmu) {
-                    m.stlb.fill(asid, key, leaf.page, leaf.shift);
-                }
-                (leaf.page, leaf.shift)
-            }
-        };
-        let in_page = 1u64.checked_shl(shift).map_or(u64::MAX, |size| size - 1);
-        let addr = page | (key & in_page);
-        Ok(if hmmu {
-            self.scrambler.descramble(addr)
-        } else {
-            addr
+        let t = m
+            .stlb
+            .translate((side, scrambler), u32::from(asid), va, hop0, &mut read);
+        stats.dma_read_bytes = stats.dma_read_bytes.wrapping_add(dma);
+        match t {
+            Ok(t) if t.hit => stats.stlb_hits = stats.stlb_hits.wrapping_add(1),
+            _ => stats.stlb_misses = stats.stlb_misses.wrapping_add(1),
+        }
+        let key = if hmmu { scrambler.scramble(va) } else { va };
+        t.map(|t| t.addr).map_err(|miss| match miss {
+            Miss::Walk(WalkStop::Unreadable(addr)) if !hmmu => EngineFault::Bus { va, addr },
+            _ => EngineFault::Page { mmu, va: key },
         })
     }
 

@@ -32,7 +32,12 @@
 //! register file and read back as written.
 
 use super::regs::{self, mmu as m, stlb as s};
-use super::stlb::Stlb;
+use super::stlb::{Entry, Side, Stlb};
+
+/// Entries of each MMU's STLB (8 sets of 4 ways; real STLBs hold hundreds
+/// to a few thousand: a small cache makes evictions and stale entries easy
+/// to reach in tests).
+pub const STLB_ENTRIES: usize = 32;
 
 /// ASIDs whose hop 0 an MMU keeps.
 pub const ASIDS: usize = 64;
@@ -93,7 +98,7 @@ pub struct Mmu {
     page_err_va: u64,
     access_err_va: u64,
     /// The translation cache.
-    pub stlb: Stlb,
+    pub stlb: Stlb<[Entry; STLB_ENTRIES]>,
 }
 
 impl Default for Mmu {
@@ -119,7 +124,7 @@ impl Mmu {
             err_valid: 0,
             page_err_va: 0,
             access_err_va: 0,
-            stlb: Stlb::new(),
+            stlb: Stlb::with_storage([Entry::EMPTY; STLB_ENTRIES], STLB_ENTRIES),
         }
     }
 
@@ -185,7 +190,9 @@ impl Mmu {
             }
             o if o == STLB + s::INV_ALL_START => {
                 if val & 1 != 0 {
-                    self.stlb.invalidate_all();
+                    // One MMU's cache holds one side; both are dropped.
+                    self.stlb.invalidate_all(Side::Host);
+                    self.stlb.invalidate_all(Side::Dram);
                     return Effect::Invalidated;
                 }
             }
@@ -232,8 +239,13 @@ impl Mmu {
         let [start_lo, start_hi, end_lo, end_hi] = self.range;
         let after = u64::from(start_hi & 0xF_FFFF) << 32 | u64::from(start_lo);
         let last = u64::from(end_hi & 0xF_FFFF) << 32 | u64::from(end_lo);
-        let asid = (val & 2 != 0).then_some(((val >> 2) & 0x3FF) as u16);
-        self.stlb.invalidate_range(asid, after, last);
+        let asid = (val & 2 != 0).then_some((val >> 2) & 0x3FF);
+        // Pages `after < p <= last`: bytes [(after + 1) << 12, (last + 1) << 12).
+        let start = after.saturating_add(1).saturating_mul(4096);
+        let end = last.saturating_add(1).saturating_mul(4096);
+        for side in [Side::Host, Side::Dram] {
+            self.stlb.invalidate_range(side, asid, start, end);
+        }
     }
 
     /// Capture a page fault at `va` (the first one until the driver

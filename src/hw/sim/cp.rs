@@ -1,54 +1,34 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The command processor of a simulated engine's QMAN: how one job runs.
+//! The command processor of a simulated engine's QMAN: the model core's
+//! ([`crate::model::engine`]: fetch, decode, `MSG_LONG`, `LIN_DMA`), hosted
+//! on an engine thread of this module.
 //!
-//! A job is `cb_size` bytes of packets at the device address `cb` (host
-//! VA, DRAM VA or SRAM, any alignment), read through the engine's side of
-//! the MMUs ([`SimGaudi2::engine_read`]) with the queue's ASID. The CB is
-//! fetched in windows that never cross a 4 KiB page of the CB unless a
-//! packet does (so a packet runs before a fault on a later page of its CB,
-//! as the CP fetches ahead no further than the page), and each packet is
-//! decoded ([`super::packets`]) and executed before the next is read.
-//!
-//! A `LIN_DMA` moves its bytes through the engine's bounce buffer
-//! ([`DMA_CHUNK`] bytes, allocated once per engine), one chunk at a time:
-//! read, swapped, written. So a transfer of up to 4 GiB - 1 costs no more
-//! memory than one chunk. Between chunks, and before every packet, the job
-//! asks its owner whether to stop ([`JobOwner::stop`]): a CS aborted by a
-//! fault on another engine, timed out or closed stops within a chunk.
-//!
-//! **Reschedule points.** A job reaches a reschedule point
-//! ([`Pace::point`]) every [`RESCHED_PACKETS`] packets, between the chunks
-//! of a DMA and at its end: a CB of any length, or a `LIN_DMA` or memset of
-//! 4 GiB, never runs for more than 64 KiB of copying or 64 packets without
-//! one. There the engine charges its time to its context's CPU budget
-//! (`super::cpu_budget`) and sleeps off a debt, or yields the CPU
-//! (`cond_resched`) to whoever waits for it, preemptible kernel or not.
-//!
-//! A job ends at the first fault (the pieces before it were done), at the
-//! first packet it cannot execute, when told to stop, or after its last
-//! packet; [`JobEnd`] says which. It never waits for anything but memory.
+//! What this host adds: the buffers (a 4 KiB CB window and a
+//! [`DMA_CHUNK`] bounce buffer, allocated once per engine), the engine's
+//! memory ([`SimGaudi2::engine_read`] and `engine_write`, with the queue's
+//! ASID), the owner's stop ([`JobOwner::stop`]: a CS aborted by a fault on
+//! another engine, timed out or closed stops within a chunk) and the
+//! reschedule points ([`Pace::point`]: there the engine charges its time
+//! to its context's CPU budget, `super::cpu_budget`, and sleeps off a debt,
+//! or yields the CPU). A job reaches one every
+//! [`RESCHED_PACKETS`](engine::RESCHED_PACKETS) packets and between the
+//! chunks of a DMA: a CB of any length, or a `LIN_DMA` of 4 GiB, never runs
+//! for more than 64 KiB of copying or 64 packets without one.
 
 use super::cpu_budget::Pace;
 use super::{
     engine_mem::EngineAccess,
     fault::EngineFault,
-    job::{JobEnd, JobOwner},
-    packets::{self, LinDma, Packet, PacketError},
+    job::{JobEnd, JobOwner, Stop},
+    packets::refused,
     SimGaudi2,
 };
+use crate::model::engine::{self, EngineBus};
 use kernel::{alloc::KVVec, prelude::*};
 
 /// Bytes a `LIN_DMA` moves per step (the bounce buffer).
 pub(crate) const DMA_CHUNK: usize = 64 * 1024;
-/// Packets between two reschedule points of a job: a CB of millions of
-/// NOPs or MSG_LONGs gives the CPU up as often as a DMA does (every 64
-/// KiB), so a preempted or throttled engine stops soon even on a kernel
-/// without preemption.
-pub(crate) const RESCHED_PACKETS: u32 = 64;
-/// Bytes of the CB fetch window: one page.
-const CB_WINDOW: usize = 4096;
-const CB_WINDOW_U64: u64 = CB_WINDOW as u64;
 
 /// The buffers an engine executes with, allocated once.
 pub(crate) struct Scratch {
@@ -62,163 +42,74 @@ impl Scratch {
     /// Both buffers, zeroed. O(68 KiB).
     pub(crate) fn new() -> Result<Self> {
         Ok(Self {
-            cb: KVVec::from_elem(0u8, CB_WINDOW, GFP_KERNEL)?,
+            cb: KVVec::from_elem(0u8, engine::CB_WINDOW, GFP_KERNEL)?,
             data: KVVec::from_elem(0u8, DMA_CHUNK, GFP_KERNEL)?,
         })
     }
 }
 
-/// The CB of a job as the CP fetches it: a window of up to one page.
-struct CbReader<'a> {
+/// The engine's side of this host, as the model core's CP sees it.
+struct Bus<'a, 'b> {
     sim: &'a SimGaudi2,
     who: EngineAccess,
-    /// Device address of the CB.
-    base: u64,
-    /// Bytes of the CB.
-    size: u32,
-    /// Offset in the CB of the window's first byte, and its length.
-    win: (u32, usize),
-    buf: &'a mut [u8],
+    owner: &'a dyn JobOwner,
+    pace: &'a mut Pace<'b>,
 }
 
-impl CbReader<'_> {
-    /// `n` bytes at offset `at` of the CB (`at + n <= size`), from the
-    /// window or after a fetch of the rest of their page. O(n) amortized.
-    fn bytes(&mut self, at: u32, n: usize) -> Result<&[u8], EngineFault> {
-        let decode = EngineFault::Decode {
-            addr: self.base,
+impl EngineBus for Bus<'_, '_> {
+    type Fault = EngineFault;
+    type Stop = Stop;
+
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), EngineFault> {
+        self.sim.engine_read(self.who, addr, buf)
+    }
+
+    fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), EngineFault> {
+        self.sim.engine_write(self.who, addr, data)
+    }
+
+    fn decode_fault(&self, addr: u64) -> EngineFault {
+        EngineFault::Decode {
+            addr,
             engine: self.who.engine,
-        };
-        let (start, len) = self.win;
-        let inside = at >= start && ((at - start) as usize).saturating_add(n) <= len;
-        if !inside {
-            let addr = self.base.checked_add(u64::from(at)).ok_or(decode)?;
-            let page_left = (CB_WINDOW_U64 - addr % CB_WINDOW_U64) as usize;
-            let left = self.size.saturating_sub(at) as usize;
-            let len = page_left.max(n).min(left).min(self.buf.len());
-            let dst = self.buf.get_mut(..len).ok_or(decode)?;
-            self.win = (at, 0);
-            self.sim.engine_read(self.who, addr, dst)?;
-            self.win = (at, len);
         }
-        let off = at.saturating_sub(self.win.0) as usize;
-        self.buf.get(off..off.saturating_add(n)).ok_or(decode)
+    }
+
+    fn stop(&mut self) -> Option<Stop> {
+        self.owner.stop()
+    }
+
+    fn point(&mut self) {
+        self.pace.point();
     }
 }
 
 /// Run the job of `size` bytes of CB at `base` for `owner`, as engine
-/// `who` with `scratch`: fetch, decode and execute its packets in order.
-/// O(size + bytes moved).
+/// `who` with `scratch`: fetch, decode and execute its packets in order
+/// (the model core's CP). O(size + bytes moved).
 pub(crate) fn execute(
     sim: &SimGaudi2,
     scratch: &mut Scratch,
     who: EngineAccess,
-    (base, size): (u64, u32),
+    cb: (u64, u32),
     owner: &dyn JobOwner,
     pace: &mut Pace<'_>,
 ) -> JobEnd {
-    let Scratch { cb, data } = scratch;
-    let mut reader = CbReader {
+    let mut bus = Bus {
         sim,
         who,
-        base,
-        size,
-        win: (0, 0),
-        buf: cb,
+        owner,
+        pace,
     };
-    let mut pc = 0u32;
-    let mut packets = 0u32;
-    while pc < size {
-        if let Some(stop) = owner.stop() {
-            return JobEnd::Stopped(stop);
-        }
-        packets = packets.wrapping_add(1);
-        if packets % RESCHED_PACKETS == 0 {
-            pace.point();
-        }
-        // The header, then exactly the packet it announces: nothing past
-        // the packet is fetched.
-        let left = (size - pc) as usize;
-        let head = match reader.bytes(pc, left.min(8)) {
-            Ok(h) => <[u8; 8]>::try_from(h).ok(),
-            Err(f) => return JobEnd::Fault(f),
-        };
-        let want = head.and_then(|h| packets::packet_size(h).ok()).unwrap_or(8);
-        let bytes = match reader.bytes(pc, want.min(left)) {
-            Ok(b) => b,
-            Err(f) => return JobEnd::Fault(f),
-        };
-        let addr = base.wrapping_add(u64::from(pc));
-        let opcode = packets::opcode_of(bytes);
-        let (packet, len) = match packets::decode(bytes) {
-            Ok(p) => p,
-            Err(error) => return JobEnd::BadPacket { addr, error },
-        };
-        let r = match packet {
-            Packet::Nop => Ok(()),
-            Packet::MsgLong { value, addr } => sim
-                .engine_write(who, addr, &value.to_le_bytes())
-                .map_err(JobEnd::Fault),
-            Packet::LinDma(d) => lin_dma(sim, data, who, &d, (owner, &mut *pace)),
-            // `decode` refuses the packets the simulated engines do not run.
-            _ => Err(JobEnd::BadPacket {
-                addr,
-                error: PacketError::Unsupported { opcode },
-            }),
-        };
-        if let Err(end) = r {
-            return end;
-        }
-        // `len` <= `want` <= `size - pc`.
-        pc += len as u32;
-    }
-    JobEnd::Done
-}
-
-/// One `LIN_DMA`, in chunks of the bounce buffer `buf`. O(tsize).
-fn lin_dma(
-    sim: &SimGaudi2,
-    buf: &mut [u8],
-    who: EngineAccess,
-    d: &LinDma,
-    (owner, pace): (&dyn JobOwner, &mut Pace<'_>),
-) -> Result<(), JobEnd> {
-    let total = u64::from(d.tsize);
-    let chunk = buf.len() as u64;
-    let wraps = |addr| {
-        JobEnd::Fault(EngineFault::Decode {
+    match engine::execute(&mut bus, (&mut scratch.cb, &mut scratch.data), cb) {
+        engine::JobEnd::Done => JobEnd::Done,
+        engine::JobEnd::Fault(f) => JobEnd::Fault(f),
+        engine::JobEnd::Stopped(s) => JobEnd::Stopped(s),
+        engine::JobEnd::BadPacket { addr, error } => JobEnd::BadPacket {
             addr,
-            engine: who.engine,
-        })
-    };
-    if d.memset {
-        // The chunk is a whole number of u64s: every chunk starts the
-        // pattern over.
-        let value = d.src.to_le_bytes();
-        for (b, v) in buf.iter_mut().zip(value.iter().cycle()) {
-            *b = *v;
-        }
+            error: refused(error),
+        },
     }
-    let mut done = 0u64;
-    while done < total {
-        if done > 0 {
-            if let Some(stop) = owner.stop() {
-                return Err(JobEnd::Stopped(stop));
-            }
-            pace.point();
-        }
-        let n = (total - done).min(chunk) as usize;
-        let piece = buf.get_mut(..n).ok_or(wraps(d.dst))?;
-        let dst = d.dst.checked_add(done).ok_or(wraps(d.dst))?;
-        if !d.memset {
-            let src = d.src.checked_add(done).ok_or(wraps(d.src))?;
-            sim.engine_read(who, src, piece).map_err(JobEnd::Fault)?;
-            d.swap.apply(piece);
-        }
-        sim.engine_write(who, dst, piece).map_err(JobEnd::Fault)?;
-        done += n as u64;
-    }
-    Ok(())
 }
 
 #[kunit_tests(hlrs_cp)]

