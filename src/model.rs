@@ -42,6 +42,7 @@
 //!   processor that runs them, the PDMA QMANs that fetch them;
 //! - [`engine`]: one engine's command processor running a job to its end
 //!   (host 1's engines, each a thread of its own);
+//! - [`kdma`]: the driver's register-programmed DMA engine;
 //! - [`sm`]: the DCORE0 sync manager (SOBs, monitors, the completion queue
 //!   and MSI-X 21).
 
@@ -58,6 +59,7 @@ pub mod cpu_if;
 pub mod cpucp;
 pub mod engine;
 pub mod events;
+pub mod kdma;
 pub mod mmu;
 pub mod packets;
 pub mod qman;
@@ -166,7 +168,7 @@ pub struct Stats {
     pub packets: u64,
 }
 
-/// One Gaudi2: fixed-size register state, about 38 KiB (17 MMUs with
+/// One Gaudi2: fixed-size register state, about 56 KiB (17 MMUs with
 /// their STLBs and hop-0 tables, 1,024 SOBs, 256 monitors, 64 CQs, the
 /// register file); a host keeps it on the heap (a kernel stack could not
 /// hold a temporary of it).
@@ -179,6 +181,9 @@ pub struct Gaudi2 {
     scrambler: HbmScrambler,
     qmans: [qman::Qman; qman::QMANS],
     sm: sm::SyncManager,
+    kdma: kdma::Kdma,
+    /// The KDMA's accesses in flight bypass the MMUs (DRAM physical).
+    bypass: bool,
     regfile: RegFile,
     /// Nesting of LBW writes (a monitor's write firing another monitor):
     /// bounded by [`bus::MAX_LBW_DEPTH`].
@@ -217,6 +222,8 @@ impl Gaudi2 {
                 }; qman::STREAMS],
             }; qman::QMANS],
             sm: sm::SyncManager::new(),
+            kdma: kdma::Kdma::new(),
+            bypass: false,
             regfile: RegFile::new(),
             lbw_depth: 0,
         }
@@ -240,6 +247,7 @@ impl Gaudi2 {
         } else {
             self.sm
                 .read(reg)
+                .or_else(|| self.kdma.read(reg))
                 .or_else(|| self.boot.read(reg))
                 .or_else(|| self.cpu_if.read(reg))
         };
@@ -273,6 +281,7 @@ impl Gaudi2 {
             if let Some(t) = touch {
                 self.sm_check(env, t);
             }
+        } else if self.kdma.write(reg, val).is_some() {
         } else if reg == regs::CPU_IF_PF_PQ_PI {
             self.cpu_pq_doorbell(env, val);
         } else if !self.boot.write(reg, val) && !self.cpu_if.write(reg, val) {

@@ -276,6 +276,17 @@ pub(crate) const QM_BASES: [u32; 10] = [
 /// `GAUDI2_EVENT_HDMAn_QM` with n = 2 x DCORE + EDMA,
 /// include/gaudi2/gaudi2_async_events.h:876-885).
 pub(crate) const EVENT_QM: [u16; 10] = [1244, 1245, 1238, 1239, 1236, 1237, 1242, 1243, 1240, 1241];
+/// The DMA core event of each of [`QM_BASES`] (`GAUDI2_EVENT_PDMAn_CORE`,
+/// `GAUDI2_EVENT_HDMAn_CORE`, gaudi2_async_events.h:899-908: 23 after the
+/// QMAN's); its data word is the cause (`gaudi2_handle_dma_core_event`).
+pub(crate) const EVENT_DMA_CORE: [u16; 10] =
+    [1267, 1268, 1261, 1262, 1259, 1260, 1265, 1266, 1263, 1264];
+/// Cause bit 7 of a DMA core event: "WRONG CFG FOR COMMIT IN LIN DMA"
+/// (`gaudi2_dma_core_interrupts_cause`, gaudi2/gaudi2.c:1278-1287).
+pub(crate) const DMA_CORE_WRONG_CFG: u64 = 1 << 7;
+/// `GAUDI2_EVENT_KDMA0_CORE` (gaudi2_async_events.h:909): the KDMA's
+/// error (`gaudi2_handle_kdma_core_event`).
+pub(crate) const EVENT_KDMA_CORE: u16 = 1269;
 /// `GAUDI2_EVENT_PMMU0_PAGE_FAULT_WR_PERM` (gaudi2_async_events.h:721).
 pub(crate) const EVENT_PMMU_PAGE_FAULT: u16 = 768;
 /// `GAUDI2_EVENT_HMMUn_PAGE_FAULT_WR_PERM` by HMMU sequence `dcore x 4 +
@@ -283,7 +294,8 @@ pub(crate) const EVENT_PMMU_PAGE_FAULT: u16 = 768;
 pub(crate) const EVENT_HMMU_PAGE_FAULT: [u16; 16] = [
     720, 726, 732, 738, 723, 729, 735, 741, 762, 756, 750, 744, 765, 759, 753, 747,
 ];
-/// `GAUDI2_EVENT_PSOC63_RAZWI_OR_PID_MIN_MAX_INTERRUPT` (gaudi2_async_events.h:761).
+/// `GAUDI2_EVENT_PSOC63_RAZWI_OR_PID_MIN_MAX_INTERRUPT` (gaudi2_async_events.h:761);
+/// the model's entry carries the address and the channel (1: write).
 pub(crate) const EVENT_RAZWI: u16 = 875;
 /// The DMA core of a QMAN, as an offset from the QMAN
 /// (asic_reg/gaudi2_blocks_linux_driver.h:23188).
@@ -413,3 +425,37 @@ pub(crate) const CQ_ENTRY_SHADOW_INDEX_MASK: u32 = 0xFFFF;
 pub(crate) const BD_CTL_COMP_OFFSET_SHIFT: u32 = 16;
 /// `GAUDI2_IRQ_NUM_COMPLETION` (gaudi2/gaudi2P.h:423).
 pub(crate) const IRQ_NUM_COMPLETION: u32 = 21;
+
+/// The KDMA's registers (`ARC_FARM_KDMA`, asic_reg/arc_farm_kdma_ctx_regs.h,
+/// arc_farm_kdma_ctx_axuser_regs.h, arc_farm_kdma_regs.h) and `COMMIT` bits
+/// (arc_farm_kdma_ctx_masks.h:176-219).
+pub(crate) mod kdma {
+    /// `mmARC_FARM_KDMA_CTX_AXUSER_HB_ASID`: RD ASID 25:16, WR 9:0.
+    pub(crate) const AXUSER_HB_ASID: u32 = 0x4E8_B800;
+    /// `mmARC_FARM_KDMA_CTX_AXUSER_HB_MMU_BP`: RD bit 4, WR bit 0.
+    pub(crate) const AXUSER_HB_MMU_BP: u32 = 0x4E8_B804;
+    /// `mmARC_FARM_KDMA_CTX_WR_COMP_ADDR_HI`.
+    pub(crate) const WR_COMP_ADDR_HI: u32 = 0x4E8_B8BC;
+    /// `mmARC_FARM_KDMA_CTX_WR_COMP_ADDR_LO`.
+    pub(crate) const WR_COMP_ADDR_LO: u32 = 0x4E8_B8C0;
+    /// `mmARC_FARM_KDMA_CTX_WR_COMP_WDATA`.
+    pub(crate) const WR_COMP_WDATA: u32 = 0x4E8_B8C4;
+    /// `mmARC_FARM_KDMA_CTX_SRC_BASE_LO`.
+    pub(crate) const SRC_BASE_LO: u32 = 0x4E8_B8D8;
+    /// `mmARC_FARM_KDMA_CTX_SRC_BASE_HI`.
+    pub(crate) const SRC_BASE_HI: u32 = 0x4E8_B8DC;
+    /// `mmARC_FARM_KDMA_CTX_DST_BASE_LO`.
+    pub(crate) const DST_BASE_LO: u32 = 0x4E8_B8E0;
+    /// `mmARC_FARM_KDMA_CTX_DST_BASE_HI`.
+    pub(crate) const DST_BASE_HI: u32 = 0x4E8_B8E4;
+    /// `mmARC_FARM_KDMA_CTX_DST_TSIZE_0`.
+    pub(crate) const DST_TSIZE_0: u32 = 0x4E8_B8E8;
+    /// `mmARC_FARM_KDMA_CTX_COMMIT`.
+    pub(crate) const COMMIT: u32 = 0x4E8_B8EC;
+    /// `mmARC_FARM_KDMA_CFG_1`: bit 0 `HALT`.
+    pub(crate) const CFG_1: u32 = 0x4E8_B004;
+    /// `COMMIT.WR_COMP_EN`.
+    pub(crate) const COMMIT_WR_COMP_EN: u32 = 1 << 0;
+    /// `COMMIT.LIN`.
+    pub(crate) const COMMIT_LIN: u32 = 1 << 31;
+}

@@ -30,6 +30,27 @@ extern "C" {
     ) -> c_int;
 }
 
+/// The id-table entry of `vendor`:`device`, any subsystem
+/// (`PCI_DEVICE(vendor, device)`): `kernel::pci::Vendor` has no constant
+/// for every vendor (none for Habana), so the entry is built from the C
+/// struct. O(1).
+pub(crate) const fn device_id(vendor: u16, device: u32) -> pci::DeviceId {
+    let raw = bindings::pci_device_id {
+        vendor: vendor as u32,
+        device,
+        subvendor: !0,
+        subdevice: !0,
+        class: 0,
+        class_mask: 0,
+        driver_data: 0,
+        override_only: 0,
+    };
+    // SAFETY: `pci::DeviceId` is a `repr(transparent)` wrapper of
+    // `bindings::pci_device_id` with no invariant of its own (what its
+    // `from_id` builds, for a vendor it has a constant for).
+    unsafe { core::mem::transmute::<bindings::pci_device_id, pci::DeviceId>(raw) }
+}
+
 /// Whether `importer`'s device reaches `provider`'s BARs peer to peer
 /// (`pci_p2pdma_distance(provider, importer, true) >= 0`, upstream
 /// `hl_dmabuf_attach`, common/memory.c:1705-1721). O(PCI hierarchy depth).

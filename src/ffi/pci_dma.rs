@@ -182,7 +182,10 @@ impl DmaStreams {
     }
 
     /// Map `page` and the `n - 1` pages physically after it as one run.
-    /// `ENODEV` once closed; `ENOMEM`; the DMA API's failure as `EIO`.
+    /// `ENODEV` once closed; `ENOMEM`, also for a failed map (the call
+    /// gives no reason; with an IOMMU its failures are IOVA and page-table
+    /// allocations, which `dma_map_sgtable`, upstream's call, reports as
+    /// `ENOMEM`); `EIO` for a bus address mapped twice.
     /// O(n + log runs).
     ///
     /// # Safety
@@ -216,7 +219,7 @@ impl DmaStreams {
         };
         // SAFETY: as above; `bus` is what the map call returned.
         if unsafe { hlrs_dma_mapping_error(dev, bus) } != 0 {
-            return Err(EIO);
+            return Err(ENOMEM);
         }
         if t.runs.get(&bus).is_some() {
             // Two live mappings at one bus address: the DMA API never does.

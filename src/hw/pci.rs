@@ -30,6 +30,7 @@
 
 pub(crate) mod cpu_queue;
 pub(crate) mod dma;
+pub(crate) mod kdma;
 pub(crate) mod mmu;
 pub(crate) mod probe;
 pub(crate) mod queues;
@@ -37,7 +38,7 @@ pub(crate) mod regs;
 
 use crate::asic::{
     gaudi2_regs::{RMMIO_OFFSET, SRAM_BAR_OFFSET},
-    user_block, MAX_ASID, SRAM_BASE_ADDR, SRAM_SIZE,
+    user_block, MAX_ASID, NUM_USER_MAPPED_BLOCKS, SRAM_BASE_ADDR, SRAM_SIZE,
 };
 use crate::ffi::{
     dma::{DmaDirection, Importer, ImporterSgt},
@@ -46,6 +47,7 @@ use crate::ffi::{
     pci::p2p_reachable,
     pci_dma::DmaStreams,
     pin::PinnedUserPages,
+    sched,
 };
 use crate::hw::backend::{Backend, BusAddrs, DeviceStatus, DramPieces, MmuKind, Sealed};
 use kernel::{
@@ -99,9 +101,54 @@ pub(crate) struct PciGaudi2 {
     /// skipped.
     skip_inv: Atomic<u64>,
     skipped_inv: Atomic<u64>,
+    /// The user HW blocks mapped since the last release, bit `id` (of 453):
+    /// what [`Backend::release_registers`] resets. A leaf lock.
+    #[pin]
+    mapped_blocks: Mutex<[u64; MAPPED_BLOCK_WORDS]>,
+    /// The KDMA's bounce buffer (`kdma.rs`), `None` before probe made it
+    /// and after unbind; held across one read (a leaf lock).
+    #[pin]
+    kdma: Mutex<Option<crate::ffi::cpu_dma::CpuDma>>,
 }
 
+/// Words of [`PciGaudi2::mapped_blocks`].
+const MAPPED_BLOCK_WORDS: usize = NUM_USER_MAPPED_BLOCKS.div_ceil(64);
+
 impl PciGaudi2 {
+    /// The user HW blocks mapped since the last release (their count) and
+    /// each non-zero register of them, `f(id, offset, value)`, read through
+    /// BAR0 (debugfs `hw_blocks`: what userspace wrote, the driver reads).
+    /// O(registers of those blocks) register reads.
+    pub(crate) fn mapped_block_registers(&self, mut f: impl FnMut(u32, u32, u32)) -> usize {
+        let words = *self.mapped_blocks.lock();
+        let mut n = 0;
+        for (w, &bits) in words.iter().enumerate() {
+            for b in (0..64u32).filter(|b| bits & (1u64 << b) != 0) {
+                let id = w as u32 * 64 + b;
+                let Some(block) = user_block(u64::from(id)) else {
+                    continue;
+                };
+                n += 1;
+                let (Ok(base), Ok(size)) =
+                    (u32::try_from(block.address), u32::try_from(block.size))
+                else {
+                    continue;
+                };
+                for off in (0..size).step_by(4) {
+                    let Some(reg) = base.checked_add(off) else {
+                        break;
+                    };
+                    match self.mmio.rreg_user(reg) {
+                        Ok(0) => {}
+                        Ok(v) => f(id, off, v),
+                        Err(_) => return n,
+                    }
+                }
+            }
+        }
+        n
+    }
+
     /// Make the next `n` MMU cache invalidations be skipped (0: none;
     /// `u64::MAX`: until changed): each answers `Ok` without a register
     /// write, so the device keeps translations it should drop (tests of
@@ -177,6 +224,7 @@ impl PciGaudi2 {
     pub(crate) fn detach(&self) {
         self.mmio.set_gone();
         self.free_cpu_queues();
+        drop(self.kdma.lock().take());
         let left = self.streams.close();
         if left > 0 {
             pr_info!(
@@ -397,10 +445,44 @@ impl Backend for PciGaudi2 {
             .checked_add(RMMIO_OFFSET)
             .and_then(|a| a.checked_add(b.address))
             .ok_or(EINVAL)?;
+        // Its registers are reset at the release.
+        if let Some(w) = self.mapped_blocks.lock().get_mut(id as usize / 64) {
+            *w |= 1u64 << (id % 64);
+        }
         Ok(at >> kernel::page::PAGE_SHIFT)
     }
 
+    /// Upstream resets a Gaudi2 when its user releases it
+    /// (`reset_upon_device_release`, common/habanalabs_drv.c:373): the next
+    /// user finds the HW blocks' registers at their reset values. This
+    /// driver has no reset; it writes 0 (the model's reset value) to every
+    /// register of each block mapped since the last release, through BAR0.
+    /// O(registers of those blocks) register writes.
     fn release_registers(&self) -> usize {
-        0
+        let words = core::mem::replace(&mut *self.mapped_blocks.lock(), [0; MAPPED_BLOCK_WORDS]);
+        let mut n = 0;
+        for (w, &bits) in words.iter().enumerate() {
+            for b in (0..64).filter(|b| bits & (1u64 << b) != 0) {
+                let id = (w * 64 + b) as u64;
+                let Some(block) = user_block(id) else {
+                    continue;
+                };
+                n += 1;
+                if self.alive().is_err() {
+                    continue;
+                }
+                let Ok(base) = u32::try_from(block.address) else {
+                    continue;
+                };
+                for off in (0..block.size).step_by(4) {
+                    let reg = u32::try_from(off).ok().and_then(|o| base.checked_add(o));
+                    if let Some(reg) = reg {
+                        let _ = self.mmio.wreg(reg, 0);
+                    }
+                }
+                sched::cond_resched();
+            }
+        }
+        n
     }
 }

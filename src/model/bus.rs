@@ -106,7 +106,7 @@ impl Gaudi2 {
             let n = piece_len(at, rest.len());
             let piece = rest.get_mut(..n).ok_or(EngineFault::Decode { addr: at })?;
             self.piece(env, asid, at, Op::Read(piece))
-                .inspect_err(|f| self.fault(env, *f))?;
+                .inspect_err(|f| self.fault(env, *f, false))?;
             pos = pos.saturating_add(n);
         }
         Ok(())
@@ -129,7 +129,7 @@ impl Gaudi2 {
             let n = piece_len(at, rest.len());
             let piece = rest.get(..n).ok_or(EngineFault::Decode { addr: at })?;
             self.piece(env, asid, at, Op::Write(piece))
-                .inspect_err(|f| self.fault(env, *f))?;
+                .inspect_err(|f| self.fault(env, *f, true))?;
             pos = pos.saturating_add(n);
         }
         Ok(())
@@ -234,6 +234,7 @@ impl Gaudi2 {
         match space(va, self.cfg.sram_bytes) {
             Space::HostBus => Ok(Target::Host(va)),
             Space::HostVa => self.translate(env, PMMU, asid, va).map(Target::Host),
+            Space::Dram if self.bypass => Ok(Target::Dram(va)),
             Space::Dram => self.translate(env, ENGINE_HMMU, asid, va).map(Target::Dram),
             Space::Sram => Ok(Target::Sram(va)),
             Space::Cfg(reg) => Ok(Target::Cfg(reg)),
@@ -339,17 +340,17 @@ impl Gaudi2 {
     /// A CB packet addressed the register space (`addr`): a RAZWI,
     /// counted and reported as any decode error. O(1).
     pub(super) fn razwi(&mut self, env: &mut dyn Env, addr: u64) {
-        self.fault(env, EngineFault::Decode { addr });
+        self.fault(env, EngineFault::Decode { addr }, true);
     }
 
     /// Count, capture and report a fault: a page fault in the capture
     /// registers of the MMU that walked, a bus error in the access-error
     /// capture of the PMMU (host) or the engines' HMMU (device memory),
-    /// then an event queue entry (MSI-X 0; a RAZWI's with its address as the
-    /// entry's data). O(1).
-    fn fault(&mut self, env: &mut dyn Env, f: EngineFault) {
+    /// then an event queue entry (MSI-X 0; a RAZWI's with its address and
+    /// whether the access was a `write` as the entry's data). O(1).
+    fn fault(&mut self, env: &mut dyn Env, f: EngineFault, write: bool) {
         self.stats.faults = self.stats.faults.wrapping_add(1);
-        let mut data = 0;
+        let mut data = [0; 2];
         let event = match f {
             EngineFault::Page { mmu, va } => {
                 if let Some(m) = self.mmus.get_mut(mmu) {
@@ -369,7 +370,7 @@ impl Gaudi2 {
                 events::mmu_page_fault(mmu)
             }
             EngineFault::Decode { addr } => {
-                data = addr;
+                data = [addr, u64::from(write)];
                 events::RAZWI
             }
         };

@@ -22,7 +22,8 @@
 //! on the event queue (`GAUDI2_EVENT_PDMA*_QM`; a fault also as the MMU's
 //! event).
 
-use super::packets::{self, LinDma, Packet};
+use super::events;
+use super::packets::{self, LinDma, Packet, PacketError};
 use super::qman::{Job, QMANS, STREAMS};
 use super::regs;
 use super::{Env, Gaudi2};
@@ -45,20 +46,23 @@ enum Unit {
 }
 
 impl Gaudi2 {
-    /// Engine work is queued: a stream of an enabled QMAN has BDs or a CB
-    /// left and is not parked at a fence. O(QMANS x STREAMS).
+    /// Engine work is queued: the KDMA's transfer, or a stream of an
+    /// enabled QMAN with BDs or a CB left, not parked at a fence.
+    /// O(QMANS x STREAMS).
     pub fn pending(&self) -> bool {
-        self.qmans.iter().any(|m| {
-            m.streams
-                .iter()
-                .enumerate()
-                .any(|(q, s)| m.enabled(q) && s.busy() && !s.fenced)
-        })
+        self.kdma.busy()
+            || self.qmans.iter().any(|m| {
+                m.streams
+                    .iter()
+                    .enumerate()
+                    .any(|(q, s)| m.enabled(q) && s.busy() && !s.fenced)
+            })
     }
 
     /// Run at most [`BUDGET`] units of queued engine work; true while more
     /// is left. O(BUDGET x (packet + a 4 KiB copy)).
     pub fn step(&mut self, env: &mut dyn Env) -> bool {
+        self.kdma_step(env);
         let mut budget = BUDGET;
         'outer: while budget > 0 {
             let mut ran = false;
@@ -172,8 +176,16 @@ impl Gaudi2 {
         if self.engine_read(env, qm_asid, at, window).is_err() {
             return Unit::Error;
         }
-        let Ok((packet, size)) = packets::decode(buf.get(..n).unwrap_or(&[]), left) else {
-            return Unit::Error;
+        let (packet, size) = match packets::decode(buf.get(..n).unwrap_or(&[]), left) {
+            Ok(p) => p,
+            // The DMA core refuses a LIN_DMA whose size is no whole number
+            // of its swap words: its own error event, then the QMAN's.
+            Err(PacketError::SwapSize { .. }) => {
+                let qm = regs::EVENT_QM.get(m).copied().unwrap_or(0);
+                self.post_event_data(env, events::dma_core(qm), [events::DMA_CORE_WRONG_CFG, 0]);
+                return Unit::Error;
+            }
+            Err(_) => return Unit::Error,
         };
         self.stats.packets = self.stats.packets.wrapping_add(1);
         let next = |s: &mut super::qman::Stream| {

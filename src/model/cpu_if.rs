@@ -179,12 +179,13 @@ impl Gaudi2 {
     /// producer index, then MSI-X vector 0. Dropped (counted) before the
     /// handshake or when the queue is full. O(1).
     pub(super) fn post_event(&mut self, env: &mut dyn Env, event: u16) {
-        self.post_event_data(env, event, 0);
+        self.post_event_data(env, event, [0; 2]);
     }
 
-    /// [`Self::post_event`] with `data` in the entry's first data word
-    /// (the firmware's event data: a RAZWI's address). O(1).
-    pub(super) fn post_event_data(&mut self, env: &mut dyn Env, event: u16, data: u64) {
+    /// [`Self::post_event`] with `data` in the entry's first two data
+    /// words (the firmware's event data: a RAZWI's address and channel, a
+    /// DMA core's cause). O(1).
+    pub(super) fn post_event_data(&mut self, env: &mut dyn Env, event: u16, data: [u64; 2]) {
         let q = &mut self.cpu_if;
         let entries = u64::from(q.eq_len) / events::ENTRY_BYTES as u64;
         let full = entries == 0

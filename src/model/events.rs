@@ -11,7 +11,27 @@
 pub const PMMU_PAGE_FAULT: u16 = 768;
 /// `GAUDI2_EVENT_PSOC63_RAZWI_OR_PID_MIN_MAX_INTERRUPT`
 /// (gaudi2_async_events.h:761): an address nothing decodes.
+/// Its data words: the address, then the channel (1: a write, the AW
+/// channel; 0: a read, AR). The model's compact stand-in for the routers'
+/// capture registers upstream reads (`RR_SHRD_HBW_AW/AR_RAZWI_HAPPENED`
+/// and their address registers, gaudi2/gaudi2.c, `gaudi2_razwi_rr_hbw_shared_printf_info`).
 pub const RAZWI: u16 = 875;
+
+/// `GAUDI2_EVENT_PDMA0_CORE`.. / `GAUDI2_EVENT_HDMAn_CORE` (gaudi2_async_events.h:899-908)
+/// of the QMAN with error event `qm_event` ([`super::regs::EVENT_QM`]):
+/// the DMA core's interrupt, 23 ids after its QMAN's. Its data word is the
+/// cause (`gaudi2_handle_dma_core_event`, gaudi2/gaudi2.c:9248). O(1).
+pub const fn dma_core(qm_event: u16) -> u16 {
+    qm_event + 23
+}
+
+/// `GAUDI2_EVENT_KDMA0_CORE` (gaudi2_async_events.h:909): the KDMA's
+/// error (`gaudi2_handle_kdma_core_event`); its data word is the cause.
+pub const KDMA_CORE: u16 = 1269;
+
+/// Cause bit 7 of a DMA core event: "WRONG CFG FOR COMMIT IN LIN DMA"
+/// (`gaudi2_dma_core_interrupts_cause`, gaudi2/gaudi2.c:1278-1287).
+pub const DMA_CORE_WRONG_CFG: u64 = 1 << 7;
 
 /// `GAUDI2_EVENT_HMMUn_PAGE_FAULT_WR_PERM` by model HMMU index
 /// (`dcore x 4 + hmmu`): upstream numbers the HMMUs across dcores
@@ -43,16 +63,17 @@ pub const CTL_EVENT_TYPE_SHIFT: u32 = 16;
 pub const CTL_INDEX_MASK: u32 = 0xFFFF;
 
 /// The entry reporting `event` as the `index`-th entry (a running index,
-/// `EQ_CTL_INDEX`), with `data` in its first data word. O(1).
-pub fn entry(event: u16, index: u32, data: u64) -> [u8; ENTRY_BYTES] {
+/// `EQ_CTL_INDEX`), with `data` in its first two data words. O(1).
+pub fn entry(event: u16, index: u32, data: [u64; 2]) -> [u8; ENTRY_BYTES] {
     let ctl =
         CTL_READY | (u32::from(event) & 0xFFF) << CTL_EVENT_TYPE_SHIFT | (index & CTL_INDEX_MASK);
     let mut e = [0u8; ENTRY_BYTES];
-    for (dst, src) in e
-        .iter_mut()
-        .skip(4)
-        .zip(ctl.to_le_bytes().into_iter().chain(data.to_le_bytes()))
-    {
+    for (dst, src) in e.iter_mut().skip(4).zip(
+        ctl.to_le_bytes()
+            .into_iter()
+            .chain(data[0].to_le_bytes())
+            .chain(data[1].to_le_bytes()),
+    ) {
         *dst = src;
     }
     e

@@ -60,14 +60,18 @@ impl RegFile {
     }
 
     /// Set `reg` to `val`; false if the table is full (the write is
-    /// dropped). O(1) expected.
+    /// dropped). A 0 to a register never written takes no slot (it reads 0
+    /// already). O(1) expected.
     pub fn set(&mut self, reg: u32, val: u32) -> bool {
         if reg == EMPTY {
             return false;
         }
         let Some(i) = self.slot(reg) else {
-            return false;
+            return val == 0;
         };
+        if val == 0 && self.keys.get(i) != Some(&reg) {
+            return true;
+        }
         match (self.keys.get_mut(i), self.vals.get_mut(i)) {
             (Some(k), Some(v)) => {
                 *k = reg;

@@ -363,9 +363,10 @@ const MAX_REGISTERS_SHOWN: usize = 4096;
 /// configuration space), and the open context's block mappings. Both are
 /// copied out under their locks and formatted after.
 fn show_hw_blocks(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-    match dev.simulated() {
-        Some(sim) => show_registers(&sim.cfg_space, f)?,
-        None => writeln!(f, "backed blocks: none (a PCI device's blocks are its own)")?,
+    match (dev.simulated(), dev.pci()) {
+        (Some(sim), _) => show_registers(&sim.cfg_space, f)?,
+        (None, Some(pci)) => show_pci_registers(pci, f)?,
+        (None, None) => {}
     }
     let Some(vm) = active_vm(dev) else {
         return writeln!(f, "no open compute context");
@@ -387,6 +388,24 @@ fn show_hw_blocks(dev: &Arc<HlDevice>, f: &mut fmt::Formatter<'_>) -> fmt::Resul
     note_missed(f, missed)
 }
 
+/// A PCI device's blocks mapped since the last release (reset then) and
+/// their non-zero registers, read through BAR0. O(their registers) register
+/// reads.
+fn show_pci_registers(pci: &crate::hw::pci::PciGaudi2, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    let mut regs = rows(MAX_REGISTERS_SHOWN)?;
+    let mut more = 0;
+    let n = pci.mapped_block_registers(|id, off, value| {
+        keep(&mut regs, (id, off as usize, value), &mut more)
+    });
+    writeln!(
+        f,
+        "backed blocks: {} of {} (mapped since the last release; BAR0)",
+        n,
+        crate::asic::NUM_USER_MAPPED_BLOCKS
+    )?;
+    show_register_rows(&regs, more, f)
+}
+
 /// The simulated configuration space's backed blocks and non-zero registers.
 fn show_registers(
     cfg: &crate::hw::sim::cfg_space::CfgSpace,
@@ -398,10 +417,19 @@ fn show_registers(
         cfg.backed_blocks(),
         crate::asic::NUM_USER_MAPPED_BLOCKS
     )?;
-    writeln!(f, "non-zero registers:")?;
     let mut regs = rows(MAX_REGISTERS_SHOWN)?;
     let mut more = 0;
     cfg.for_each_nonzero(|id, off, value| keep(&mut regs, (id, off, value), &mut more));
+    show_register_rows(&regs, more, f)
+}
+
+/// The `non-zero registers:` list of `hw_blocks`.
+fn show_register_rows(
+    regs: &[(u32, usize, u32)],
+    more: usize,
+    f: &mut fmt::Formatter<'_>,
+) -> fmt::Result {
+    writeln!(f, "non-zero registers:")?;
     for &(id, off, value) in regs.iter() {
         let base = crate::asic::user_block(id.into()).map_or(0, |b| b.address);
         writeln!(

@@ -287,7 +287,9 @@ fn data_dma(p: &AbiFiles) -> Option<Arc<KVVec<u8>>> {
     p.data_dma.lock().clone()
 }
 
-/// What upstream's KDMA read under the compute context reaches, read by
+/// What upstream's KDMA read under the compute context reaches. On a PCI
+/// device, the device's KDMA by its registers (`hw/pci/kdma.rs`; an
+/// unmapped page times out, `ETIMEDOUT`). On a simulated one, read by
 /// the simulated KDMA ([`GAUDI2_ENGINE_ID_KDMA`]) as the engines read: SRAM
 /// by address; a DRAM VA with the context's ASID through the HMMU's STLB
 /// and hardware walk (not the page-walk oracle), so it sees what an engine
@@ -301,11 +303,14 @@ fn read_internal(dev: &HlDevice, addr: u64, buf: &mut [u8]) -> Result {
     } else {
         0
     };
-    // A PCI device's engines are not driven: no KDMA read.
-    dev.simulated()
-        .ok_or(EOPNOTSUPP)?
-        .engine_read(EngineAccess::new(GAUDI2_ENGINE_ID_KDMA, asid), addr, buf)
-        .map_err(|_| EFAULT)
+    match (dev.simulated(), dev.pci()) {
+        (Some(sim), _) => sim
+            .engine_read(EngineAccess::new(GAUDI2_ENGINE_ID_KDMA, asid), addr, buf)
+            .map_err(|_| EFAULT),
+        // The device's KDMA by its registers (`hw/pci/kdma.rs`).
+        (None, Some(pci)) => pci.kdma_read(asid, addr, buf),
+        (None, None) => Err(ENODEV),
+    }
 }
 
 /// `hl_data_read32`, at offset 0 (the file is a value: see `ffi/debugfs.rs`).

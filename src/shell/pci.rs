@@ -37,7 +37,10 @@ use crate::{
     asic::{gaudi2_regs as r, PCI_IDS_GAUDI2, PCI_VENDOR_ID_HABANALABS},
     device::{BusId, HlDevice},
     ffi::irq::MsixHandlers,
-    ffi::{debugfs::Dir, pci::EnabledDevice},
+    ffi::{
+        debugfs::Dir,
+        pci::{device_id, EnabledDevice},
+    },
     hw::pci::{
         probe,
         queues::{EqIrq, PciEngines},
@@ -47,8 +50,7 @@ use crate::{
     PciScan, RegisteredDevice,
 };
 use kernel::{
-    bindings, device::Core, device_id::IdArray, driver::Registration, pci, prelude::*, sync::Arc,
-    ThisModule,
+    device::Core, device_id::IdArray, driver::Registration, pci, prelude::*, sync::Arc, ThisModule,
 };
 
 /// What every PCI device of the module shares, while the driver is
@@ -77,24 +79,8 @@ pub(crate) fn init_home() {
 }
 
 /// `struct pci_device_id` of 1da3:1020 (`PCI_DEVICE(PCI_VENDOR_ID_HABANALABS,
-/// PCI_IDS_GAUDI2)`, common/habanalabs_drv.c:68-74): `kernel::pci::Vendor`
-/// has no constant for Habana, so the id is built from the C struct.
-const GAUDI2_ID: pci::DeviceId = {
-    let raw = bindings::pci_device_id {
-        vendor: PCI_VENDOR_ID_HABANALABS as u32,
-        device: PCI_IDS_GAUDI2 as u32,
-        subvendor: !0,
-        subdevice: !0,
-        class: 0,
-        class_mask: 0,
-        driver_data: 0,
-        override_only: 0,
-    };
-    // SAFETY: `pci::DeviceId` is a `repr(transparent)` wrapper of
-    // `bindings::pci_device_id` with no invariant of its own (what its
-    // `from_id` builds, with this vendor).
-    unsafe { core::mem::transmute::<bindings::pci_device_id, pci::DeviceId>(raw) }
-};
+/// PCI_IDS_GAUDI2)`, common/habanalabs_drv.c:68-74).
+const GAUDI2_ID: pci::DeviceId = device_id(PCI_VENDOR_ID_HABANALABS, PCI_IDS_GAUDI2 as u32);
 
 /// The id table: Gaudi2 only. Not a module alias (see the module
 /// documentation).

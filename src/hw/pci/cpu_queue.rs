@@ -129,7 +129,7 @@ impl PciGaudi2 {
     /// `gaudi2_update_eq_ci`). `None` when no entry is ready or the queues
     /// are gone. Takes the CPU queue's mutex (waits for a packet in
     /// flight). O(1).
-    pub(crate) fn eq_next(&self) -> Option<(u16, u64)> {
+    pub(crate) fn eq_next(&self) -> Option<(u16, [u64; 2])> {
         let mut guard = self.cpu_q.lock();
         let q = Option::as_mut(&mut *guard)?;
         let at = EQ_OFF + (q.eq_ci % EQ_ENTRIES) as usize * EQ_ENTRY_BYTES;
@@ -137,14 +137,19 @@ impl PciGaudi2 {
         if ctl & EQ_CTL_READY == 0 {
             return None;
         }
-        let mut data = [0u8; 8];
+        let mut data = [0u8; 16];
         q.mem.read(at + 8, &mut data).ok()?;
+        let word = |i: usize| {
+            data.get(i..i + 8)
+                .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                .map_or(0, u64::from_le_bytes)
+        };
         q.mem.write(at + 4, &[0; 4]).ok()?;
         q.eq_ci = (q.eq_ci + 1) % EQ_ENTRIES;
         let _ = self.mmio.wreg(r::EQ_RD_OFFS, q.eq_ci);
         Some((
             ((ctl & EQ_CTL_EVENT_TYPE_MASK) >> EQ_CTL_EVENT_TYPE_SHIFT) as u16,
-            u64::from_le_bytes(data),
+            [word(0), word(8)],
         ))
     }
 

@@ -44,7 +44,7 @@ use crate::asic::{
 };
 use crate::ffi::{pci::EnabledDevice, pci_dma::DmaStreams};
 use kernel::{
-    device::Core,
+    device::{Bound, Core, Device},
     new_mutex,
     pci::{self, IrqType, IrqTypes, IrqVectorRegistration},
     prelude::*,
@@ -123,6 +123,16 @@ fn boot_check(pdev: &pci::Device<Core<'_>>, mmio: &Mmio) -> Result<u32> {
     Ok(status)
 }
 
+/// The CPU queues, the KDMA's buffer, the MMUs' first steps, and the HMMU
+/// page tables at `mmu_pgt_addr` cleared through BAR4. Sleeps.
+fn bring_up(hw: &PciGaudi2, dev: &Device<Bound>, mmu_pgt_addr: u64) -> Result {
+    hw.init_cpu_queues(dev)?;
+    hw.init_kdma(dev)?;
+    hw.mmu_init_start()?;
+    hw.mmio
+        .dram_fill(DRAM_PHYS_BASE, mmu_pgt_addr, HMMU_PAGE_TABLES_SIZE, 0)
+}
+
 /// Bring the Gaudi2 at `pdev` up to its MMUs' hop-0 commits (see the module
 /// documentation), with `hbms` working HBMs. Everything acquired is given
 /// back on an error. Sleeps.
@@ -183,13 +193,12 @@ pub(crate) fn probe<'bound>(
             cpu_q <- new_mutex!(None),
             skip_inv: kernel::sync::atomic::Atomic::new(0),
             skipped_inv: kernel::sync::atomic::Atomic::new(0),
+            mapped_blocks <- new_mutex!([0; super::MAPPED_BLOCK_WORDS]),
+            kdma <- new_mutex!(None),
         }),
         GFP_KERNEL,
     )?;
-    hw.init_cpu_queues(pdev.as_ref())?;
-    hw.mmu_init_start()?;
-    hw.mmio
-        .dram_fill(DRAM_PHYS_BASE, asic.mmu_pgt_addr, HMMU_PAGE_TABLES_SIZE, 0)?;
+    bring_up(&hw, pdev.as_ref(), asic.mmu_pgt_addr)?;
     dev_info!(
         pdev.as_ref(),
         "Gaudi2: boot status {}, {} MSI-X vectors, DRAM window {} MiB (DRAM {} MiB, {} HBMs)\n",

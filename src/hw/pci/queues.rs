@@ -245,9 +245,9 @@ struct State {
     pi: [u32; NQ],
     /// The ASID of the context the engines run for.
     asid: u32,
-    /// A fault an MMU or RAZWI event reported, for the QMAN error event
-    /// that follows it.
-    pending: Option<EngineFault>,
+    /// What an MMU, RAZWI or DMA core event reported (a fault, or a
+    /// refused packet), for the QMAN error event that follows it.
+    pending: Option<EngineEvent>,
     /// Slots whose event is decided, in order.
     reap: Ring,
     /// The CQ's consumer index.
@@ -668,28 +668,51 @@ impl EngineCore {
         fault
     }
 
-    /// One event queue entry, `event` with its first data word `data` (see
-    /// the module documentation). O(streams +
-    /// the jobs it ends).
-    fn on_event(&self, event: u16, data: u64) {
+    /// One event queue entry, `event` with its first two data words
+    /// `data` (see the module documentation). O(streams + the jobs it
+    /// ends).
+    fn on_event(&self, event: u16, data: [u64; 2]) {
         bump(&self.hw.mmio.counters.eq_events);
-        // An MMU or RAZWI event notes the fault for the QMAN error event
-        // that follows it.
+        // An MMU, RAZWI or DMA core event notes what happened for the QMAN
+        // error event that follows it.
         let hmmu = r::EVENT_HMMU_PAGE_FAULT.iter().position(|&e| e == event);
+        let [word0, word1] = data;
         let fault = if event == r::EVENT_PMMU_PAGE_FAULT || hmmu.is_some() {
             let asid = self.state.lock().asid;
-            Some(self.mmu_fault(hmmu.map(|h| h as u32), asid))
+            Some(
+                self.mmu_fault(hmmu.map(|h| h as u32), asid)
+                    .map(EngineEvent::Fault),
+            )
         } else if event == r::EVENT_RAZWI {
-            // The address the fabric refused is the event's data.
-            Some(Some(EngineFault::Decode {
-                addr: data,
+            // The address the fabric refused, and on which channel.
+            let access = if word1 & 1 != 0 {
+                engines::Access::Write
+            } else {
+                engines::Access::Read
+            };
+            Some(Some(EngineEvent::Fault(EngineFault::Razwi {
+                addr: word0,
                 engine: 0,
+                access,
+            })))
+        } else if r::EVENT_DMA_CORE.contains(&event) && word0 & r::DMA_CORE_WRONG_CFG != 0 {
+            // The DMA core refused a LIN_DMA's configuration (its size is
+            // no whole number of its swap words): an engine error.
+            Some(Some(EngineEvent::BadPacket {
+                addr: 0,
+                error: PacketError::SwapSize { tsize: 0 },
             }))
         } else {
             None
         };
         if let Some(f) = fault {
             self.state.lock().pending = f;
+            return;
+        }
+        if event == r::EVENT_KDMA_CORE {
+            // The fault before it was the KDMA's (debugfs `dma_size`, whose
+            // read times out): no QMAN error follows.
+            self.state.lock().pending = None;
             return;
         }
         let Some(qman) = r::EVENT_QM.iter().position(|&e| e == event) else {
@@ -715,8 +738,11 @@ impl EngineCore {
                 if let Some(s) = st.fifo.get_mut(i).and_then(Ring::pop) {
                     let engine = slot_regs(i).map_or(0, |x| x.2);
                     let ev = match pending {
-                        Some(f) => EngineEvent::Fault(with_engine(f, engine)),
-                        None => EngineEvent::BadPacket {
+                        Some(EngineEvent::Fault(f)) => EngineEvent::Fault(with_engine(f, engine)),
+                        Some(EngineEvent::BadPacket { error, .. }) => {
+                            EngineEvent::BadPacket { addr, error }
+                        }
+                        _ => EngineEvent::BadPacket {
                             addr,
                             error: PacketError::Unsupported { opcode: 0 },
                         },

@@ -182,16 +182,24 @@ impl Mmio {
     /// `RREG32(reg)`. `ENODEV` if the device is dead or unbound, or the read
     /// returns all ones (which marks it dead). O(1).
     pub(crate) fn rreg(&self, reg: u32) -> Result<u32> {
+        let v = self.rreg_user(reg)?;
+        if v == u32::MAX {
+            self.set_dead(reg);
+            return Err(ENODEV);
+        }
+        Ok(v)
+    }
+
+    /// `RREG32(reg)` of a register userspace may write (a user HW block):
+    /// all ones is a value here, not a sign of a dead device. `ENODEV` if
+    /// the device is dead or unbound. O(1).
+    pub(crate) fn rreg_user(&self, reg: u32) -> Result<u32> {
         self.check_alive()?;
         let off = usize::try_from(bar0_offset(reg)).map_err(|_| EINVAL)?;
         let bar = self.bar0.try_access().ok_or(ENODEV)?;
         let v = (&*bar).try_read32(off)?;
         drop(bar);
         bump(&self.counters.reg_reads);
-        if v == u32::MAX {
-            self.set_dead(reg);
-            return Err(ENODEV);
-        }
         Ok(v)
     }
 

@@ -988,3 +988,88 @@ fn garbage_packets_and_registers_never_panic() {
         let _ = g.reg_read(&mut env, (x >> 24) as u32);
     }
 }
+
+/// Program and commit a KDMA transfer (as `gaudi2_send_job_to_kdma`).
+fn kdma(
+    g: &mut Gaudi2,
+    env: &mut TestEnv,
+    (src, dst, size): (u64, u64, u32),
+    comp: u64,
+    memset: bool,
+) {
+    use gaudi2_model::kdma as k;
+    let w = |g: &mut Gaudi2, env: &mut TestEnv, r, v| g.reg_write(env, r, v);
+    w(g, env, k::SRC_BASE_LO, src as u32);
+    w(g, env, k::SRC_BASE_HI, (src >> 32) as u32);
+    w(g, env, k::DST_BASE_LO, dst as u32);
+    w(g, env, k::DST_BASE_HI, (dst >> 32) as u32);
+    w(g, env, k::WR_COMP_ADDR_LO, comp as u32);
+    w(g, env, k::WR_COMP_ADDR_HI, (comp >> 32) as u32);
+    w(g, env, k::WR_COMP_WDATA, 1);
+    w(g, env, k::DST_TSIZE_0, size);
+    let set = if memset { k::COMMIT_MEM_SET } else { 0 };
+    w(
+        g,
+        env,
+        k::COMMIT,
+        k::COMMIT_LIN | k::COMMIT_WR_COMP_EN | set,
+    );
+}
+
+#[test]
+fn the_kdma_copies_device_memory_to_the_host_and_writes_its_completion() {
+    use gaudi2_model::kdma as k;
+    let (mut g, mut env) = device();
+    cpu_queues(&mut g, &mut env);
+    env.map(HOST, 1 << 20);
+    let dram = regs::DRAM_PHYS_BASE + 0x1000;
+    for i in 0..512u64 {
+        env.dram_u64(dram + 8 * i, 0x1111_0000_0000_0000 | i);
+    }
+    // MMU bypassed: DRAM addresses are physical.
+    g.reg_write(&mut env, k::AXUSER_HB_MMU_BP, 0x11);
+    let comp = HOST + 0x8_0000;
+    kdma(
+        &mut g,
+        &mut env,
+        (dram + 8, HOST + 0x1000, 4000),
+        comp,
+        false,
+    );
+    assert!(g.pending());
+    while g.step(&mut env) {}
+    assert_eq!(env.host_read_u32(comp), 1);
+    let got = env.host_read(HOST + 0x1000, 4000);
+    assert_eq!(&got[..8], &(0x1111_0000_0000_0000u64 | 1).to_le_bytes());
+    assert_eq!(
+        &got[3992..4000],
+        &(0x1111_0000_0000_0000u64 | 500).to_le_bytes()
+    );
+    // A memset of host memory.
+    env.host_write(comp, &[0; 4]);
+    kdma(
+        &mut g,
+        &mut env,
+        (0x0102_0304_0506_0708, HOST, 12),
+        comp,
+        true,
+    );
+    while g.step(&mut env) {}
+    assert_eq!(
+        env.host_read(HOST, 12),
+        [8, 7, 6, 5, 4, 3, 2, 1, 8, 7, 6, 5]
+    );
+    assert_eq!(env.host_read_u32(comp), 1);
+    // A destination the driver did not map: the transfer ends at the
+    // fault, without its completion write, and the fault is reported.
+    env.host_write(comp, &[0; 4]);
+    kdma(&mut g, &mut env, (dram, 0x4000_0000, 64), comp, false);
+    while g.step(&mut env) {}
+    assert_eq!(env.host_read_u32(comp), 0);
+    assert!(!g.pending());
+    assert_eq!(g.stats().faults, 1);
+    // HALT drops a transfer in flight.
+    kdma(&mut g, &mut env, (dram, HOST, 1 << 20), comp, false);
+    g.reg_write(&mut env, k::CFG_1, 1);
+    assert!(!g.pending());
+}
