@@ -200,6 +200,7 @@ impl PciGaudi2 {
             ("range_invalidations", &c.range_invalidations),
             ("full_invalidations", &c.full_invalidations),
             ("poll_timeouts", &c.poll_timeouts),
+            ("kdma_timeouts", &c.kdma_timeouts),
             ("dma_maps", &c.dma_maps),
             ("dma_unmaps", &c.dma_unmaps),
             ("cs_jobs", &c.cs_jobs),

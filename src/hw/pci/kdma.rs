@@ -117,7 +117,7 @@ impl PciGaudi2 {
         if done.is_err() {
             pr_err!("PCI Gaudi2: timeout while waiting for KDMA to be idle\n");
             let _ = m.wreg(k::CFG_1, 1);
-            bump(&m.counters.poll_timeouts);
+            bump(&m.counters.kdma_timeouts);
             return Err(ETIMEDOUT);
         }
         Ok(())

@@ -55,6 +55,9 @@ pub(crate) struct Counters {
     pub(crate) pte_reads: Atomic<u64>,
     /// Polls that timed out.
     pub(crate) poll_timeouts: Atomic<u64>,
+    /// KDMA jobs whose completion never came (debugfs `dma_size` of an
+    /// unmapped page: a fault, not a register that failed to settle).
+    pub(crate) kdma_timeouts: Atomic<u64>,
     /// MMU range invalidations (one per call, every HMMU included).
     pub(crate) range_invalidations: Atomic<u64>,
     /// MMU full invalidations.
@@ -92,6 +95,7 @@ impl Counters {
             pte_writes: z(),
             pte_reads: z(),
             poll_timeouts: z(),
+            kdma_timeouts: z(),
             range_invalidations: z(),
             full_invalidations: z(),
             hop0_commits: z(),
