@@ -76,6 +76,16 @@ use mmu::{Effect, Mmu, MMUS};
 use regfile::RegFile;
 use walker::HbmScrambler;
 
+/// Set the low (`high` false) or high half of the 64-bit `v` to `val`: the
+/// `_LO`/`_HI` (`L`/`H`) register pairs of an address. O(1).
+fn half(v: &mut u64, high: bool, val: u32) {
+    *v = if high {
+        (*v & 0xFFFF_FFFF) | u64::from(val) << 32
+    } else {
+        (*v & !0xFFFF_FFFF) | u64::from(val)
+    };
+}
+
 /// A device access to an address nothing answers: host memory the driver
 /// did not map for the device, DRAM or SRAM past its end. The model turns
 /// it into a device-side fault, never into a read of other memory.

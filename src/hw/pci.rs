@@ -114,6 +114,21 @@ pub(crate) struct PciGaudi2 {
 /// Words of [`PciGaudi2::mapped_blocks`].
 const MAPPED_BLOCK_WORDS: usize = NUM_USER_MAPPED_BLOCKS.div_ceil(64);
 
+/// The user HW blocks whose bits `words` sets: (id, first register,
+/// bytes). O(words + blocks set).
+fn mapped_blocks(words: &[u64; MAPPED_BLOCK_WORDS]) -> impl Iterator<Item = (u32, u32, u32)> + '_ {
+    words.iter().enumerate().flat_map(|(w, &bits)| {
+        (0..64u32)
+            .filter(move |b| bits & (1u64 << b) != 0)
+            .filter_map(move |b| {
+                let id = u32::try_from(w).ok()?.checked_mul(64)?.checked_add(b)?;
+                let block = user_block(u64::from(id))?;
+                let base = u32::try_from(block.address).ok()?;
+                Some((id, base, u32::try_from(block.size).ok()?))
+            })
+    })
+}
+
 impl PciGaudi2 {
     /// The user HW blocks mapped since the last release (their count) and
     /// each non-zero register of them, `f(id, offset, value)`, read through
@@ -122,27 +137,16 @@ impl PciGaudi2 {
     pub(crate) fn mapped_block_registers(&self, mut f: impl FnMut(u32, u32, u32)) -> usize {
         let words = *self.mapped_blocks.lock();
         let mut n = 0;
-        for (w, &bits) in words.iter().enumerate() {
-            for b in (0..64u32).filter(|b| bits & (1u64 << b) != 0) {
-                let id = w as u32 * 64 + b;
-                let Some(block) = user_block(u64::from(id)) else {
-                    continue;
+        for (id, base, size) in mapped_blocks(&words) {
+            n += 1;
+            for off in (0..size).step_by(4) {
+                let Some(reg) = base.checked_add(off) else {
+                    break;
                 };
-                n += 1;
-                let (Ok(base), Ok(size)) =
-                    (u32::try_from(block.address), u32::try_from(block.size))
-                else {
-                    continue;
-                };
-                for off in (0..size).step_by(4) {
-                    let Some(reg) = base.checked_add(off) else {
-                        break;
-                    };
-                    match self.mmio.rreg_user(reg) {
-                        Ok(0) => {}
-                        Ok(v) => f(id, off, v),
-                        Err(_) => return n,
-                    }
+                match self.mmio.rreg_user(reg) {
+                    Ok(0) => {}
+                    Ok(v) => f(id, off, v),
+                    Err(_) => return n,
                 }
             }
         }
@@ -462,27 +466,17 @@ impl Backend for PciGaudi2 {
     fn release_registers(&self) -> usize {
         let words = core::mem::replace(&mut *self.mapped_blocks.lock(), [0; MAPPED_BLOCK_WORDS]);
         let mut n = 0;
-        for (w, &bits) in words.iter().enumerate() {
-            for b in (0..64).filter(|b| bits & (1u64 << b) != 0) {
-                let id = (w * 64 + b) as u64;
-                let Some(block) = user_block(id) else {
-                    continue;
-                };
-                n += 1;
-                if self.alive().is_err() {
-                    continue;
-                }
-                let Ok(base) = u32::try_from(block.address) else {
-                    continue;
-                };
-                for off in (0..block.size).step_by(4) {
-                    let reg = u32::try_from(off).ok().and_then(|o| base.checked_add(o));
-                    if let Some(reg) = reg {
-                        let _ = self.mmio.wreg(reg, 0);
-                    }
-                }
-                sched::cond_resched();
+        for (_, base, size) in mapped_blocks(&words) {
+            n += 1;
+            if self.alive().is_err() {
+                continue;
             }
+            for off in (0..size).step_by(4) {
+                if let Some(reg) = base.checked_add(off) {
+                    let _ = self.mmio.wreg(reg, 0);
+                }
+            }
+            sched::cond_resched();
         }
         n
     }

@@ -25,7 +25,7 @@
 //! (`GAUDI2_EVENT_KDMA0_CORE`) follows the MMU's: the driver's poll times
 //! out, as upstream's ("Timeout while waiting for KDMA to be idle").
 
-use super::{events, Env, Gaudi2};
+use super::{events, half, Env, Gaudi2};
 
 /// `mmARC_FARM_KDMA_CTX_AXUSER_HB_ASID` (asic_reg/arc_farm_kdma_ctx_axuser_regs.h:23).
 pub const AXUSER_HB_ASID: u32 = 0x4E8_B800;
@@ -75,14 +75,6 @@ pub struct Kdma {
     comp_wdata: u32,
     /// The `COMMIT` of the transfer in flight, and the bytes it moved.
     running: Option<(u32, u32)>,
-}
-
-fn half(v: &mut u64, high: bool, val: u32) {
-    *v = if high {
-        (*v & 0xFFFF_FFFF) | u64::from(val) << 32
-    } else {
-        (*v & !0xFFFF_FFFF) | u64::from(val)
-    };
 }
 
 impl Kdma {

@@ -17,6 +17,7 @@
 //! (`super::cp`). Other registers of the blocks are kept by the register
 //! file.
 
+use super::half;
 use super::regs::{self, qm};
 
 /// QMANs the model runs (`regs::QM_BASES`: PDMA0, PDMA1, the 8 EDMAs).
@@ -128,15 +129,6 @@ fn per(off: u32, first: u32, n: usize) -> Option<usize> {
     let rel = off.checked_sub(first)?;
     let i = usize::try_from(rel / 4).ok()?;
     (rel % 4 == 0 && i < n).then_some(i)
-}
-
-/// Set the low or high half of `v`.
-fn half(v: &mut u64, high: bool, val: u32) {
-    *v = if high {
-        (*v & 0xFFFF_FFFF) | u64::from(val) << 32
-    } else {
-        (*v & !0xFFFF_FFFF) | u64::from(val)
-    };
 }
 
 /// The message base `n` and whether the high half, of a `CP_MSG_BASE`

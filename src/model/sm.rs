@@ -27,6 +27,7 @@
 //! all [`CQS`] CQs; registers of higher SOBs and monitors are kept by the
 //! register file without behaviour.
 
+use super::half;
 use super::regs;
 use super::{Env, Gaudi2};
 
@@ -69,14 +70,6 @@ fn index(reg: u32, first: u32, n: usize) -> Option<usize> {
     let rel = reg.checked_sub(first)?;
     let i = usize::try_from(rel / 4).ok()?;
     (rel % 4 == 0 && i < n).then_some(i)
-}
-
-fn half(v: &mut u64, high: bool, val: u32) {
-    *v = if high {
-        (*v & 0xFFFF_FFFF) | u64::from(val) << 32
-    } else {
-        (*v & !0xFFFF_FFFF) | u64::from(val)
-    };
 }
 
 impl Default for SyncManager {
