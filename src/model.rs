@@ -65,6 +65,7 @@ pub mod packets;
 pub mod qman;
 mod regfile;
 pub mod regs;
+pub mod security;
 pub mod sm;
 pub mod stlb;
 pub mod walker;
