@@ -35,6 +35,7 @@ cp "$HLRS_ROOT/scripts/guest/init" "$OUT/root/init"
 cp "$HLRS_ROOT/scripts/guest/multi-device" "$OUT/root/multi-device"
 # What the pass on the PCI device runs (HLRS_PCI=1).
 cp "$HLRS_ROOT/scripts/guest/pci-pass" "$OUT/root/pci-pass"
+cp "$HLRS_ROOT/scripts/guest/pci-only" "$OUT/root/pci-only"
 # HLRS_MODULE_KO: another build of the module (the production kernel's).
 cp "${HLRS_MODULE_KO:-$HLRS_ROOT/habanalabs_rs.ko}" "$OUT/root/habanalabs_rs.ko"
 # The same module as built by `dkms build` (scripts/dkms.sh check), if any:

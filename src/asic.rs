@@ -111,6 +111,16 @@ pub(crate) const SRAM_USER_BASE_OFFSET: u64 = 0;
 /// `GAUDI2_EDMA_FULL_MASK` (gaudi2/gaudi2P.h:126): every EDMA enabled, no
 /// binning (gaudi2/gaudi2.c:3216-3219).
 pub(crate) const GAUDI2_EDMA_FULL_MASK: u32 = 0xFF;
+/// `first_available_user_sob[0]` (gaudi2/gaudi2.c:2925-2926):
+/// `GAUDI2_RESERVED_SOB_NUMBER` (85: 64 CS completions, the KDMA's, 2 x 10
+/// decoders; gaudi2/gaudi2P.h:252-264) + 164 sync-stream queues x
+/// `HL_RSVD_SOBS` (2). DCORE0's SOBs below it are the driver's.
+pub(crate) const GAUDI2_FIRST_USER_SOB: u32 = 413;
+/// `first_available_user_mon[0]` (gaudi2/gaudi2.c:2928-2929):
+/// `GAUDI2_RESERVED_MON_NUMBER` (125) + 164 x `HL_RSVD_MONS` (1).
+pub(crate) const GAUDI2_FIRST_USER_MON: u32 = 289;
+/// `first_available_cq[0]`: `GAUDI2_RESERVED_CQ_NUMBER` (gaudi2/gaudi2.c:2935).
+pub(crate) const GAUDI2_FIRST_USER_CQ: u32 = 2;
 /// `GAUDI2_HBM_NUM`: HBM stacks on a Gaudi2 (gaudi2/gaudi2P.h).
 pub(crate) const GAUDI2_HBM_NUM: u32 = 6;
 /// Fewest working HBMs a Gaudi2 runs with: at most one may be binned

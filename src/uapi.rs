@@ -406,6 +406,14 @@ pub const PACKET_LIN_DMA: u32 = 0x9;
 pub const PACKET_NOP: u32 = 0xA;
 /// `PACKET_STOP`.
 pub const PACKET_STOP: u32 = 0xB;
+/// `PACKET_ARB_POINT`.
+pub const PACKET_ARB_POINT: u32 = 0xC;
+/// `PACKET_WAIT`.
+pub const PACKET_WAIT: u32 = 0xD;
+/// `PACKET_CB_LIST`.
+pub const PACKET_CB_LIST: u32 = 0xE;
+/// `PACKET_LOAD_AND_EXE`.
+pub const PACKET_LOAD_AND_EXE: u32 = 0xF;
 /// `PACKET_WREG_64_LONG`: the highest packet id.
 pub const PACKET_WREG_64_LONG: u32 = 0x13;
 /// `GAUDI2_PKT_CTL_OPCODE_SHIFT`.

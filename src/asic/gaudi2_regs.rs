@@ -394,6 +394,8 @@ pub(crate) mod sm {
     pub(crate) const MON_ARM_0: u32 = 0x410_E000;
     /// `mmDCORE0_SYNC_MNGR_OBJS_MON_CONFIG_0`: `CQ_EN` 4, `LBW_EN` 8.
     pub(crate) const MON_CONFIG_0: u32 = 0x411_0000;
+    /// `mmDCORE0_SYNC_MNGR_OBJS_MON_STATUS_0`.
+    pub(crate) const MON_STATUS_0: u32 = 0x411_2000;
     /// `mmDCORE0_SYNC_MNGR_GLBL_CQ_BASE_ADDR_L_0`.
     pub(crate) const CQ_BASE_ADDR_L_0: u32 = 0x411_E050;
     /// `mmDCORE0_SYNC_MNGR_GLBL_CQ_BASE_ADDR_H_0`.
@@ -458,4 +460,7 @@ pub(crate) mod kdma {
     pub(crate) const COMMIT_WR_COMP_EN: u32 = 1 << 0;
     /// `COMMIT.LIN`.
     pub(crate) const COMMIT_LIN: u32 = 1 << 31;
+    /// `COMMIT.MEM_SET` (asic_reg/arc_farm_kdma_ctx_masks.h:181): fill
+    /// with the 64-bit `SRC_BASE`.
+    pub(crate) const COMMIT_MEM_SET: u32 = 1 << 4;
 }

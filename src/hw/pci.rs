@@ -35,6 +35,7 @@ pub(crate) mod mmu;
 pub(crate) mod probe;
 pub(crate) mod queues;
 pub(crate) mod regs;
+pub(crate) mod user_state;
 
 use crate::asic::{
     gaudi2_regs::{RMMIO_OFFSET, SRAM_BAR_OFFSET},

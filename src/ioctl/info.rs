@@ -89,6 +89,27 @@ fn reply_zeros(args: &HlInfoArgs, out: &mut dyn InfoSink, len: usize) -> Result 
     out.write(ZEROS.get(..n).ok_or(EINVAL)?)
 }
 
+/// `HL_INFO_SYNC_MANAGER` (`sync_manager_info`, habanalabs_ioctl.c:441-465):
+/// the first SOB, monitor and CQ users may take. Upstream fills DCORE0's
+/// only (gaudi2/gaudi2.c:2925-2935); the other dcores answer 0.
+fn sync_manager_info(args: &HlInfoArgs, out: &mut dyn InfoSink) -> Result {
+    check_buffer(args)?;
+    if args.dcore_id() >= HL_MAX_DCORES {
+        return Err(EINVAL);
+    }
+    let sm = if args.dcore_id() == 0 {
+        HlInfoSyncManager {
+            first_available_sync_object: crate::asic::GAUDI2_FIRST_USER_SOB,
+            first_available_monitor: crate::asic::GAUDI2_FIRST_USER_MON,
+            first_available_cq: crate::asic::GAUDI2_FIRST_USER_CQ,
+            reserved: 0,
+        }
+    } else {
+        HlInfoSyncManager::default()
+    };
+    reply(args, out, &sm)
+}
+
 /// `HL_INFO_HW_IP_INFO` of a device (`hw_ip_info`, habanalabs_ioctl.c:49-117).
 pub(crate) fn hw_ip_info(dev: &HlDevice) -> HlInfoHwIpInfo {
     let p = &dev.asic;
@@ -230,12 +251,7 @@ fn event_info(
         }
         HL_INFO_CS_COUNTERS => reply(args, out, &cs_counters(caller)),
         HL_INFO_CLK_THROTTLE_REASON => reply(args, out, &HlInfoClkThrottle::default()),
-        HL_INFO_SYNC_MANAGER => check_buffer(args).and_then(|()| {
-            if args.dcore_id() >= HL_MAX_DCORES {
-                return Err(EINVAL);
-            }
-            reply(args, out, &HlInfoSyncManager::default())
-        }),
+        HL_INFO_SYNC_MANAGER => sync_manager_info(args, out),
         HL_INFO_CS_TIMEOUT_EVENT => {
             let t = cs.with_captured(|c| c.cs_timeout);
             reply(args, out, &t)
@@ -675,6 +691,15 @@ mod tests {
         let (rc, out, _) = run(&d, None, Node::Compute, args(7), false)?;
         assert_eq!(rc, Ok(()));
         assert_eq!(out.len(), 16);
+        assert!(out.iter().all(|&b| b == 0));
+        let (rc, out, _) = run(&d, None, Node::Compute, args(0), false)?;
+        assert_eq!(rc, Ok(()));
+        let word = |i: usize| {
+            out.get(i * 4..i * 4 + 4)
+                .and_then(|w| <[u8; 4]>::try_from(w).ok())
+                .map(u32::from_ne_bytes)
+        };
+        assert_eq!((word(0), word(1), word(2)), (Some(413), Some(289), Some(2)));
         Ok(())
     }
 

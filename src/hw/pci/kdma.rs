@@ -90,9 +90,34 @@ impl PciGaudi2 {
 
     /// `gaudi2_send_job_to_kdma` of `len` bytes from `src` into `mem`.
     fn kdma_job(&self, mem: &CpuDma, src: u64, len: usize) -> Result {
+        self.kdma_commit(mem, (src, mem.bus()), len, k::COMMIT_LIN)
+    }
+
+    /// Fill `bytes` at the device address `dst` with the u32 `val` (a
+    /// memset job, `gaudi2_send_job_to_kdma(.., is_memset)`), the KDMA
+    /// with the kernel ASID and the MMU bypassed: how the driver writes
+    /// ranges of registers (`dst` in the register space, `CFG_BASE` + `mm*`),
+    /// where upstream's `gaudi2_memset_device_lbw` writes them one by one
+    /// (one KDMA job instead of `bytes / 4` MMIO writes over the bus).
+    /// `ENODEV` once unbound or dead, `ETIMEDOUT`. Sleeps; O(1) jobs.
+    pub(crate) fn kdma_memset(&self, dst: u64, bytes: u32, val: u32) -> Result {
+        let guard = self.kdma.lock();
+        let mem = guard.as_ref().ok_or(ENODEV)?;
+        self.alive()?;
+        let fill = u64::from(val) << 32 | u64::from(val);
+        self.kdma_commit(
+            mem,
+            (fill, dst),
+            bytes as usize,
+            k::COMMIT_LIN | k::COMMIT_MEM_SET,
+        )
+    }
+
+    /// One KDMA job of `len` bytes `src` -> `dst` with `COMMIT` flags
+    /// `commit` (plus the completion write into `mem`), polled to its end.
+    fn kdma_commit(&self, mem: &CpuDma, (src, dst): (u64, u64), len: usize, commit: u32) -> Result {
         let m = &self.mmio;
-        let dst = mem.bus();
-        let comp = dst + COMP_OFF as u64;
+        let comp = mem.bus() + COMP_OFF as u64;
         mem.write(COMP_OFF, &[0; 4])?;
         let size = u32::try_from(len).map_err(|_| EINVAL)?;
         for (reg, val) in [
@@ -104,7 +129,7 @@ impl PciGaudi2 {
             (k::WR_COMP_ADDR_HI, (comp >> 32) as u32),
             (k::WR_COMP_WDATA, 1),
             (k::DST_TSIZE_0, size),
-            (k::COMMIT, k::COMMIT_LIN | k::COMMIT_WR_COMP_EN),
+            (k::COMMIT, commit | k::COMMIT_WR_COMP_EN),
         ] {
             m.wreg(reg, val)?;
         }

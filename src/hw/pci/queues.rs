@@ -493,6 +493,16 @@ fn program(hw: &PciGaudi2, bufs: &Buffers) -> Result {
         }
     }
     for (qman, &base) in r::QM_BASES.iter().enumerate() {
+        // The lower CP (CP 4, what a CP_DMA hands its CB to): the same
+        // message bases as the streams' (gaudi2_init_qman_cp sets all five).
+        for (off, val) in [
+            (qm::CP_MSG_BASE0_LO, mon_lo),
+            (qm::CP_MSG_BASE0_LO + 0x14, mon_hi),
+            (qm::CP_MSG_BASE0_LO + 0x28, sob_lo),
+            (qm::CP_MSG_BASE0_LO + 0x28 + 0x14, sob_hi),
+        ] {
+            m.wreg(base + off + 4 * 4, val)?;
+        }
         m.wreg(base + qm::PQC_CFG, 1)?;
         m.wreg(base + qm::GLBL_CFG1, 0)?;
         m.wreg(base + qm::GLBL_CFG0, r::qman_enable(qman))?;
@@ -846,6 +856,8 @@ impl Engines for PciEngines {
         // DMA cores' reads and writes (`gaudi2_mmu_prepare`,
         // gaudi2/gaudi2.c:8100-8117): RD 25:16, WR 9:0.
         let v = (asid & 0x3FF) << 16 | (asid & 0x3FF);
+        // A new context finds the user's synchronisation state reset.
+        self.core.hw.restore_user_registers()?;
         self.core.state.lock().asid = asid;
         let m = &self.core.hw.mmio;
         for &base in r::QM_BASES.iter() {

@@ -16,6 +16,7 @@ mod fuzz_cs;
 mod sensors;
 mod shell;
 mod stress;
+mod sync;
 mod walk;
 
 /// Inspect and exercise habanalabs_rs (Gaudi) devices.
@@ -167,6 +168,17 @@ enum Command {
         #[arg(long)]
         fault: bool,
     },
+    /// Two queues in a pipeline ordered by the sync manager: PDMA_0_0
+    /// copies into SRAM and signals a SOB, a monitor releases a FENCE on
+    /// PDMA_1_0, which copies back; the output is checked.
+    Sync {
+        /// Rounds (one CS of two chunks each).
+        #[arg(long, default_value_t = 16)]
+        rounds: u32,
+        /// Bytes per round.
+        #[arg(long, default_value_t = 65536)]
+        block: u32,
+    },
     /// Back-to-back NOP CSs, each waited for, then pipelined: the cost of
     /// CS + WAIT_CS next to the null ioctl.
     Cs {
@@ -282,6 +294,7 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             fault,
         } => dma::run_dma(cli.device, size, via, queue, fault),
         Command::Cs { count, queue } => dma::run_cs(cli.device, count, queue),
+        Command::Sync { rounds, block } => sync::run(cli.device, rounds, block),
         Command::Mappings => {
             let dev = Device::open_compute(cli.device)?;
             let mut buf = vec![0u8; 16 * 1024];

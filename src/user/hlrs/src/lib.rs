@@ -23,6 +23,7 @@ pub mod debugfs;
 pub mod gaudi2;
 mod host_buffer;
 mod mmap;
+pub mod sync;
 pub mod uffd;
 pub use host_buffer::{Backing, HostBuffer, HUGE_PAGE_SIZE};
 pub use mmap::{cb_mapped_len, CbMapping, CommandBuffer, HwBlock, TimestampBuffer};
@@ -251,6 +252,12 @@ impl Device {
     /// `HL_INFO_HW_IP_INFO`.
     pub fn hw_ip_info(&self) -> io::Result<HlInfoHwIpInfo> {
         self.info_typed(HL_INFO_HW_IP_INFO)
+    }
+
+    /// `HL_INFO_SYNC_MANAGER` of `dcore`: the first SOB, monitor and CQ
+    /// the driver leaves to users.
+    pub fn sync_manager_info(&self, dcore: u32) -> io::Result<HlInfoSyncManager> {
+        self.info_value(HL_INFO_SYNC_MANAGER, dcore)
     }
 
     /// `HL_INFO_DRAM_USAGE`: free DRAM of the device and DRAM of this context.

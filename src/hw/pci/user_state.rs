@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What a new context finds on the PCI Gaudi2: the sync-manager objects,
+//! completion queues, fence counters and arbitration left to users, reset
+//! (`gaudi2_restore_user_registers` at `gaudi2_ctx_init`,
+//! gaudi2/gaudi2.c:10853-10960, 11217-11269), so nothing of one user's
+//! synchronisation state is left for the next.
+//!
+//! The ranges are upstream's, in its order:
+//!
+//! - the CQ registers (`LBW_ADDR_L/H`, `LBW_DATA`, `CQ_BASE_ADDR_L/H`,
+//!   `CQ_SIZE_LOG2`) of DCORE0 from the first user CQ on, and all of them
+//!   in DCORE1..3;
+//! - `MON_STATUS` (to `PROT`) and `MON_CONFIG` (to 0) of DCORE0 from the
+//!   first user monitor on, all of DCORE1..3's;
+//! - DCORE0's SOBs from the first user SOB on, all of DCORE1..3's;
+//! - per enabled QMAN, the fence counters of its five CPs
+//!   (`gaudi2_clear_qm_fence_counters_common`) and `ARB_CFG_0`
+//!   (`gaudi2_restore_user_qm_registers`).
+//!
+//! **Difference from upstream:** upstream writes every register with a
+//! `WREG32` (`gaudi2_memset_device_lbw`: about 50,000 of them per context);
+//! here each range is one KDMA memset into the register space (36 jobs plus
+//! one per QMAN), which on a device behind a socket is the difference
+//! between seconds and milliseconds per open.
+
+use super::PciGaudi2;
+use crate::asic::{
+    gaudi2_regs::{self as r, sm, DCORES, DCORE_OFFSET},
+    CFG_BASE, GAUDI2_FIRST_USER_CQ, GAUDI2_FIRST_USER_MON, GAUDI2_FIRST_USER_SOB,
+};
+use kernel::prelude::*;
+
+/// SOBs, monitors and CQs per dcore's sync manager (`DCORE_NUM_OF_SOB`,
+/// `DCORE_NUM_OF_MONITORS`, the 64 `GLBL_CQ_*` of each).
+const SOBS: u32 = 8192;
+const MONS: u32 = 2048;
+const CQS: u32 = 64;
+/// `MON_STATUS.PROT` (asic_reg/dcore0_sync_mngr_objs_masks.h:74).
+const MON_STATUS_PROT: u32 = 1 << 9;
+/// `CP_FENCE0_CNT_0` .. `CP_BARRIER_CFG` of a QMAN: the 20 fence counters
+/// (asic_reg/pdma0_qm_regs.h:375-413).
+const QM_FENCE_CNT: (u32, u32) = (0x2E0, 0x50);
+/// `ARB_CFG_0` of a QMAN (pdma0_qm_regs.h:585).
+const QM_ARB_CFG_0: u32 = 0x4A4;
+
+/// A range to fill: register, bytes, value.
+type Fill = (u32, u32, u32);
+
+/// The sync-manager ranges of one dcore: from object `first_*` on in
+/// DCORE0, all in the others. O(1).
+fn sm_fills(dcore: u32) -> [Fill; 9] {
+    let base = dcore * DCORE_OFFSET;
+    let (cq, mon, sob) = if dcore == 0 {
+        (
+            GAUDI2_FIRST_USER_CQ,
+            GAUDI2_FIRST_USER_MON,
+            GAUDI2_FIRST_USER_SOB,
+        )
+    } else {
+        (0, 0, 0)
+    };
+    let cqs = |reg: u32| (base + reg + 4 * cq, 4 * (CQS - cq), 0);
+    let mons = |reg: u32, val| (base + reg + 4 * mon, 4 * (MONS - mon), val);
+    [
+        cqs(sm::LBW_ADDR_L_0),
+        cqs(sm::LBW_ADDR_H_0),
+        cqs(sm::LBW_DATA_0),
+        cqs(sm::CQ_BASE_ADDR_L_0),
+        cqs(sm::CQ_BASE_ADDR_H_0),
+        cqs(sm::CQ_SIZE_LOG2_0),
+        mons(sm::MON_STATUS_0, MON_STATUS_PROT),
+        mons(sm::MON_CONFIG_0, 0),
+        (base + sm::SOB_OBJ_0 + 4 * sob, 4 * (SOBS - sob), 0),
+    ]
+}
+
+impl PciGaudi2 {
+    /// Reset what users may have left in the sync managers and the QMANs
+    /// (the module doc), before a context runs. Sleeps; O(dcores + QMANs)
+    /// KDMA jobs.
+    pub(crate) fn restore_user_registers(&self) -> Result {
+        for dcore in 0..DCORES {
+            for (reg, bytes, val) in sm_fills(dcore) {
+                self.kdma_memset(CFG_BASE + u64::from(reg), bytes, val)?;
+            }
+        }
+        for &base in r::QM_BASES.iter() {
+            let (off, bytes) = QM_FENCE_CNT;
+            self.kdma_memset(CFG_BASE + u64::from(base + off), bytes, 0)?;
+            self.mmio.wreg(base + QM_ARB_CFG_0, 0)?;
+        }
+        Ok(())
+    }
+}
+
+#[kunit_tests(hlrs_pci_user_state)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ranges_are_upstreams() {
+        let d0 = sm_fills(0);
+        // DCORE0: SOB 413 up to MON_PAY_ADDRL_0, monitors 289.., CQs 2...
+        assert_eq!(d0[8], (0x410_0000 + 4 * 413, 4 * (8192 - 413), 0));
+        assert_eq!(d0[8].0 + d0[8].1, sm::MON_PAY_ADDRL_0);
+        assert_eq!(d0[6], (0x411_2000 + 4 * 289, 4 * (2048 - 289), 1 << 9));
+        assert_eq!(d0[0], (0x411_E550 + 8, 4 * 62, 0));
+        let d3 = sm_fills(3);
+        assert_eq!(d3[8], (0x470_0000, 4 * 8192, 0));
+        assert_eq!(d3[7], (0x471_0000, 4 * 2048, 0));
+    }
+}

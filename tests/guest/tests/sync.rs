@@ -1,0 +1,252 @@
+//! The engines coordinate (issue 32): sync objects written by one queue,
+//! monitors armed on them, fences that hold a stream until a monitor
+//! releases it, what a user CB may and may not write of the sync manager,
+//! and a new context finding it reset. Through the real device nodes, with
+//! the CBs a runtime writes (`hlrs::sync`).
+//!
+//! Runs on the PCI device (the model core's sync manager); the in-module
+//! simulation runs one engine thread per queue without a sync manager yet,
+//! so `scripts/guest/pci-only` keeps this binary out of its pass.
+
+use hlrs::{
+    cs::{Cb, Cs, CsDone},
+    sync::{config, Compare, Fence, Monitor, Sob},
+    uapi::*,
+    Device, HostBuffer,
+};
+use hlrs_guest_tests::{expect_errno, guest_only, host_cb, HostCb};
+use std::io;
+
+const EIO: i32 = 5;
+const SEC: u64 = 1_000_000;
+const SRAM: u64 = 0x1000_FFFF_FD00_0000;
+const PDMA0: u32 = GAUDI2_QUEUE_ID_PDMA_0_0;
+const PDMA0_1: u32 = GAUDI2_QUEUE_ID_PDMA_0_0 + 1;
+const PDMA1: u32 = GAUDI2_QUEUE_ID_PDMA_1_0;
+
+/// The first SOB and monitor users may take.
+fn first(d: &Device) -> (Sob, Monitor) {
+    let sm = d.sync_manager_info(0).unwrap();
+    (
+        Sob::new(sm.first_available_sync_object),
+        Monitor::new(sm.first_available_monitor),
+    )
+}
+
+/// Submit one CS of `(queue, cb)` chunks; the CBs stay mapped until the
+/// returned handles drop.
+fn submit<'d>(d: &'d Device, chunks: &[(u32, &Cb)]) -> (hlrs::cs::Fence, Vec<HostCb<'d>>) {
+    let cbs: Vec<HostCb<'d>> = chunks.iter().map(|(_, cb)| host_cb(d, cb)).collect();
+    let cs = chunks
+        .iter()
+        .zip(&cbs)
+        .fold(Cs::new(), |cs, ((q, _), c)| cs.chunk(*q, c.va, c.len));
+    (cs.submit(d).unwrap(), cbs)
+}
+
+/// Run one CS of `chunks` to its end (10 s).
+fn run(d: &Device, chunks: &[(u32, &Cb)]) -> io::Result<CsDone> {
+    let (f, _cbs) = submit(d, chunks);
+    f.wait(d, 10 * SEC)
+}
+
+fn completed(r: io::Result<CsDone>) {
+    assert!(
+        matches!(r, Ok(CsDone::Completed { .. })),
+        "CS did not complete: {r:?}"
+    );
+}
+
+/// A host buffer mapped on a device (unmapped when dropped).
+struct Mem<'d> {
+    d: &'d Device,
+    buf: HostBuffer,
+    va: u64,
+}
+
+impl Drop for Mem<'_> {
+    fn drop(&mut self) {
+        let _ = self.d.unmap(self.va);
+    }
+}
+
+impl std::ops::Deref for Mem<'_> {
+    type Target = HostBuffer;
+    fn deref(&self) -> &HostBuffer {
+        &self.buf
+    }
+}
+
+/// A host buffer of `len` bytes mapped on `d`, and its device VA.
+fn host(d: &Device, len: usize) -> (Mem<'_>, u64) {
+    let buf = HostBuffer::new(len).unwrap();
+    let va = d.map_host(buf.addr(), len as u64, 0, 0).unwrap();
+    (Mem { d, buf, va }, va)
+}
+
+/// The u32 at `off` of `b`.
+fn word(b: &HostBuffer, off: usize) -> u32 {
+    u32::from_le_bytes(b.as_slice()[off..off + 4].try_into().unwrap())
+}
+
+#[test]
+fn sync_manager_info_is_upstreams() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let sm = d.sync_manager_info(0).unwrap();
+    assert_eq!(
+        (
+            sm.first_available_sync_object,
+            sm.first_available_monitor,
+            sm.first_available_cq
+        ),
+        (413, 289, 2)
+    );
+    let sm = d.sync_manager_info(3).unwrap();
+    assert_eq!(sm.first_available_sync_object, 0);
+}
+
+#[test]
+fn a_monitor_releases_a_fence_on_another_queue() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let (sob, mon) = first(&d);
+    let (mut src, s) = host(&d, 8192);
+    src.buf
+        .as_mut_slice()
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, b)| *b = (i * 7 + 3) as u8);
+    let (out, o) = host(&d, 8192);
+    let fence = Fence::of(PDMA1).unwrap();
+    // PDMA_1_0 waits for the SOB, then copies what PDMA_0_0 put in SRAM.
+    let waiter = Cb::new()
+        .push(&mon.fire_into(fence, sob, 1))
+        .push(&fence.wait(1))
+        .lin_dma(SRAM + 0x4000, o, 8192);
+    let signaller = Cb::new().lin_dma(s, SRAM + 0x4000, 8192).push(&sob.add(1));
+    completed(run(&d, &[(PDMA1, &waiter), (PDMA0, &signaller)]));
+    assert_eq!(out.as_slice(), src.as_slice());
+}
+
+#[test]
+fn a_monitor_armed_after_the_sob_is_set_fires_at_once() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let (sob, mon) = first(&d);
+    completed(run(&d, &[(PDMA0, &Cb::new().push(&sob.set(3)))]));
+    let fence = Fence::of(PDMA1).unwrap();
+    let waiter = Cb::new()
+        .push(&mon.fire_into(fence, sob, 3))
+        .push(&fence.wait(1));
+    completed(run(&d, &[(PDMA1, &waiter)]));
+}
+
+#[test]
+fn a_fence_holds_only_its_own_stream() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let (sob, mon) = first(&d);
+    let fence = Fence::of(PDMA0).unwrap();
+    // Stream 0 of PDMA0 waits; stream 1 of the same QMAN runs on.
+    let (held, _c1) = submit(&d, &[(PDMA0, &Cb::new().push(&fence.wait(1)))]);
+    let (out, o) = host(&d, 4096);
+    let other = Cb::new()
+        .msg_long(SRAM + 0x100, 0xABCD)
+        .lin_dma(SRAM + 0x100, o, 4);
+    completed(run(&d, &[(PDMA0_1, &other)]));
+    assert_eq!(word(&out, 0), 0xABCD);
+    assert!(matches!(held.wait(&d, 0), Ok(CsDone::Busy)));
+    // A monitor on PDMA_1_0 releases it.
+    let release = Cb::new()
+        .push(&mon.fire_into(fence, sob, 1))
+        .push(&sob.add(1));
+    completed(run(&d, &[(PDMA1, &release)]));
+    completed(held.wait(&d, 10 * SEC));
+}
+
+#[test]
+fn two_monitors_on_one_sob_both_fire_and_others_do_not() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let (sob, mon) = first(&d);
+    let (a, b, c) = (mon, Monitor::new(mon.0 + 1), Monitor::new(mon.0 + 2));
+    let next = Sob::new(sob.0 + 1);
+    let (out, o) = host(&d, 4096);
+    let cb = Cb::new()
+        .msg_long(SRAM + 0x200, 0)
+        .msg_long(SRAM + 0x204, 0)
+        .msg_long(SRAM + 0x208, 0)
+        .push(&a.payload(0, SRAM + 0x200, 0xA))
+        .push(&b.payload(0, SRAM + 0x204, 0xB))
+        .push(&c.payload(0, SRAM + 0x208, 0xC))
+        .push(&a.arm(sob, Compare::Equal, 2))
+        .push(&b.arm(sob, Compare::AtLeast, 2))
+        // c watches the next SOB of the same group, which stays 0.
+        .push(&c.arm(next, Compare::AtLeast, 1))
+        .push(&sob.add(1))
+        .push(&sob.add(1))
+        .lin_dma(SRAM + 0x200, o, 12);
+    completed(run(&d, &[(PDMA0, &cb)]));
+    assert_eq!((word(&out, 0), word(&out, 4), word(&out, 8)), (0xA, 0xB, 0));
+}
+
+#[test]
+fn a_monitor_with_wr_num_writes_from_consecutive_monitors() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let (sob, mon) = first(&d);
+    let second = Monitor::new(mon.0 + 1);
+    let (out, o) = host(&d, 4096);
+    let cb = Cb::new()
+        .msg_long(SRAM + 0x300, 0)
+        .msg_long(SRAM + 0x304, 0)
+        .push(&mon.payload(config::wr_num(1), SRAM + 0x300, 0x11))
+        .push(&second.payload(0, SRAM + 0x304, 0x22))
+        .push(&mon.arm(sob, Compare::AtLeast, 1))
+        .push(&sob.set(1))
+        .lin_dma(SRAM + 0x300, o, 8);
+    completed(run(&d, &[(PDMA0, &cb)]));
+    assert_eq!((word(&out, 0), word(&out, 4)), (0x11, 0x22));
+}
+
+#[test]
+fn a_new_context_finds_the_user_sobs_zeroed() {
+    guest_only!();
+    let (sob, mon) = {
+        let d = Device::open_compute(0).unwrap();
+        let (sob, mon) = first(&d);
+        let s = Sob::new(sob.0 + 40);
+        completed(run(&d, &[(PDMA0, &Cb::new().push(&s.set(5)))]));
+        (s, mon)
+    };
+    let d = Device::open_compute(0).unwrap();
+    let (out, o) = host(&d, 4096);
+    // Equal to 0: fires only if the last context's 5 is gone.
+    let cb = Cb::new()
+        .msg_long(SRAM + 0x400, 0)
+        .push(&mon.payload(0, SRAM + 0x400, 0x5EED))
+        .push(&mon.arm(sob, Compare::Equal, 0))
+        .lin_dma(SRAM + 0x400, o, 4);
+    completed(run(&d, &[(PDMA0, &cb)]));
+    assert_eq!(word(&out, 0), 0x5EED);
+}
+
+#[test]
+fn a_cb_may_not_write_the_drivers_sync_objects() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    // SOB 0 and monitor 0 complete the driver's own jobs.
+    for p in [
+        Sob::new(0).set(1),
+        Monitor::new(0).arm_raw(0),
+        Sob::new(412).add(1),
+    ] {
+        let cb = host_cb(&d, &Cb::new().push(&p));
+        expect_errno(d.run_cb(PDMA0, cb.va, cb.len, 10 * SEC), EIO);
+        let r = d.razwi_event().unwrap();
+        assert!(r.addr >= hlrs::sync::CFG_BASE, "razwi at {:#x}", r.addr);
+    }
+    // The driver's completions still work.
+    completed(run(&d, &[(PDMA0, &Cb::new().nop())]));
+}
