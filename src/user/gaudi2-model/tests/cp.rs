@@ -153,14 +153,13 @@ fn qman_up(g: &mut Gaudi2, env: &mut TestEnv, base: u32) {
     g.reg_write(env, base, 0xF | 0x1F << 9);
 }
 
-/// Write `cb` at `at` and submit it on stream `q` at PQ entry `pi`,
+/// Write `cb` at `at` and submit it on stream `q` of the QMAN at `base`
+/// at PQ entry `pi`,
 /// completing into `DONE + 4 x sob`.
 fn submit(
     g: &mut Gaudi2,
     env: &mut TestEnv,
-    base: u32,
-    q: u32,
-    pi: u32,
+    (base, q, pi): (u32, u32, u32),
     at: u64,
     cb: &[u8],
     sob: u32,
@@ -232,7 +231,7 @@ fn cp_dma_hands_a_cb_to_the_lower_cp_whose_fence_an_rdata_write_releases() {
         &build::cp_dma(CB + 0x1000, lower.len() as u32, false),
         &build::msg_long(DATA + 4, 0xBB),
     ]);
-    submit(&mut g, &mut env, PDMA0, 0, 0, CB, &upper, 1);
+    submit(&mut g, &mut env, (PDMA0, 0, 0), CB, &upper, 1);
     run(&mut g, &mut env);
     assert_eq!(env.u32(DATA + 4), 0xBB, "the upper CP went on");
     assert_eq!(env.u32(DATA), 0, "the lower CP waits at its fence");
@@ -266,7 +265,7 @@ fn a_full_lower_cp_queue_stalls_the_upper_cp_until_there_is_room() {
         upper.extend_from_slice(&build::cp_dma(at, cb.len() as u32, false));
     }
     upper.extend_from_slice(&build::msg_long(DATA + 0x100, 9));
-    submit(&mut g, &mut env, EDMA0, 2, 0, CB, &upper, 3);
+    submit(&mut g, &mut env, (EDMA0, 2, 0), CB, &upper, 3);
     for _ in 0..100 {
         g.step(&mut env);
     }
@@ -298,7 +297,7 @@ fn cp_dma_to_the_upper_cp_nests_and_returns() {
         &build::cp_dma(b, cb_b.len() as u32, true),
         &build::msg_long(DATA + 8, 5),
     ]);
-    submit(&mut g, &mut env, PDMA0, 1, 0, CB, &cb_a, 2);
+    submit(&mut g, &mut env, (PDMA0, 1, 0), CB, &cb_a, 2);
     run(&mut g, &mut env);
     let got: Vec<u32> = (0..4).map(|i| env.u32(DATA + 4 * i)).collect();
     assert_eq!(got, vec![2, 3, 5, 4]);
@@ -324,7 +323,7 @@ fn a_cb_list_chain_of_ten_runs_in_tail_calls() {
     }
     env.sram_put(index, &7u32.to_le_bytes());
     let ext = cat(&[&build::msg_long(index, 0), &build::cb_list(index, table)]);
-    submit(&mut g, &mut env, PDMA0, 0, 0, CB, &ext, 5);
+    submit(&mut g, &mut env, (PDMA0, 0, 0), CB, &ext, 5);
     run(&mut g, &mut env);
     for i in 0..N {
         assert_eq!(env.u32(DATA + 4 * i), i as u32 + 1, "CB {i}");
@@ -361,9 +360,7 @@ fn a_predicated_msg_long_is_skipped_until_load_and_exe_sets_its_predicate() {
             submit(
                 &mut g,
                 &mut env,
-                PDMA0,
-                0,
-                pi,
+                (PDMA0, 0, pi),
                 CB + 0x100 * u64::from(pi),
                 &cb,
                 0,
@@ -375,7 +372,7 @@ fn a_predicated_msg_long_is_skipped_until_load_and_exe_sets_its_predicate() {
     }
     // Predicate 0 is always true.
     let cb = build::with_pred(build::msg_long(DATA + 4, 1), 0);
-    submit(&mut g, &mut env, PDMA0, 0, pi, CB + 0x800, &cb, 0);
+    submit(&mut g, &mut env, (PDMA0, 0, pi), CB + 0x800, &cb, 0);
     run(&mut g, &mut env);
     assert_eq!(env.u32(DATA + 4), 1);
 }
@@ -390,7 +387,7 @@ fn loaded_scalars_execute_as_a_msg_long_and_as_a_msg_short() {
     // then in two.
     env.write(scalars, &build::msg_long(DATA, 0x77));
     let one = build::load_and_exe(load | exe, scalars);
-    submit(&mut g, &mut env, EDMA0, 0, 0, CB, &one, 0);
+    submit(&mut g, &mut env, (EDMA0, 0, 0), CB, &one, 0);
     run(&mut g, &mut env);
     assert_eq!(env.u32(DATA), 0x77);
     env.write(scalars, &build::msg_long(DATA + 4, 0x78));
@@ -398,7 +395,7 @@ fn loaded_scalars_execute_as_a_msg_long_and_as_a_msg_short() {
         &build::load_and_exe(load, scalars),
         &build::load_and_exe(exe, 0),
     ]);
-    submit(&mut g, &mut env, EDMA0, 0, 1, CB + 0x100, &two, 0);
+    submit(&mut g, &mut env, (EDMA0, 0, 1), CB + 0x100, &two, 0);
     run(&mut g, &mut env);
     assert_eq!(env.u32(DATA + 4), 0x78);
     // A MSG_SHORT through the stream CP's message base 2: in R2-R3
@@ -414,14 +411,14 @@ fn loaded_scalars_execute_as_a_msg_long_and_as_a_msg_short() {
     regs16[8..].copy_from_slice(&build::msg_short(2, 0x10, 0x99));
     env.write(scalars, &regs16);
     let upper = build::load_and_exe(load | exe | packets::LAE_ETYPE, scalars);
-    submit(&mut g, &mut env, EDMA0, 0, 2, CB + 0x200, &upper, 0);
+    submit(&mut g, &mut env, (EDMA0, 0, 2), CB + 0x200, &upper, 0);
     run(&mut g, &mut env);
     assert_eq!(env.u32(DATA + 0x210), 0x99);
     let mut regs16 = [0u8; 16];
     regs16[..8].copy_from_slice(&build::msg_short(2, 0x14, 0x9A));
     env.write(scalars, &regs16);
     let lower = build::load_and_exe(load | exe, scalars);
-    submit(&mut g, &mut env, EDMA0, 0, 3, CB + 0x300, &lower, 0);
+    submit(&mut g, &mut env, (EDMA0, 0, 3), CB + 0x300, &lower, 0);
     run(&mut g, &mut env);
     assert_eq!(env.u32(DATA + 0x214), 0x9A);
     assert!(events(&mut env).is_empty());
@@ -432,9 +429,9 @@ fn a_fence_on_stream_0_stalls_only_stream_0() {
     let (mut g, mut env) = device();
     qman_up(&mut g, &mut env, PDMA0);
     let parked = cat(&[&build::fence(0, 1, 1), &build::msg_long(DATA, 1)]);
-    submit(&mut g, &mut env, PDMA0, 0, 0, CB, &parked, 0);
+    submit(&mut g, &mut env, (PDMA0, 0, 0), CB, &parked, 0);
     let other = cat(&[&build::nop(), &build::msg_long(DATA + 4, 2)]);
-    submit(&mut g, &mut env, PDMA0, 1, 0, CB + 0x100, &other, 1);
+    submit(&mut g, &mut env, (PDMA0, 1, 0), CB + 0x100, &other, 1);
     run(&mut g, &mut env);
     assert_eq!((env.u32(DATA), env.u32(DATA + 4)), (0, 2));
     assert_eq!((env.u32(DONE), env.u32(DONE + 4)), (0, 1));
@@ -460,9 +457,7 @@ fn mme_and_tpc_qmans_run_nop_and_msg_long_cbs() {
         submit(
             &mut g,
             &mut env,
-            base,
-            3,
-            0,
+            (base, 3, 0),
             CB + 0x100 * i,
             &cb,
             8 + i as u32,
@@ -475,7 +470,7 @@ fn mme_and_tpc_qmans_run_nop_and_msg_long_cbs() {
     }
     // No DMA core behind a TPC QMAN: a LIN_DMA is its QMAN's error.
     let dma = build::lin_dma(DATA, DATA + 0x100, 8, false);
-    submit(&mut g, &mut env, DCORE0_TPC6, 0, 0, CB + 0x400, &dma, 20);
+    submit(&mut g, &mut env, (DCORE0_TPC6, 0, 0), CB + 0x400, &dma, 20);
     run(&mut g, &mut env);
     assert_eq!(g.reg_read(&mut env, DCORE0_TPC6 + 0x024), 1, "halted");
     assert_eq!(events(&mut env), vec![1230]);
@@ -498,9 +493,7 @@ fn a_wreg_or_message_into_a_register_users_may_not_write_is_a_razwi() {
         submit(
             &mut g,
             &mut env,
-            EDMA0,
-            0,
-            i as u32,
+            (EDMA0, 0, i as u32),
             CB + 0x100 * i as u64,
             cb,
             1,
@@ -534,7 +527,7 @@ fn a_msg_short_and_a_msg_long_reach_a_user_sob() {
         &build::msg_short(1, 4 * 413, 1 << 31 | 1),
         &build::msg_long(sob + 4 * 414, 5),
     ]);
-    submit(&mut g, &mut env, PDMA0, 0, 0, CB, &cb, 1);
+    submit(&mut g, &mut env, (PDMA0, 0, 0), CB, &cb, 1);
     run(&mut g, &mut env);
     assert_eq!(g.reg_read(&mut env, regs::SM_SOB_OBJ_0 + 4 * 413), 1);
     assert_eq!(g.reg_read(&mut env, regs::SM_SOB_OBJ_0 + 4 * 414), 5);
@@ -547,7 +540,7 @@ fn nesting_deeper_than_the_frame_stack_is_a_qman_error() {
     qman_up(&mut g, &mut env, DCORE1_MME);
     // A CB calling itself, not as its last packet: no tail call.
     let cb = cat(&[&build::cp_dma(CB, 24, true), &build::nop()]);
-    submit(&mut g, &mut env, DCORE1_MME, 0, 0, CB, &cb, 1);
+    submit(&mut g, &mut env, (DCORE1_MME, 0, 0), CB, &cb, 1);
     run(&mut g, &mut env);
     assert_eq!(g.reg_read(&mut env, DCORE1_MME + 0x024), 1, "halted");
     assert_eq!(events(&mut env), vec![1233]);
@@ -557,9 +550,7 @@ fn nesting_deeper_than_the_frame_stack_is_a_qman_error() {
     submit(
         &mut g,
         &mut env,
-        DCORE1_MME,
-        0,
-        1,
+        (DCORE1_MME, 0, 1),
         CB + 0x100,
         &build::nop(),
         1,
