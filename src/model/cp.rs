@@ -26,12 +26,13 @@
 //! full FIFO stalls the upper CP on that packet until there is room), and
 //! the upper CP goes on. The lower CP runs the queued CBs in order as its
 //! own work, with its own fence counters, message bases, predicates and
-//! scalars. On silicon the upper CP forwards the CB to the lower CP's
-//! queue and the PQC fires when the upper CP's CB is done, the lower CP's
-//! ordering against it being the user's business (a FENCE, the engine
-//! barrier); the model completes a BD only after the CBs its stream handed
-//! to the lower CP are done, so a completion never overtakes the work it
-//! stands for.
+//! scalars. Silicon: the upper CP forwards the CB to its lower CP's queue
+//! and goes on; upstream documents neither the queue's depth nor whether
+//! the PQC's completion waits for the lower CP (libhlthunk's tests order
+//! the two themselves, with a FENCE on CP 4, `gaudi2_get_fence_addr`'s
+//! `cmdq_fence`). The model completes a BD only after the CBs its stream
+//! handed to the lower CP are done, so a completion never overtakes the
+//! work it stands for; the depth of its queue is its own choice.
 //!
 //! **Predicates and scalars** (`LOAD_AND_EXE`, layouts of libhlthunk's
 //! `packet_load_and_exe` and its tests `test_cs_load_predicates`,
@@ -155,7 +156,7 @@ impl Gaudi2 {
             })
     }
 
-    /// One unit of CP `c` of QMAN `m`.
+    /// One unit of CP `c` of QMAN `m`. O(a packet or a DMA chunk).
     fn unit(&mut self, env: &mut dyn Env, m: usize, c: usize) {
         let Some(x) = self.qmans.get_mut(m) else {
             return;
@@ -220,7 +221,7 @@ impl Gaudi2 {
     /// The top frame of CP `c` ended (`all`: every frame, a `STOP`). When
     /// the CP has no frame left: the lower CP's CB is done for the stream
     /// that handed it; a stream's BD completes unless the lower CP still
-    /// has CBs of it.
+    /// has CBs of it. O(1).
     fn ret(&mut self, env: &mut dyn Env, m: usize, c: usize, all: bool) {
         let Some(x) = self.qmans.get_mut(m) else {
             return;
@@ -250,7 +251,7 @@ impl Gaudi2 {
     }
 
     /// Halt CP `c` of QMAN `m` on an error and report it (the lower CP's
-    /// error halts the stream whose CB it ran too).
+    /// error halts the stream whose CB it ran too). O(1).
     fn error(&mut self, env: &mut dyn Env, m: usize, c: usize) {
         let Some(x) = self.qmans.get_mut(m) else {
             return;
@@ -267,7 +268,8 @@ impl Gaudi2 {
         self.post_event(env, event);
     }
 
-    /// Fetch the BD at the fetch index of stream `q` of QMAN `m`.
+    /// Fetch the BD at the fetch index of stream `q` of QMAN `m`. O(a
+    /// 16-byte read).
     fn fetch_bd(&mut self, env: &mut dyn Env, m: usize, q: usize) {
         let Some(s) = self.qmans.get(m).and_then(|x| x.streams.get(q)) else {
             return;
@@ -307,6 +309,7 @@ impl Gaudi2 {
     }
 
     /// Run the packet at `frame`'s `pc` (or a chunk of its `LIN_DMA`).
+    /// O(a packet or a DMA chunk).
     fn packet(&mut self, env: &mut dyn Env, m: usize, c: usize, frame: Frame) -> Flow {
         let left = u64::from(frame.len.saturating_sub(frame.pc));
         let (qm_asid, _, _) = self.asids(m);
@@ -421,6 +424,7 @@ impl Gaudi2 {
     }
 
     /// `CB_LIST`: the `CP_DMA` at entry `*index` of `table`, in its place.
+    /// O(two reads).
     fn cb_list(
         &mut self,
         env: &mut dyn Env,
@@ -457,7 +461,8 @@ impl Gaudi2 {
         }
     }
 
-    /// `LOAD_AND_EXE` with `cfg` from `src` (see the module doc).
+    /// `LOAD_AND_EXE` with `cfg` from `src` (see the module doc). O(a
+    /// 128-byte read + a packet).
     fn load_and_exe(
         &mut self,
         env: &mut dyn Env,
@@ -503,7 +508,7 @@ impl Gaudi2 {
     }
 
     /// Execute the scalars of CP `c` as a packet: R0.. (`upper` false) or
-    /// R2-R3. True when it ran (or its predicate skipped it).
+    /// R2-R3. True when it ran (or its predicate skipped it). O(a packet).
     fn exe(&mut self, env: &mut dyn Env, m: usize, c: usize, upper: bool) -> bool {
         let Some(cp) = self.cp_of(m, c) else {
             return false;
@@ -530,7 +535,8 @@ impl Gaudi2 {
     }
 
     /// The register and message packets of CP `c`; `at` is the packet's
-    /// address (a `WREG_BULK`'s values follow it). True when done.
+    /// address (a `WREG_BULK`'s values follow it). True when done. O(1),
+    /// a `WREG_BULK` O(its values).
     fn exec(&mut self, env: &mut dyn Env, m: usize, c: usize, at: u64, p: Packet) -> bool {
         let base = qman::base(m).unwrap_or(0);
         let block = |offset: u32| {
@@ -572,7 +578,8 @@ impl Gaudi2 {
 
     /// A u32 write of a CP's packet at `addr`: into the register space
     /// only where [`security::user_writable`] allows (else a RAZWI and
-    /// nothing written), elsewhere through the MMUs. True when done.
+    /// nothing written), elsewhere through the MMUs. True when done. O(an
+    /// engine write).
     fn message(&mut self, env: &mut dyn Env, m: usize, addr: u64, value: u32) -> bool {
         let cfg_end = regs::CFG_BASE.saturating_add(regs::CFG_SIZE);
         if (regs::CFG_BASE..cfg_end).contains(&addr) {
@@ -588,7 +595,7 @@ impl Gaudi2 {
     }
 
     /// One chunk of a `LIN_DMA` of `size` packet bytes: at most
-    /// [`DMA_CHUNK`] bytes from where the CP left it.
+    /// [`DMA_CHUNK`] bytes from where the CP left it. O(DMA_CHUNK).
     fn lin_dma(&mut self, env: &mut dyn Env, m: usize, c: usize, d: LinDma, size: u32) -> Flow {
         let (_, rd, wr) = self.asids(m);
         let done = self.cp_of(m, c).map_or(0, |cp| cp.dma_done);
@@ -629,6 +636,7 @@ impl Gaudi2 {
     /// The CB of a BD with `ctl` is done: the PQC increments SOB
     /// `COMP_OFFSET` (when `PQC_CFG` enables it; the CI moved on at the
     /// fetch). An LBW write that fails is the PQC's problem only: dropped.
+    /// O(an engine write).
     fn complete(&mut self, env: &mut dyn Env, m: usize, q: usize, ctl: u32) {
         let Some(x) = self.qmans.get(m) else {
             return;

@@ -13,9 +13,9 @@
 //! | `NOP`, `WAIT` | 8 | nothing (no cycles to wait) |
 //! | `ARB_POINT` | 8 | nothing: the model's arbitration is round robin, whatever `priority`/`rls` say |
 //! | `STOP` | 8 | ends the CP's work (every nested CB) |
-//! | `WREG_32` | 8 | `value` to register `block + ctl[23:8]` (the QMAN's block) |
+//! | `WREG_32` | 8 | `value` to register `block + ctl[23:8]` (the QMAN's block; the `reg` bit 5, a value from a register, is not modelled: `value` is written) |
 //! | `WREG_BULK` | 8 + 8n | `n = size64` (`[15:0]`) u64s to consecutive registers from `block + ctl[23:8]` |
-//! | `MSG_LONG`, `MSG_PROT` | 16 | the u32 `value` to `addr` |
+//! | `MSG_LONG`, `MSG_PROT` | 16 | the u32 `value` to `addr` (the timestamp `op` is not modelled) |
 //! | `MSG_SHORT` | 8 | `value` to `CP_MSG_BASE[ctl[23:22]] + ctl[15:0]` of the executing CP (:110-114) |
 //! | `CP_DMA` | 16 | the CB `[src_addr, + tsize)` to the lower CP (`upper_cp` = ctl bit 5 clear) or run by this CP as a call (set) |
 //! | `FENCE` | 8 | waits until fence counter `cfg[31:30]` reaches `cfg[23:16]`, then takes `cfg[3:0]` off it (:127-137) |

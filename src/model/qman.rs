@@ -60,8 +60,8 @@ pub enum Kind {
 /// The block base of QMAN `m` (`m` = its first queue id / 4). O(1).
 pub const fn base(m: usize) -> Option<u32> {
     match m {
-        0 => Some(0x4C8_A000),
-        1 => Some(0x4C9_A000),
+        0 => Some(regs::PDMA0_QM_BASE),
+        1 => Some(regs::PDMA1_QM_BASE),
         2..=11 => Some(dcore_qm(0, m - 2)),
         12..=38 => {
             let r = m - 12;
@@ -73,12 +73,12 @@ pub const fn base(m: usize) -> Option<u32> {
 
 /// QMAN `i` of dcore `d` in queue-id order: EDMA0, EDMA1, MME, TPC0..
 const fn dcore_qm(d: u32, i: usize) -> u32 {
-    let block = 0x400_0000 + d * regs::DCORE_OFFSET;
+    let dcore = d * regs::DCORE_OFFSET;
     match i {
-        0 => block + 0x1C_A000,
-        1 => block + 0x1D_A000,
-        2 => block + 0xC_A000,
-        t => block + 0xA000 + (t as u32 - 3) * 0x1_0000,
+        0 => regs::DCORE0_EDMA0_QM_BASE + dcore,
+        1 => regs::DCORE0_EDMA0_QM_BASE + regs::DCORE_EDMA_OFFSET + dcore,
+        2 => regs::DCORE0_MME_QM_BASE + dcore,
+        t => regs::DCORE0_TPC0_QM_BASE + (t as u32 - 3) * regs::DCORE_TPC_OFFSET + dcore,
     }
 }
 
@@ -99,13 +99,17 @@ pub const fn kind(m: usize) -> Kind {
 }
 
 /// The QMAN index and offset of `reg` in a QMAN block, or the DMA core's
-/// ASID register of a DMA QMAN. Block arithmetic, O(1).
+/// ASID register of a DMA QMAN. Block arithmetic: every QMAN block starts
+/// 0xA000 into a 64 KiB engine block (its dcore's 64 KiB block number
+/// names the engine: TPC 0..6, MME 0xC, EDMA 0x1C/0x1D; PDMA0/1 at
+/// 0x4C8_0000 / 0x4C9_0000). O(1).
 pub fn decode(reg: u32) -> Option<(usize, u32)> {
-    let (m, off) = if (0x4C8_A000..0x4CA_A000).contains(&reg) {
-        let rel = reg - 0x4C8_A000;
-        ((rel / 0x1_0000) as usize, rel % 0x1_0000)
+    const PDMA_SPAN: u32 = 0x1_0000;
+    let (m, off) = if (regs::PDMA0_QM_BASE..regs::PDMA1_QM_BASE + PDMA_SPAN).contains(&reg) {
+        let rel = reg - regs::PDMA0_QM_BASE;
+        ((rel / PDMA_SPAN) as usize, rel % PDMA_SPAN)
     } else {
-        let rel = reg.checked_sub(0x400_0000)?;
+        let rel = reg.checked_sub(regs::DCORE0_BASE)?;
         let d = rel / regs::DCORE_OFFSET;
         if d >= regs::DCORES {
             return None;

@@ -218,14 +218,27 @@ pub const PQ_INIT_STATUS_ILLEGAL_Q_ADDR_ERR: u32 = 5;
 
 // --- QMANs --------------------------------------------------------------------
 
-/// The block bases of the model's QMANs (`super::qman::base`): PDMA0/1
-/// `mmPDMA0_QM_BASE` 0x4C8_A000, `mmPDMA1_QM_BASE` 0x4C9_A000
-/// (asic_reg/gaudi2_blocks_linux_driver.h:23119,23245); DCORE0 EDMA0/1
-/// 0x41C_A000 / 0x41D_A000 (:9874, 10000), DCORE0 MME 0x40C_A000 (:7759),
-/// DCORE0 TPC0..6 0x400_A000 + t x 0x1_0000 (:5950-7318); the other dcores
-/// at + d x `DCORE_OFFSET` (:10264-22258). Every QMAN has the PDMA QMAN's
-/// register layout; a DMA QMAN has its DMA core at [`PDMA_CORE_OFFSET`].
-pub const TPC0_QM_BASE: u32 = 0x400_A000;
+/// `mmPDMA0_QM_BASE` (asic_reg/gaudi2_blocks_linux_driver.h:23119).
+pub const PDMA0_QM_BASE: u32 = 0x4C8_A000;
+/// `mmPDMA1_QM_BASE` (:23245).
+pub const PDMA1_QM_BASE: u32 = 0x4C9_A000;
+/// `mmDCORE0_TPC0_QM_BASE` (:5950); TPC t at + t x [`DCORE_TPC_OFFSET`]
+/// (TPC6 only in DCORE0, :7318).
+pub const DCORE0_TPC0_QM_BASE: u32 = 0x400_A000;
+/// `DCORE_TPC_OFFSET` (asic_reg/gaudi2_regs.h:173).
+pub const DCORE_TPC_OFFSET: u32 = 0x1_0000;
+/// `mmDCORE0_MME_QM_BASE` (:7759).
+pub const DCORE0_MME_QM_BASE: u32 = 0x40C_A000;
+/// `mmDCORE0_EDMA0_QM_BASE` (:9874); EDMA1 at + `DCORE_EDMA_OFFSET`
+/// (asic_reg/gaudi2_regs.h:172), 0x41D_A000 (:10000).
+pub const DCORE0_EDMA0_QM_BASE: u32 = 0x41C_A000;
+/// `DCORE_EDMA_OFFSET`.
+pub const DCORE_EDMA_OFFSET: u32 = 0x1_0000;
+/// The dcores' QMAN blocks: DCORE d's at DCORE0's + d x [`DCORE_OFFSET`]
+/// (`mmDCORE1_EDMA0_QM_BASE` 0x43C_A000, :13960; `mmDCORE3_TPC5_QM_BASE`
+/// 0x465_A000, :19576). Every QMAN has the PDMA QMAN's register layout; a
+/// DMA QMAN has its DMA core at [`PDMA_CORE_OFFSET`].
+pub const DCORE0_BASE: u32 = 0x400_0000;
 /// `mmPDMA0_CORE_BASE` minus `mmPDMA0_QM_BASE`: the DMA core follows its
 /// QMAN (asic_reg/gaudi2_blocks_linux_driver.h:23188).
 pub const PDMA_CORE_OFFSET: u32 = 0x1000;
