@@ -23,7 +23,7 @@
 //!
 //! **Lower CP** (CP 4). A `CP_DMA` with `upper_cp` clear on an upper CP
 //! queues its CB for the QMAN's lower CP (a FIFO of [`LOWER_FIFO`] CBs; a
-//! full FIFO stalls the upper CP on that packet until there is room), and
+//! full FIFO parks the upper CP on that packet until there is room), and
 //! the upper CP goes on. The lower CP runs the queued CBs in order as its
 //! own work, with its own fence counters, message bases, predicates and
 //! scalars. Silicon: the upper CP forwards the CB to its lower CP's queue
@@ -107,9 +107,14 @@ enum Flow {
 
 impl Gaudi2 {
     /// Engine work is queued: the KDMA's transfer, or a CP with work that
-    /// is not parked. O(QMANS x CPS).
+    /// is not parked (at a fence, or stalled on a full lower-CP queue).
+    /// O(QMANS x CPS).
     pub fn pending(&self) -> bool {
-        self.kdma.busy() || (0..QMANS).any(|m| (0..CPS).any(|c| self.runnable(m, c)))
+        self.kdma.busy()
+            || (0..QMANS).any(|m| {
+                self.qmans.get(m).is_some_and(qman::Qman::may_run)
+                    && (0..CPS).any(|c| self.runnable(m, c))
+            })
     }
 
     /// Run at most [`BUDGET`] units of queued engine work; true while more
@@ -120,6 +125,9 @@ impl Gaudi2 {
         'outer: while budget > 0 {
             let mut ran = false;
             for m in 0..QMANS {
+                if !self.qmans.get(m).is_some_and(qman::Qman::may_run) {
+                    continue;
+                }
                 for c in 0..CPS {
                     if budget == 0 {
                         break 'outer;
@@ -150,6 +158,7 @@ impl Gaudi2 {
             && x.streams.get(c).is_some_and(|s| {
                 !s.cp.halted
                     && !s.cp.fenced
+                    && !s.cp.stalled
                     && (s.cp.depth > 0
                         || s.bd.is_some_and(|_| s.handed == 0)
                         || (s.bd.is_none() && s.ci != s.pi))
@@ -419,6 +428,9 @@ impl Gaudi2 {
         }) {
             Flow::Next(size)
         } else {
+            if let Some(cp) = x.cp_mut(c) {
+                cp.stalled = true;
+            }
             Flow::Stay
         }
     }

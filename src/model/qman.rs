@@ -164,6 +164,8 @@ pub struct Cp {
     pub scalars: [u32; 4],
     /// Waiting at a `FENCE` whose counter is short.
     pub fenced: bool,
+    /// Waiting at a `CP_DMA` for room in the lower CP's queue.
+    pub stalled: bool,
     /// Stopped by an error until `GLBL_CFG1` is written.
     pub halted: bool,
 }
@@ -184,6 +186,7 @@ impl Cp {
             pred: 1,
             scalars: [0; 4],
             fenced: false,
+            stalled: false,
             halted: false,
         }
     }
@@ -203,6 +206,7 @@ impl Cp {
         self.depth = 0;
         self.dma_done = 0;
         self.fenced = false;
+        self.stalled = false;
         self.halted = false;
     }
 }
@@ -376,6 +380,12 @@ impl Qman {
         }
     }
 
+    /// Whether any CP of the QMAN may have work: a stream enabled, or the
+    /// lower CP busy. O(1).
+    pub fn may_run(&self) -> bool {
+        self.cfg0 & 0xF != 0 || self.lower_busy()
+    }
+
     /// Whether the lower CP has work (a CB running or queued). O(1).
     pub fn lower_busy(&self) -> bool {
         !self.lower.halted && (self.lower.depth > 0 || self.fifo_len > 0)
@@ -527,6 +537,7 @@ impl Qman {
             self.lower.drop_work();
             self.fifo_len = 0;
             self.streams.iter_mut().for_each(|s| s.handed = 0);
+            self.room();
         }
         for q in 0..STREAMS {
             let Some(s) = self.streams.get_mut(q) else {
@@ -563,6 +574,7 @@ impl Qman {
             }
         }
         self.fifo_len = kept as u8;
+        self.room();
         if self.lower_from == from && self.lower.depth > 0 {
             self.lower.drop_work();
         }
@@ -589,7 +601,14 @@ impl Qman {
         let e = self.fifo.first().copied()?;
         self.fifo.copy_within(1.., 0);
         self.fifo_len -= 1;
+        self.room();
         Some(e)
+    }
+
+    /// The lower CP's queue has room: the upper CPs stalled on it retry.
+    /// O(STREAMS).
+    fn room(&mut self) {
+        self.streams.iter_mut().for_each(|s| s.cp.stalled = false);
     }
 }
 

@@ -266,9 +266,8 @@ fn a_full_lower_cp_queue_stalls_the_upper_cp_until_there_is_room() {
     }
     upper.extend_from_slice(&build::msg_long(DATA + 0x100, 9));
     submit(&mut g, &mut env, (EDMA0, 2, 0), CB, &upper, 3);
-    for _ in 0..100 {
-        g.step(&mut env);
-    }
+    run(&mut g, &mut env);
+    assert!(!g.pending(), "the stalled upper CP waits for room");
     assert_eq!(env.u32(DATA + 0x100), 0, "the upper CP stalls");
     assert_eq!(env.u32(DATA), 0);
     g.reg_write(&mut env, EDMA0 + 0x290 + 0x14 + 4 * 4, 1);
