@@ -557,3 +557,87 @@ fn nesting_deeper_than_the_frame_stack_is_a_qman_error() {
     run(&mut g, &mut env);
     assert_eq!(env.u32(DONE + 4), 1);
 }
+
+#[test]
+fn an_error_of_the_lower_cp_halts_it_and_the_stream_that_handed_the_cb() {
+    let (mut g, mut env) = device();
+    qman_up(&mut g, &mut env, PDMA0);
+    // Opcode 0x6 (REPEAT): not modelled, undefined.
+    let mut bad = build::nop().to_vec();
+    bad.extend_from_slice(&0u32.to_le_bytes());
+    bad.extend_from_slice(&build::ctl(6).to_le_bytes());
+    env.write(CB + 0x1000, &bad);
+    let upper = build::cp_dma(CB + 0x1000, 16, false);
+    submit(&mut g, &mut env, (PDMA0, 0, 0), CB, &upper, 1);
+    run(&mut g, &mut env);
+    assert_eq!(events(&mut env), vec![1244]);
+    assert_eq!(
+        g.reg_read(&mut env, PDMA0 + 0x024 + 4 * 4),
+        1,
+        "lower CP halted"
+    );
+    assert_eq!(g.reg_read(&mut env, PDMA0 + 0x024), 1, "stream 0 halted");
+    assert_eq!(
+        g.reg_read(&mut env, PDMA0 + 0x37C + 4 * 4),
+        (CB + 0x1008) as u32,
+        "the failing packet"
+    );
+    assert_eq!(env.u32(DONE + 4), 0);
+    // Released: both drop their work; the next BD runs on.
+    g.reg_write(&mut env, PDMA0 + 0x004, 0);
+    assert_eq!(g.reg_read(&mut env, PDMA0 + 0x024 + 4 * 4), 0);
+    let ok = build::msg_long(DATA, 3);
+    submit(&mut g, &mut env, (PDMA0, 0, 1), CB + 0x100, &ok, 1);
+    run(&mut g, &mut env);
+    assert_eq!((env.u32(DATA), env.u32(DONE + 4)), (3, 1));
+}
+
+#[test]
+fn garbage_calls_lists_and_loads_never_panic() {
+    let (mut g, mut env) = device();
+    qman_up(&mut g, &mut env, EDMA0);
+    qman_up(&mut g, &mut env, DCORE0_TPC6);
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let mut next = || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let opcodes = [0x5u32, 0xE, 0xF, 0x3, 0x4, 0x8, 0xC, 0x2, 0x1];
+    for round in 0..300u32 {
+        let mut cb = Vec::new();
+        for _ in 0..4 {
+            let op = opcodes[(next() % opcodes.len() as u64) as usize];
+            let first = next() as u32;
+            let ctl = build::ctl(op) | (next() as u32 & 0x00FF_FFFF);
+            // Addresses into the CB area, the data area, SRAM, or anywhere.
+            let addr = match next() % 4 {
+                0 => CB + (next() % 0x2000),
+                1 => DATA + (next() % 0x1000),
+                2 => regs::SRAM_BASE_ADDR + (next() % 0x1000),
+                _ => next(),
+            };
+            cb.extend_from_slice(&first.to_le_bytes());
+            cb.extend_from_slice(&ctl.to_le_bytes());
+            cb.extend_from_slice(&addr.to_le_bytes());
+            cb.extend_from_slice(&next().to_le_bytes());
+        }
+        let len = (next() % cb.len() as u64) as usize;
+        let base = if round % 2 == 0 { EDMA0 } else { DCORE0_TPC6 };
+        let at = CB + 0x100 * u64::from(round % 32);
+        submit(
+            &mut g,
+            &mut env,
+            (base, round % 4, round / 4),
+            at,
+            &cb[..len],
+            1,
+        );
+        for _ in 0..20 {
+            g.step(&mut env);
+        }
+        g.reg_write(&mut env, base + 0x004, 0);
+        g.reg_write(&mut env, base + 0x290 + 4 * (round % 5), next() as u32);
+    }
+}
