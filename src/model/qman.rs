@@ -18,8 +18,11 @@
 //! scalar registers (`super::cp`). Per stream `q`: `PQ_BASE` (a host bus
 //! address), `PQ_SIZE` (log2 of the entries), `PQ_PI` (the doorbell:
 //! `gaudi2_ring_doorbell`, gaudi2/gaudi2.c:7038-7060), `PQ_CI`; the PQC's
-//! SOB base and increment. A stream fetches work only when its `PQF_EN`
-//! bit of `GLBL_CFG0` is set.
+//! SOB base and increment. A stream fetches and runs work only when its
+//! `PQF_EN` bit of `GLBL_CFG0` is set; the `CP_EN` bits (13:9) are kept
+//! but not checked (upstream sets them with the `PQF_EN` bits,
+//! `QMAN_ENABLE`, gaudi2/gaudi2_masks.h:48-64), so the lower CP runs what
+//! the upper CPs hand it.
 //!
 //! The PI runs modulo twice the entries, as upstream's
 //! (`hl_queue_inc_ptr`), the entry being `PI mod entries`. A PI write only
