@@ -39,7 +39,8 @@
 //! - [`cpucp`]: the CPU-CP stand-in (queue handshake, CPU PQ packets, the
 //!   event queue);
 //! - [`packets`], [`cp`], [`qman`]: the command buffer packets, the command
-//!   processor that runs them, the PDMA QMANs that fetch them;
+//!   processors (4 upper, 1 lower per QMAN) that run them, every user QMAN
+//!   (PDMA, EDMA, MME, TPC) that fetches them;
 //! - [`engine`]: one engine's command processor running a job to its end
 //!   (host 1's engines, each a thread of its own);
 //! - [`kdma`]: the driver's register-programmed DMA engine;
@@ -179,9 +180,9 @@ pub struct Stats {
     pub packets: u64,
 }
 
-/// One Gaudi2: fixed-size register state, about 56 KiB (17 MMUs with
-/// their STLBs and hop-0 tables, 1,024 SOBs, 256 monitors, 64 CQs, the
-/// register file); a host keeps it on the heap (a kernel stack could not
+/// One Gaudi2: fixed-size register state, about 102 KiB (17 MMUs with
+/// their STLBs and hop-0 tables, 39 QMANs of 5 CPs with their CB frame
+/// stacks, 1,024 SOBs, 256 monitors, 64 CQs, the register file); a host keeps it on the heap (a kernel stack could not
 /// hold a temporary of it).
 pub struct Gaudi2 {
     cfg: Config,
@@ -212,26 +213,7 @@ impl Gaudi2 {
             cpu_if: cpu_if::CpuIf::new(),
             mmus: [const { Mmu::new() }; MMUS],
             scrambler: HbmScrambler::new(cfg.hbms),
-            qmans: [qman::Qman {
-                cfg0: 0,
-                pqc_cfg: 0,
-                qm_asid: 0,
-                core_asid: 0,
-                streams: [qman::Stream {
-                    pq_base: 0,
-                    pq_size: 0,
-                    pi: 0,
-                    ci: 0,
-                    msg_base: [0; 4],
-                    fence: [0; 4],
-                    pqc_base: 0,
-                    pqc_wdata: 0,
-                    job: None,
-                    halted: false,
-                    fenced: false,
-                    stopped: false,
-                }; qman::STREAMS],
-            }; qman::QMANS],
+            qmans: [const { qman::Qman::new() }; qman::QMANS],
             sm: sm::SyncManager::new(),
             kdma: kdma::Kdma::new(),
             bypass: false,
@@ -307,10 +289,12 @@ impl Gaudi2 {
         }
     }
 
-    /// A fence counter of QMAN `m` grew: its parked streams look again.
+    /// A fence counter of QMAN `m` grew: its parked CPs look again.
+    /// O(CPS).
     fn unfence(&mut self, m: usize) {
         if let Some(x) = self.qmans.get_mut(m) {
-            x.streams.iter_mut().for_each(|s| s.fenced = false);
+            x.streams.iter_mut().for_each(|s| s.cp.fenced = false);
+            x.lower.fenced = false;
         }
     }
 

@@ -2,77 +2,138 @@
 
 //! The QMANs' command processors at work: what [`Gaudi2::step`] runs.
 //!
-//! A stream with work fetches the BD at its fetch index from the host PQ
-//! (16 bytes: `ptr`, `len`, `ctl`, include/common/qman_if.h:17-21) and runs
-//! the CB `[ptr, ptr + len)` packet by packet (`super::packets`): CB
-//! fetches with the QMAN's read ASID, `LIN_DMA` data with the DMA core's
-//! read and write ASIDs (`gaudi2_mmu_shared_prepare`, gaudi2/gaudi2.c:
-//! 8100-8117), everything through the MMUs (`super::bus`). When the CB is
-//! done the PQC increments SOB `COMP_OFFSET` (the BD's `ctl` bits 27:16):
-//! an LBW write of `PQC_LBW_WDATA` to `PQC_LBW_BASE + 4 x COMP_OFFSET`
-//! (`gaudi2_init_qman_pqc`, gaudi2/gaudi2.c:5417-5445), which reaches the
-//! sync manager (`super::sm`) as a register write.
+//! **Upper CPs.** A stream with work fetches the BD at its fetch index
+//! from the host PQ (16 bytes: `ptr`, `len`, `ctl`,
+//! include/common/qman_if.h:17-21) and its CP runs the CB `[ptr, ptr +
+//! len)` packet by packet (`super::packets`): CB fetches and messages
+//! with the QMAN's read ASID, `LIN_DMA` data with the DMA core's read and
+//! write ASIDs (`gaudi2_mmu_shared_prepare`, gaudi2/gaudi2.c:8100-8117),
+//! everything through the MMUs (`super::bus`). When the CB is done the
+//! PQC increments SOB `COMP_OFFSET` (the BD's `ctl` bits 27:16): an LBW
+//! write of `PQC_LBW_WDATA` to `PQC_LBW_BASE + 4 x COMP_OFFSET`
+//! (`gaudi2_init_qman_pqc`, gaudi2/gaudi2.c:5417-5445).
 //!
-//! Work is sliced: one call runs at most [`BUDGET`] units (a packet, or
-//! [`DMA_CHUNK`] bytes of a `LIN_DMA`, a buffer on the stack), so a CB of any length or a 4 GiB
-//! DMA never holds the caller for long; the job's position is kept. A
-//! `FENCE` whose counter is short parks the stream until a
-//! `CP_FENCE_RDATA` write. A packet the model cannot run, or a fault of an
-//! access, halts the stream (until `GLBL_CFG1` is written) and is reported
-//! on the event queue (`GAUDI2_EVENT_PDMA*_QM`; a fault also as the MMU's
-//! event).
+//! **Nesting.** A CP runs a stack of CB frames ([`DEPTH`] of them): a
+//! `CP_DMA` with `upper_cp` set (or any `CP_DMA` the lower CP runs) calls
+//! its CB, which returns to the packet after the call when its last byte
+//! ran. A call that is the last packet of its frame replaces that frame (a
+//! tail call), so `CB_LIST` chains of any length run in one frame; a call
+//! past [`DEPTH`] frames is a QMAN error. `STOP` ends every frame of the
+//! CP.
+//!
+//! **Lower CP** (CP 4). A `CP_DMA` with `upper_cp` clear on an upper CP
+//! queues its CB for the QMAN's lower CP (a FIFO of [`LOWER_FIFO`] CBs; a
+//! full FIFO parks the upper CP on that packet until there is room), and
+//! the upper CP goes on. The lower CP runs the queued CBs in order as its
+//! own work, with its own fence counters, message bases, predicates and
+//! scalars. Silicon: the upper CP forwards the CB to its lower CP's queue
+//! and goes on; upstream documents neither the queue's depth nor whether
+//! the PQC's completion waits for the lower CP (libhlthunk's tests order
+//! the two themselves, with a FENCE on CP 4, `gaudi2_get_fence_addr`'s
+//! `cmdq_fence`). The model completes a BD only after the CBs its stream
+//! handed to the lower CP are done, so a completion never overtakes the
+//! work it stands for; the depth of its queue is its own choice.
+//!
+//! **Predicates and scalars** (`LOAD_AND_EXE`, layouts of libhlthunk's
+//! `packet_load_and_exe` and its tests `test_cs_load_predicates`,
+//! `test_cs_load_scalars_exe_*`): `load` with `dst` 0 loads predicates
+//! P1..P31 from `src_addr`, with `pmap` 1 as one u32 bitmap (bit p = Pp),
+//! with `pmap` 0 as 32 u32s (Pp = bit 0 of u32 p, 128 bytes); P0 is not
+//! loaded and always true. `load` with `dst` 1 loads the scalar registers
+//! R0..R3 (16 bytes). `exe` executes the scalars as a packet: `etype` 0
+//! the packet at R0 (16 bytes: a `MSG_LONG`; or 8: R0-R1), `etype` 1 the
+//! 8-byte packet in R2-R3 (a `MSG_SHORT`). What the scalars may hold:
+//! `NOP`, `ARB_POINT`, `WREG_32`, `MSG_LONG`, `MSG_PROT`, `MSG_SHORT`;
+//! anything else is a QMAN error. A packet with a `pred` field (see
+//! `super::packets::pred`) naming a clear predicate is skipped.
+//!
+//! **CB_LIST** (`test_cs_cb_list`): reads the u32 index at `index_addr`,
+//! then the 16-byte entry at `table_addr + 16 x index`, which must be a
+//! `CP_DMA`, run as if it stood in the CB instead of the `CB_LIST`.
+//!
+//! **Register space.** A `WREG_32`/`WREG_BULK` (to the QMAN's block +
+//! offset), a `MSG_LONG`/`MSG_PROT` or a `MSG_SHORT` addressing the
+//! register space reaches the register when
+//! [`super::security::user_writable`] allows it, else it is a RAZWI
+//! (refused, nothing written) and a QMAN error.
+//!
+//! **Engines.** MME and TPC QMANs run every packet a DMA QMAN runs except
+//! `LIN_DMA`: no DMA core sits behind them (upstream's `LIN_DMA` is a DMA
+//! core's command, gaudi2_packets.h:144-161; an MME or TPC has none), so it
+//! is refused as undefined: a QMAN error.
+//!
+//! **Scheduling.** Work is sliced: one call runs at most [`BUDGET`] units
+//! (a packet, a frame's return, a BD fetch or completion, or [`DMA_CHUNK`]
+//! bytes of a `LIN_DMA`), round robin over every CP of every QMAN, so a CB
+//! of any length or a 4 GiB DMA never holds the caller for long. A `FENCE`
+//! whose counter is short parks its CP only (until a `CP_FENCE_RDATA`
+//! write); the other streams and the lower CP run on. The arbitration
+//! registers and `ARB_POINT` order nothing. A packet the model cannot run,
+//! or a fault of an access, halts the CP (until `GLBL_CFG1` is written) and
+//! is reported on the event queue (the QMAN's `regs::EVENT_QM`; a fault
+//! also as the MMU's event); an error of the lower CP halts the stream
+//! whose CB it ran too.
 
 use super::events;
 use super::packets::{self, LinDma, Packet, PacketError};
-use super::qman::{Job, QMANS, STREAMS};
+use super::qman::{self, Frame, Handed, Kind, CPS, DEPTH, LOWER, QMANS};
 use super::regs;
+use super::security;
 use super::{Env, Gaudi2};
+
+pub use super::qman::LOWER_FIFO;
 
 /// Work units one [`Gaudi2::step`] runs.
 pub const BUDGET: u32 = 64;
 /// Bytes of a `LIN_DMA` per unit.
 pub const DMA_CHUNK: usize = 1024;
 
-/// How running a unit of a job ended.
-enum Unit {
-    /// Go on.
-    More,
-    /// The CB is done.
-    Done,
+/// What a packet asks of its CP.
+enum Flow {
+    /// Done: move on by this many bytes.
+    Next(u32),
+    /// Not done (a DMA chunk, or the lower CP's queue is full): the same
+    /// packet again next time.
+    Stay,
+    /// Move on by `size` and call the CB `[cb, cb + len)`.
+    Call { cb: u64, len: u32, size: u32 },
+    /// `STOP`: every frame ends.
+    Stop,
     /// Parked at a fence.
     Fenced,
-    /// An error: halt the stream.
+    /// An error: halt the CP.
     Error,
 }
 
 impl Gaudi2 {
-    /// Engine work is queued: the KDMA's transfer, or a stream of an
-    /// enabled QMAN with BDs or a CB left, not parked at a fence.
-    /// O(QMANS x STREAMS).
+    /// Engine work is queued: the KDMA's transfer, or a CP with work that
+    /// is not parked (at a fence, or stalled on a full lower-CP queue).
+    /// O(QMANS x CPS).
     pub fn pending(&self) -> bool {
         self.kdma.busy()
-            || self.qmans.iter().any(|m| {
-                m.streams
-                    .iter()
-                    .enumerate()
-                    .any(|(q, s)| m.enabled(q) && s.busy() && !s.fenced)
+            || (0..QMANS).any(|m| {
+                self.qmans.get(m).is_some_and(qman::Qman::may_run)
+                    && (0..CPS).any(|c| self.runnable(m, c))
             })
     }
 
     /// Run at most [`BUDGET`] units of queued engine work; true while more
-    /// is left. O(BUDGET x (packet + a 4 KiB copy)).
+    /// is left. O(BUDGET x (packet + a 1 KiB copy) + QMANS x CPS).
     pub fn step(&mut self, env: &mut dyn Env) -> bool {
         self.kdma_step(env);
         let mut budget = BUDGET;
         'outer: while budget > 0 {
             let mut ran = false;
             for m in 0..QMANS {
-                for q in 0..STREAMS {
+                if !self.qmans.get(m).is_some_and(qman::Qman::may_run) {
+                    continue;
+                }
+                for c in 0..CPS {
                     if budget == 0 {
                         break 'outer;
                     }
-                    if self.runnable(m, q) {
-                        self.unit(env, m, q);
+                    if self.runnable(m, c) {
+                        self.unit(env, m, c);
                         budget -= 1;
                         ran = true;
                     }
@@ -85,51 +146,147 @@ impl Gaudi2 {
         self.pending()
     }
 
-    fn runnable(&self, m: usize, q: usize) -> bool {
-        self.qmans.get(m).is_some_and(|qm| {
-            qm.enabled(q) && qm.streams.get(q).is_some_and(|s| s.busy() && !s.fenced)
-        })
+    /// Whether CP `c` of QMAN `m` can run a unit now. O(1).
+    fn runnable(&self, m: usize, c: usize) -> bool {
+        let Some(x) = self.qmans.get(m) else {
+            return false;
+        };
+        if c == LOWER {
+            return !x.lower.fenced && x.lower_busy();
+        }
+        x.enabled(c)
+            && x.streams.get(c).is_some_and(|s| {
+                !s.cp.halted
+                    && !s.cp.fenced
+                    && !s.cp.stalled
+                    && (s.cp.depth > 0
+                        || s.bd.is_some_and(|_| s.handed == 0)
+                        || (s.bd.is_none() && s.ci != s.pi))
+            })
     }
 
-    /// One unit of stream `q` of QMAN `m`: fetch a BD, or run a packet or
-    /// a DMA chunk of its CB.
-    fn unit(&mut self, env: &mut dyn Env, m: usize, q: usize) {
-        let Some(job) = self.stream(m, q).and_then(|s| s.job) else {
-            self.fetch_bd(env, m, q);
+    /// One unit of CP `c` of QMAN `m`. O(a packet or a DMA chunk).
+    fn unit(&mut self, env: &mut dyn Env, m: usize, c: usize) {
+        let Some(x) = self.qmans.get_mut(m) else {
             return;
         };
-        let end = self.packet(env, m, q, job);
-        let Some(s) = self.qmans.get_mut(m).and_then(|x| x.streams.get_mut(q)) else {
+        let Some(cp) = x.cp(c) else {
             return;
         };
-        match end {
-            Unit::More => {}
-            Unit::Fenced => s.fenced = true,
-            Unit::Error => {
-                s.halted = true;
-                let event = regs::EVENT_QM.get(m).copied().unwrap_or(0);
-                self.post_event(env, event);
+        let Some(frame) = cp.top().copied() else {
+            if c == LOWER {
+                if let Some(e) = x.take() {
+                    x.lower_from = e.from;
+                    push(&mut x.lower, e.cb, e.len);
+                }
+            } else if let Some(ctl) = x.streams.get(c).and_then(|s| s.bd) {
+                if let Some(s) = x.streams.get_mut(c) {
+                    s.bd = None;
+                }
+                self.complete(env, m, c, ctl);
+            } else {
+                self.fetch_bd(env, m, c);
             }
-            Unit::Done => {
-                s.job = None;
-                self.complete(env, m, q, job.ctl);
+            return;
+        };
+        if frame.pc >= frame.len {
+            self.ret(env, m, c, false);
+            return;
+        }
+        let flow = self.packet(env, m, c, frame);
+        let Some(cp) = self.qmans.get_mut(m).and_then(|x| x.cp_mut(c)) else {
+            return;
+        };
+        match flow {
+            Flow::Next(size) => {
+                if let Some(f) = cp.top_mut() {
+                    f.pc = f.pc.saturating_add(size);
+                }
+                cp.dma_done = 0;
+            }
+            Flow::Stay => {}
+            Flow::Fenced => cp.fenced = true,
+            Flow::Stop => self.ret(env, m, c, true),
+            Flow::Call { cb, len, size } => {
+                let tail = frame.pc.saturating_add(size) >= frame.len;
+                if tail {
+                    if let Some(f) = cp.top_mut() {
+                        *f = Frame { cb, len, pc: 0 };
+                    }
+                    cp.dma_done = 0;
+                } else if usize::from(cp.depth) < DEPTH {
+                    if let Some(f) = cp.top_mut() {
+                        f.pc = f.pc.saturating_add(size);
+                    }
+                    push(cp, cb, len);
+                } else {
+                    self.error(env, m, c);
+                }
+            }
+            Flow::Error => self.error(env, m, c),
+        }
+    }
+
+    /// The top frame of CP `c` ended (`all`: every frame, a `STOP`). When
+    /// the CP has no frame left: the lower CP's CB is done for the stream
+    /// that handed it; a stream's BD completes unless the lower CP still
+    /// has CBs of it. O(1).
+    fn ret(&mut self, env: &mut dyn Env, m: usize, c: usize, all: bool) {
+        let Some(x) = self.qmans.get_mut(m) else {
+            return;
+        };
+        let Some(cp) = x.cp_mut(c) else {
+            return;
+        };
+        cp.depth = if all { 0 } else { cp.depth.saturating_sub(1) };
+        cp.dma_done = 0;
+        if cp.depth > 0 {
+            return;
+        }
+        if c == LOWER {
+            if let Some(s) = x.streams.get_mut(usize::from(x.lower_from)) {
+                s.handed = s.handed.saturating_sub(1);
+            }
+            return;
+        }
+        let Some(s) = x.streams.get_mut(c) else {
+            return;
+        };
+        if s.handed == 0 {
+            if let Some(ctl) = s.bd.take() {
+                self.complete(env, m, c, ctl);
             }
         }
     }
 
-    fn stream(&self, m: usize, q: usize) -> Option<&super::qman::Stream> {
-        self.qmans.get(m).and_then(|x| x.streams.get(q))
-    }
-
-    /// Fetch the BD at the fetch index of stream `q` of QMAN `m`.
-    fn fetch_bd(&mut self, env: &mut dyn Env, m: usize, q: usize) {
-        let Some(s) = self.stream(m, q).copied() else {
+    /// Halt CP `c` of QMAN `m` on an error and report it (the lower CP's
+    /// error halts the stream whose CB it ran too). O(1).
+    fn error(&mut self, env: &mut dyn Env, m: usize, c: usize) {
+        let Some(x) = self.qmans.get_mut(m) else {
             return;
         };
+        if let Some(cp) = x.cp_mut(c) {
+            cp.halted = true;
+        }
+        if c == LOWER {
+            if let Some(s) = x.streams.get_mut(usize::from(x.lower_from)) {
+                s.cp.halted = true;
+            }
+        }
+        let event = regs::EVENT_QM.get(m).copied().unwrap_or(0);
+        self.post_event(env, event);
+    }
+
+    /// Fetch the BD at the fetch index of stream `q` of QMAN `m`. O(a
+    /// 16-byte read).
+    fn fetch_bd(&mut self, env: &mut dyn Env, m: usize, q: usize) {
+        let Some(s) = self.qmans.get(m).and_then(|x| x.streams.get(q)) else {
+            return;
+        };
+        let (pq_base, slot) = (s.pq_base, u64::from(s.ci % s.entries()) * 16);
         let asid = self.asids(m).0;
-        let slot = u64::from(s.ci % s.entries()) * 16;
         let mut bd = [0u8; 16];
-        let read = match s.pq_base.checked_add(slot) {
+        let read = match pq_base.checked_add(slot) {
             Some(at) => self.engine_read(env, asid, at, &mut bd).is_ok(),
             None => false,
         };
@@ -137,17 +294,12 @@ impl Gaudi2 {
             return;
         };
         if !read {
-            st.halted = true;
+            st.cp.halted = true;
             return;
         }
         st.ci = (st.ci + 1) % st.entries().saturating_mul(2);
-        st.job = Some(Job {
-            cb: packets::le64(&bd, 0),
-            len: packets::le32(&bd, 8),
-            ctl: packets::le32(&bd, 12),
-            pc: 0,
-            dma_done: 0,
-        });
+        st.bd = Some(packets::le32(&bd, 12));
+        push(&mut st.cp, packets::le64(&bd, 0), packets::le32(&bd, 8));
     }
 
     /// The QMAN's read ASID and the DMA core's read and write ASIDs.
@@ -160,185 +312,309 @@ impl Gaudi2 {
         (rd(x.qm_asid), rd(x.core_asid), wr(x.core_asid))
     }
 
-    /// Run the packet at the job's `pc` (or a chunk of its `LIN_DMA`).
-    fn packet(&mut self, env: &mut dyn Env, m: usize, q: usize, job: Job) -> Unit {
-        let left = u64::from(job.len.saturating_sub(job.pc));
-        if left == 0 {
-            return Unit::Done;
-        }
+    /// CP `c` of QMAN `m`, read-only.
+    fn cp_of(&self, m: usize, c: usize) -> Option<&qman::Cp> {
+        self.qmans.get(m).and_then(|x| x.cp(c))
+    }
+
+    /// Run the packet at `frame`'s `pc` (or a chunk of its `LIN_DMA`).
+    /// O(a packet or a DMA chunk).
+    fn packet(&mut self, env: &mut dyn Env, m: usize, c: usize, frame: Frame) -> Flow {
+        let left = u64::from(frame.len.saturating_sub(frame.pc));
         let (qm_asid, _, _) = self.asids(m);
         let mut buf = [0u8; 24];
         let n = usize::try_from(left.min(24)).unwrap_or(24);
-        let at = job.cb.wrapping_add(u64::from(job.pc));
+        let at = frame.cb.wrapping_add(u64::from(frame.pc));
         let Some(window) = buf.get_mut(..n) else {
-            return Unit::Error;
+            return Flow::Error;
         };
         if self.engine_read(env, qm_asid, at, window).is_err() {
-            return Unit::Error;
+            return Flow::Error;
         }
         let (packet, size) = match packets::decode(buf.get(..n).unwrap_or(&[]), left) {
             Ok(p) => p,
             // The DMA core refuses a LIN_DMA whose size is no whole number
             // of its swap words: its own error event, then the QMAN's.
-            Err(PacketError::SwapSize { .. }) => {
+            Err(PacketError::SwapSize { .. }) if qman::kind(m) == Kind::Dma => {
                 let qm = regs::EVENT_QM.get(m).copied().unwrap_or(0);
                 self.post_event_data(env, events::dma_core(qm), [events::DMA_CORE_WRONG_CFG, 0]);
-                return Unit::Error;
+                return Flow::Error;
             }
-            Err(_) => return Unit::Error,
+            Err(_) => return Flow::Error,
         };
+        let size = u32::try_from(size).unwrap_or(u32::MAX);
         self.stats.packets = self.stats.packets.wrapping_add(1);
-        let next = |s: &mut super::qman::Stream| {
-            if let Some(j) = s.job.as_mut() {
-                j.pc = j.pc.saturating_add(size as u32);
-                j.dma_done = 0;
-            }
-        };
-        let unit = match packet {
-            Packet::Stop => return Unit::Done,
-            Packet::LinDma(d) => return self.lin_dma(env, m, q, job, d, size as u32),
-            Packet::Fence { id, target, dec } => self.fence(m, q, id, target, dec),
-            p => self.exec(env, m, q, job, p),
-        };
-        if matches!(unit, Unit::More) {
-            if let Some(s) = self.qmans.get_mut(m).and_then(|x| x.streams.get_mut(q)) {
-                next(s);
+        if !self.predicate(m, c, packets::le32(&buf, 4)) {
+            return Flow::Next(size);
+        }
+        match packet {
+            Packet::Stop => Flow::Stop,
+            Packet::LinDma(d) if qman::kind(m) == Kind::Dma => self.lin_dma(env, m, c, d, size),
+            Packet::LinDma(_) => Flow::Error,
+            Packet::Fence { id, target, dec } => self.fence(m, c, id, target, dec, size),
+            Packet::CpDma { tsize, src, upper } => self.cp_dma(m, c, (src, tsize, upper), size),
+            Packet::CbList { index, table } => self.cb_list(env, m, c, index, table, size),
+            Packet::LoadAndExe { cfg, src } => self.load_and_exe(env, m, c, cfg, src, size),
+            p => {
+                if self.exec(env, m, c, at, p) {
+                    Flow::Next(size)
+                } else {
+                    Flow::Error
+                }
             }
         }
-        unit
+    }
+
+    /// Whether the packet with `ctl` runs on CP `c`: its `pred` names a
+    /// set predicate (P0 always is). O(1).
+    fn predicate(&self, m: usize, c: usize, ctl: u32) -> bool {
+        let p = packets::pred(ctl);
+        p == 0 || self.cp_of(m, c).is_some_and(|cp| cp.pred & (1 << p) != 0)
     }
 }
 
+/// Push the frame `[cb, cb + len)` on `cp` (the caller checked the room;
+/// a full stack keeps its frames). O(1).
+fn push(cp: &mut qman::Cp, cb: u64, len: u32) {
+    if let Some(f) = cp.frames.get_mut(usize::from(cp.depth)) {
+        *f = Frame { cb, len, pc: 0 };
+        cp.depth += 1;
+    }
+    cp.dma_done = 0;
+}
+
 impl Gaudi2 {
-    /// `FENCE`: counter `id` of the stream's CP reached `target`? Then take
-    /// `dec` off it and go on; else park. O(1).
-    fn fence(&mut self, m: usize, q: usize, id: u32, target: u32, dec: u32) -> Unit {
-        let Some(s) = self.qmans.get_mut(m).and_then(|x| x.streams.get_mut(q)) else {
-            return Unit::Error;
+    /// `FENCE`: counter `id` of CP `c` reached `target`? Then take `dec`
+    /// off it and go on; else park. O(1).
+    fn fence(&mut self, m: usize, c: usize, id: u32, target: u32, dec: u32, size: u32) -> Flow {
+        let Some(cp) = self.qmans.get_mut(m).and_then(|x| x.cp_mut(c)) else {
+            return Flow::Error;
         };
-        let Some(c) = s.fence.get_mut(id as usize) else {
-            return Unit::Error;
+        let Some(v) = cp.fence.get_mut(id as usize) else {
+            return Flow::Error;
         };
-        if *c >= target {
-            *c = c.saturating_sub(dec);
-            Unit::More
+        if *v >= target {
+            *v = v.saturating_sub(dec);
+            Flow::Next(size)
         } else {
-            Unit::Fenced
+            Flow::Fenced
         }
     }
 
-    /// The register and message packets.
-    fn exec(&mut self, env: &mut dyn Env, m: usize, q: usize, job: Job, p: Packet) -> Unit {
-        let base = regs::QM_BASES.get(m).copied().unwrap_or(0);
-        let (qm_asid, _, _) = self.asids(m);
-        // A CB reaches no register (security: upstream's range registers
-        // and protection bits keep the QMANs, MMUs and the driver's sync
-        // objects from users; which ones users may write comes with the
-        // sync manager, issue 32): a WREG or a message into the register
-        // space is an address-decode error (RAZWI), as on the simulated
-        // device. The PQC's and the monitors' own LBW writes are not CB
-        // packets and still reach the sync manager.
-        let cfg =
-            |a: u64| (regs::CFG_BASE..regs::CFG_BASE.saturating_add(regs::CFG_SIZE)).contains(&a);
-        let refused = match p {
-            Packet::Wreg32 { offset, .. } | Packet::WregBulk { offset, .. } => Some(
-                regs::CFG_BASE
-                    .wrapping_add(u64::from(base))
-                    .wrapping_add(u64::from(offset)),
-            ),
-            Packet::MsgLong { addr, .. } => cfg(addr).then_some(addr),
-            Packet::MsgShort {
-                base: b, offset, ..
-            } => self
-                .stream(m, q)
-                .and_then(|s| s.msg_base.get(b as usize).copied())
-                .map(|a| a.wrapping_add(u64::from(offset)))
-                .filter(|&a| cfg(a)),
-            _ => None,
-        };
-        if let Some(addr) = refused {
-            self.razwi(env, addr);
-            return Unit::Error;
+    /// `CP_DMA` of `(src, tsize, upper)`: a call, or the CB queued for the
+    /// lower CP (stalling while its queue is full). O(1).
+    fn cp_dma(
+        &mut self,
+        m: usize,
+        c: usize,
+        (src, tsize, upper): (u64, u32, bool),
+        size: u32,
+    ) -> Flow {
+        if upper || c == LOWER {
+            return Flow::Call {
+                cb: src,
+                len: tsize,
+                size,
+            };
         }
-        let ok = match p {
-            Packet::Nop
-            | Packet::Stop
-            | Packet::Fence { .. }
-            | Packet::LinDma(_)
-            | Packet::Wreg32 { .. } => true,
-            Packet::WregBulk { offset, count } => {
-                self.wreg_bulk(env, qm_asid, job, base, offset, count)
+        let Some(x) = self.qmans.get_mut(m) else {
+            return Flow::Error;
+        };
+        let from = u8::try_from(c).unwrap_or(0);
+        if x.hand(Handed {
+            cb: src,
+            len: tsize,
+            from,
+        }) {
+            Flow::Next(size)
+        } else {
+            if let Some(cp) = x.cp_mut(c) {
+                cp.stalled = true;
             }
-            Packet::MsgLong { value, addr } => self
-                .engine_write(env, qm_asid, addr, &value.to_le_bytes())
-                .is_ok(),
+            Flow::Stay
+        }
+    }
+
+    /// `CB_LIST`: the `CP_DMA` at entry `*index` of `table`, in its place.
+    /// O(two reads).
+    fn cb_list(
+        &mut self,
+        env: &mut dyn Env,
+        m: usize,
+        c: usize,
+        index: u64,
+        table: u64,
+        size: u32,
+    ) -> Flow {
+        let (asid, _, _) = self.asids(m);
+        let mut i = [0u8; 4];
+        if self.engine_read(env, asid, index, &mut i).is_err() {
+            return Flow::Error;
+        }
+        let Some(at) = u64::from(u32::from_le_bytes(i))
+            .checked_mul(packets::CB_LIST_ENTRY)
+            .and_then(|o| table.checked_add(o))
+        else {
+            return Flow::Error;
+        };
+        let mut entry = [0u8; 16];
+        if self.engine_read(env, asid, at, &mut entry).is_err() {
+            return Flow::Error;
+        }
+        match packets::decode(&entry, packets::CB_LIST_ENTRY) {
+            Ok((Packet::CpDma { tsize, src, upper }, _)) => {
+                if self.predicate(m, c, packets::le32(&entry, 4)) {
+                    self.cp_dma(m, c, (src, tsize, upper), size)
+                } else {
+                    Flow::Next(size)
+                }
+            }
+            _ => Flow::Error,
+        }
+    }
+
+    /// `LOAD_AND_EXE` with `cfg` from `src` (see the module doc). O(a
+    /// 128-byte read + a packet).
+    fn load_and_exe(
+        &mut self,
+        env: &mut dyn Env,
+        m: usize,
+        c: usize,
+        cfg: u32,
+        src: u64,
+        size: u32,
+    ) -> Flow {
+        let (asid, _, _) = self.asids(m);
+        if cfg & packets::LAE_LOAD != 0 {
+            let mut b = [0u8; 128];
+            let n = if cfg & packets::LAE_DST != 0 {
+                16
+            } else if cfg & packets::LAE_PMAP != 0 {
+                4
+            } else {
+                128
+            };
+            let Some(win) = b.get_mut(..n) else {
+                return Flow::Error;
+            };
+            if self.engine_read(env, asid, src, win).is_err() {
+                return Flow::Error;
+            }
+            let Some(cp) = self.qmans.get_mut(m).and_then(|x| x.cp_mut(c)) else {
+                return Flow::Error;
+            };
+            if cfg & packets::LAE_DST != 0 {
+                for (i, r) in cp.scalars.iter_mut().enumerate() {
+                    *r = packets::le32(&b, 4 * i);
+                }
+            } else if cfg & packets::LAE_PMAP != 0 {
+                cp.pred = packets::le32(&b, 0) | 1;
+            } else {
+                cp.pred = (1..32).fold(1, |acc, p| acc | (packets::le32(&b, 4 * p) & 1) << p);
+            }
+        }
+        if cfg & packets::LAE_EXE != 0 && !self.exe(env, m, c, cfg & packets::LAE_ETYPE != 0) {
+            return Flow::Error;
+        }
+        Flow::Next(size)
+    }
+
+    /// Execute the scalars of CP `c` as a packet: R0.. (`upper` false) or
+    /// R2-R3. True when it ran (or its predicate skipped it). O(a packet).
+    fn exe(&mut self, env: &mut dyn Env, m: usize, c: usize, upper: bool) -> bool {
+        let Some(cp) = self.cp_of(m, c) else {
+            return false;
+        };
+        let mut b = [0u8; 16];
+        for (d, s) in b.chunks_exact_mut(4).zip(cp.scalars) {
+            d.copy_from_slice(&s.to_le_bytes());
+        }
+        let bytes = if upper { b.get(8..) } else { b.get(..) }.unwrap_or(&[]);
+        let Ok((p, _)) = packets::decode(bytes, bytes.len() as u64) else {
+            return false;
+        };
+        if !self.predicate(m, c, packets::le32(bytes, 4)) {
+            return true;
+        }
+        match p {
+            Packet::Nop
+            | Packet::ArbPoint
+            | Packet::Wreg32 { .. }
+            | Packet::MsgLong { .. }
+            | Packet::MsgShort { .. } => self.exec(env, m, c, 0, p),
+            _ => false,
+        }
+    }
+
+    /// The register and message packets of CP `c`; `at` is the packet's
+    /// address (a `WREG_BULK`'s values follow it). True when done. O(1),
+    /// a `WREG_BULK` O(its values).
+    fn exec(&mut self, env: &mut dyn Env, m: usize, c: usize, at: u64, p: Packet) -> bool {
+        let base = qman::base(m).unwrap_or(0);
+        let block = |offset: u32| {
+            regs::CFG_BASE
+                .wrapping_add(u64::from(base))
+                .wrapping_add(u64::from(offset))
+        };
+        match p {
+            Packet::Wreg32 { offset, value } => self.message(env, m, block(offset), value),
+            Packet::WregBulk { offset, count } => {
+                let (asid, _, _) = self.asids(m);
+                (0..u64::from(count)).all(|i| {
+                    let mut v = [0u8; 8];
+                    let from = at.wrapping_add(8 + 8 * i);
+                    self.engine_read(env, asid, from, &mut v).is_ok()
+                        && self.message(
+                            env,
+                            m,
+                            block(offset).wrapping_add(4 * i),
+                            packets::le32(&v, 0),
+                        )
+                })
+            }
+            Packet::MsgLong { value, addr } => self.message(env, m, addr, value),
             Packet::MsgShort {
                 value,
                 base: b,
                 offset,
             } => {
                 let msg = self
-                    .stream(m, q)
-                    .and_then(|s| s.msg_base.get(b as usize).copied())
-                    .and_then(|a| a.checked_add(u64::from(offset)));
-                msg.is_some_and(|a| {
-                    self.engine_write(env, qm_asid, a, &value.to_le_bytes())
-                        .is_ok()
-                })
+                    .cp_of(m, c)
+                    .and_then(|cp| cp.msg_base.get(b as usize).copied())
+                    .map(|a| a.wrapping_add(u64::from(offset)));
+                msg.is_some_and(|a| self.message(env, m, a, value))
             }
-        };
-        if ok {
-            Unit::More
-        } else {
-            Unit::Error
+            _ => true,
         }
     }
 
-    /// `WREG_BULK`: `count` u64s after the header, each to the register at
-    /// `base + offset + 4 i` (its low 32 bits).
-    fn wreg_bulk(
-        &mut self,
-        env: &mut dyn Env,
-        asid: u16,
-        job: Job,
-        base: u32,
-        offset: u32,
-        count: u32,
-    ) -> bool {
-        for i in 0..u64::from(count) {
-            let at = job
-                .cb
-                .wrapping_add(u64::from(job.pc))
-                .wrapping_add(8 + 8 * i);
-            let mut v = [0u8; 8];
-            let reg = u32::try_from(i * 4)
-                .ok()
-                .and_then(|o| base.checked_add(offset)?.checked_add(o));
-            let (Some(reg), Ok(())) = (reg, self.engine_read(env, asid, at, &mut v)) else {
+    /// A u32 write of a CP's packet at `addr`: into the register space
+    /// only where [`security::user_writable`] allows (else a RAZWI and
+    /// nothing written), elsewhere through the MMUs. True when done. O(an
+    /// engine write).
+    fn message(&mut self, env: &mut dyn Env, m: usize, addr: u64, value: u32) -> bool {
+        let cfg_end = regs::CFG_BASE.saturating_add(regs::CFG_SIZE);
+        if (regs::CFG_BASE..cfg_end).contains(&addr) {
+            let reg = u32::try_from(addr - regs::CFG_BASE).unwrap_or(u32::MAX);
+            if !security::user_writable(reg) {
+                self.razwi(env, addr);
                 return false;
-            };
-            self.reg_write(env, reg, packets::le32(&v, 0));
+            }
         }
-        true
+        let (asid, _, _) = self.asids(m);
+        self.engine_write(env, asid, addr, &value.to_le_bytes())
+            .is_ok()
     }
 
     /// One chunk of a `LIN_DMA` of `size` packet bytes: at most
-    /// [`DMA_CHUNK`] bytes from where the job left it.
-    fn lin_dma(
-        &mut self,
-        env: &mut dyn Env,
-        m: usize,
-        q: usize,
-        job: Job,
-        d: LinDma,
-        size: u32,
-    ) -> Unit {
+    /// [`DMA_CHUNK`] bytes from where the CP left it. O(DMA_CHUNK).
+    fn lin_dma(&mut self, env: &mut dyn Env, m: usize, c: usize, d: LinDma, size: u32) -> Flow {
         let (_, rd, wr) = self.asids(m);
-        let done = job.dma_done;
+        let done = self.cp_of(m, c).map_or(0, |cp| cp.dma_done);
         let n = (d.tsize - done.min(d.tsize)).min(DMA_CHUNK as u32);
         let mut buf = [0u8; DMA_CHUNK];
         let Some(chunk) = buf.get_mut(..n as usize) else {
-            return Unit::Error;
+            return Flow::Error;
         };
         if d.memset {
             let fill = d.src.to_le_bytes();
@@ -349,45 +625,42 @@ impl Gaudi2 {
             .engine_read(env, rd, d.src.wrapping_add(u64::from(done)), chunk)
             .is_err()
         {
-            return Unit::Error;
+            return Flow::Error;
         }
         d.swap.apply(chunk);
         if self
             .engine_write(env, wr, d.dst.wrapping_add(u64::from(done)), chunk)
             .is_err()
         {
-            return Unit::Error;
+            return Flow::Error;
         }
-        let Some(j) = self
-            .qmans
-            .get_mut(m)
-            .and_then(|x| x.streams.get_mut(q))
-            .and_then(|s| s.job.as_mut())
-        else {
-            return Unit::Error;
+        let Some(cp) = self.qmans.get_mut(m).and_then(|x| x.cp_mut(c)) else {
+            return Flow::Error;
         };
-        j.dma_done = done + n;
-        if j.dma_done >= d.tsize {
-            j.pc = j.pc.saturating_add(size);
-            j.dma_done = 0;
+        cp.dma_done = done + n;
+        if cp.dma_done >= d.tsize {
+            Flow::Next(size)
+        } else {
+            Flow::Stay
         }
-        Unit::More
     }
 
     /// The CB of a BD with `ctl` is done: the PQC increments SOB
     /// `COMP_OFFSET` (when `PQC_CFG` enables it; the CI moved on at the
     /// fetch). An LBW write that fails is the PQC's problem only: dropped.
+    /// O(an engine write).
     fn complete(&mut self, env: &mut dyn Env, m: usize, q: usize, ctl: u32) {
         let Some(x) = self.qmans.get(m) else {
             return;
         };
-        let Some(s) = x.streams.get(q).copied() else {
+        let Some(s) = x.streams.get(q) else {
             return;
         };
         if x.pqc_cfg & 1 != 0 {
             let sob = (ctl & regs::BD_CTL_COMP_OFFSET_MASK) >> regs::BD_CTL_COMP_OFFSET_SHIFT;
             let at = s.pqc_base.wrapping_add(u64::from(sob) * 4);
-            let _ = self.engine_write(env, 0, at, &s.pqc_wdata.to_le_bytes());
+            let data = s.pqc_wdata.to_le_bytes();
+            let _ = self.engine_write(env, 0, at, &data);
         }
     }
 }

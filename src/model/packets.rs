@@ -10,18 +10,29 @@
 //!
 //! | packet | bytes | what the model does |
 //! |---|---|---|
-//! | `NOP`, `ARB_POINT`, `WAIT` | 8 | nothing (one engine, no arbitration, no cycles to wait) |
-//! | `STOP` | 8 | ends the CB |
-//! | `WREG_32` | 8 | `value` to register `block + ctl[15:0]` (the QMAN's block) |
-//! | `WREG_BULK` | 8 + 8n | `n = size64` u64s to consecutive registers from `block + ctl[15:0]` |
-//! | `MSG_LONG`, `MSG_PROT` | 16 | the u32 `value` to `addr` |
-//! | `MSG_SHORT` | 8 | `value` to `CP_MSG_BASE[ctl[23:22]] + ctl[15:0]` (:110-114) |
+//! | `NOP`, `WAIT` | 8 | nothing (no cycles to wait) |
+//! | `ARB_POINT` | 8 | nothing: the model's arbitration is round robin, whatever `priority`/`rls` say |
+//! | `STOP` | 8 | ends the CP's work (every nested CB) |
+//! | `WREG_32` | 8 | `value` to register `block + ctl[23:8]` (the QMAN's block; the `reg` bit 5, a value from a register, is not modelled: `value` is written) |
+//! | `WREG_BULK` | 8 + 8n | `n = size64` (`[15:0]`) u64s to consecutive registers from `block + ctl[23:8]` |
+//! | `MSG_LONG`, `MSG_PROT` | 16 | the u32 `value` to `addr` (the timestamp `op` is not modelled) |
+//! | `MSG_SHORT` | 8 | `value` to `CP_MSG_BASE[ctl[23:22]] + ctl[15:0]` of the executing CP (:110-114) |
+//! | `CP_DMA` | 16 | the CB `[src_addr, + tsize)` to the lower CP (`upper_cp` = ctl bit 5 clear) or run by this CP as a call (set) |
 //! | `FENCE` | 8 | waits until fence counter `cfg[31:30]` reaches `cfg[23:16]`, then takes `cfg[3:0]` off it (:127-137) |
 //! | `LIN_DMA` | 24 | `tsize` bytes `src_addr` -> `dst_addr`, or a memset with the u64 `src_addr` (:144-161) |
+//! | `CB_LIST` | 24 | the 16-byte entry `index_addr` names in the table at `table_addr` (`size_desc` 0), a `CP_DMA`, run in its place |
+//! | `LOAD_AND_EXE` | 16 | loads predicates or scalars from `src_addr`, executes the scalars as a packet |
 //!
-//! Any other opcode (`CP_DMA`, `REPEAT`, `CB_LIST`, `LOAD_AND_EXE`,
-//! `WREG_64_*`, the ARC ones, and values no packet has) is refused as an
-//! undefined opcode; a packet cut by the end of the CB as truncated.
+//! Field layouts the kernel's header leaves out (WREG offsets, `pred`,
+//! `upper_cp`, `size_desc`, `LOAD_AND_EXE`'s `cfg`) are libhlthunk's
+//! bitfields (hl-thunk include/specs/gaudi2/gaudi2_packets.h): `pred` is
+//! ctl bits 4:0 of `WREG_32`, `WREG_BULK`, `MSG_LONG`, `MSG_PROT`,
+//! `FENCE`, `ARB_POINT`, `REPEAT`, `CB_LIST`, `LOAD_AND_EXE` and `CP_DMA`
+//! ([`pred`]).
+//!
+//! Any other opcode (`REPEAT`, `WREG_64_*`, the ARC ones, and values no
+//! packet has) is refused as an undefined opcode; a packet cut by the end
+//! of the CB as truncated.
 
 /// `PACKET_*` opcodes (gaudi2_packets.h:17-35).
 pub mod op {
@@ -33,6 +44,10 @@ pub mod op {
     pub const MSG_LONG: u32 = 0x3;
     /// `PACKET_MSG_SHORT`.
     pub const MSG_SHORT: u32 = 0x4;
+    /// `PACKET_CP_DMA`.
+    pub const CP_DMA: u32 = 0x5;
+    /// `PACKET_REPEAT`.
+    pub const REPEAT: u32 = 0x6;
     /// `PACKET_MSG_PROT`.
     pub const MSG_PROT: u32 = 0x7;
     /// `PACKET_FENCE`.
@@ -47,7 +62,50 @@ pub mod op {
     pub const ARB_POINT: u32 = 0xC;
     /// `PACKET_WAIT`.
     pub const WAIT: u32 = 0xD;
+    /// `PACKET_CB_LIST`.
+    pub const CB_LIST: u32 = 0xE;
+    /// `PACKET_LOAD_AND_EXE`.
+    pub const LOAD_AND_EXE: u32 = 0xF;
 }
+
+/// The `pred` field of a packet's `ctl` (bits 4:0), for the packets that
+/// have one (see the module doc); 0 (always) for the others. O(1).
+pub const fn pred(ctl: u32) -> u32 {
+    match opcode(ctl) {
+        op::WREG_32
+        | op::WREG_BULK
+        | op::MSG_LONG
+        | op::MSG_PROT
+        | op::FENCE
+        | op::ARB_POINT
+        | op::REPEAT
+        | op::CB_LIST
+        | op::LOAD_AND_EXE
+        | op::CP_DMA => ctl & 0x1F,
+        _ => 0,
+    }
+}
+
+/// `upper_cp` of a `CP_DMA`'s ctl (libhlthunk's `packet_cp_dma`).
+pub const CP_DMA_UPPER_CP: u32 = 1 << 5;
+/// `size_desc` of a `CB_LIST`'s ctl: 0 for 16-byte table entries, the
+/// only size libhlthunk uses (`gaudi2_add_cb_list_pkt`).
+pub const CB_LIST_SIZE_DESC: u32 = 1 << 5;
+/// Bytes of a `CB_LIST` table entry.
+pub const CB_LIST_ENTRY: u64 = 16;
+/// `LOAD_AND_EXE` `cfg` bits (libhlthunk's `packet_load_and_exe`): `dst`
+/// (0 predicates, 1 scalars).
+pub const LAE_DST: u32 = 1 << 0;
+/// `pmap`: predicates as one bitmap u32 (1), or one u32 per predicate
+/// whose bit 0 counts (0).
+pub const LAE_PMAP: u32 = 1 << 1;
+/// `load`.
+pub const LAE_LOAD: u32 = 1 << 8;
+/// `exe`.
+pub const LAE_EXE: u32 = 1 << 9;
+/// `etype`: 0 runs R0..R3 as a packet (16 bytes, or 8 from R0-R1), 1 the
+/// 8-byte packet in R2-R3.
+pub const LAE_ETYPE: u32 = 1 << 10;
 
 /// `GAUDI2_PKT_CTL_OPCODE_SHIFT` / `_MASK` (gaudi2_packets.h:40-41).
 pub const CTL_OPCODE_SHIFT: u32 = 24;
@@ -123,8 +181,34 @@ pub struct LinDma {
 /// A decoded packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Packet {
-    /// `NOP`, `ARB_POINT`, `WAIT`.
+    /// `NOP`, `WAIT`.
     Nop,
+    /// `ARB_POINT`: accepted, orders nothing.
+    ArbPoint,
+    /// `CP_DMA`: the CB `[src, src + tsize)` for the lower CP (`upper`
+    /// false) or this CP's call (`upper`).
+    CpDma {
+        /// Bytes of the CB.
+        tsize: u32,
+        /// Its device address.
+        src: u64,
+        /// Run by the upper CP itself.
+        upper: bool,
+    },
+    /// `CB_LIST`: run the table entry the index names.
+    CbList {
+        /// Where the u32 index is.
+        index: u64,
+        /// The table of 16-byte entries.
+        table: u64,
+    },
+    /// `LOAD_AND_EXE`: its `cfg` (`LAE_*`) and source.
+    LoadAndExe {
+        /// The `cfg` word.
+        cfg: u32,
+        /// Where predicates or scalars load from.
+        src: u64,
+    },
     /// `STOP`.
     Stop,
     /// `WREG_32`: `value` to the register at `offset` in the QMAN's block.
@@ -218,9 +302,9 @@ pub fn packet_size(head: &[u8; 8]) -> Result<u64, PacketError> {
         op::NOP | op::STOP | op::ARB_POINT | op::WAIT | op::WREG_32 | op::MSG_SHORT | op::FENCE => {
             Ok(8)
         }
-        op::MSG_LONG | op::MSG_PROT => Ok(16),
-        op::LIN_DMA => Ok(24),
-        op::WREG_BULK => Ok(8 + 8 * u64::from(first)),
+        op::MSG_LONG | op::MSG_PROT | op::CP_DMA | op::LOAD_AND_EXE => Ok(16),
+        op::LIN_DMA | op::CB_LIST => Ok(24),
+        op::WREG_BULK => Ok(8 + 8 * u64::from(first & 0xFFFF)),
         opcode => Err(PacketError::Undefined { opcode }),
     }
 }
@@ -241,12 +325,29 @@ pub fn decode(p: &[u8], have: u64) -> Result<(Packet, u64), PacketError> {
     let packet = match opcode {
         op::STOP => Packet::Stop,
         op::WREG_32 => Packet::Wreg32 {
-            offset: ctl & 0xFFFF,
+            offset: (ctl >> 8) & 0xFFFF,
             value: first,
         },
         op::WREG_BULK => Packet::WregBulk {
-            offset: ctl & 0xFFFF,
-            count: first,
+            offset: (ctl >> 8) & 0xFFFF,
+            count: first & 0xFFFF,
+        },
+        op::ARB_POINT => Packet::ArbPoint,
+        op::CP_DMA => Packet::CpDma {
+            tsize: first,
+            src: le64(p, 8),
+            upper: ctl & CP_DMA_UPPER_CP != 0,
+        },
+        op::CB_LIST if ctl & CB_LIST_SIZE_DESC != 0 => {
+            return Err(PacketError::Undefined { opcode })
+        }
+        op::CB_LIST => Packet::CbList {
+            index: le64(p, 8),
+            table: le64(p, 16),
+        },
+        op::LOAD_AND_EXE => Packet::LoadAndExe {
+            cfg: first,
+            src: le64(p, 8),
         },
         op::MSG_LONG | op::MSG_PROT => Packet::MsgLong {
             value: first,
@@ -302,6 +403,79 @@ pub mod build {
         p[0..4].copy_from_slice(&value.to_le_bytes());
         p[4..8].copy_from_slice(&ctl(op::MSG_LONG).to_le_bytes());
         p[8..16].copy_from_slice(&addr.to_le_bytes());
+        p
+    }
+
+    /// A `MSG_SHORT` writing `value` at `CP_MSG_BASE[base] + offset`.
+    pub fn msg_short(base: u32, offset: u32, value: u32) -> [u8; 8] {
+        let c = ctl(op::MSG_SHORT) | (base & 3) << 22 | (offset & 0xFFFF);
+        let mut p = [0u8; 8];
+        p[0..4].copy_from_slice(&value.to_le_bytes());
+        p[4..8].copy_from_slice(&c.to_le_bytes());
+        p
+    }
+
+    /// The packet `p` with predicate `pred` in its ctl.
+    pub fn with_pred<const N: usize>(mut p: [u8; N], pred: u32) -> [u8; N] {
+        if let Some(c) = p.get_mut(4) {
+            *c = (*c & !0x1F) | (pred & 0x1F) as u8;
+        }
+        p
+    }
+
+    /// A `WREG_32` of `value` to the register at `offset` in the QMAN's block.
+    pub fn wreg32(offset: u32, value: u32) -> [u8; 8] {
+        let c = ctl(op::WREG_32) | (offset & 0xFFFF) << 8;
+        let mut p = [0u8; 8];
+        p[0..4].copy_from_slice(&value.to_le_bytes());
+        p[4..8].copy_from_slice(&c.to_le_bytes());
+        p
+    }
+
+    /// A `FENCE` on counter `id` for `target`, taking `dec` off.
+    pub fn fence(id: u32, target: u32, dec: u32) -> [u8; 8] {
+        let cfg = (id & 3) << 30 | (target & 0xFF) << 16 | (dec & 0xF);
+        let mut p = [0u8; 8];
+        p[0..4].copy_from_slice(&cfg.to_le_bytes());
+        p[4..8].copy_from_slice(&ctl(op::FENCE).to_le_bytes());
+        p
+    }
+
+    /// A `CP_DMA` of the CB `[src, src + tsize)`, to the upper CP itself
+    /// (`upper`) or to the lower CP.
+    pub fn cp_dma(src: u64, tsize: u32, upper: bool) -> [u8; 16] {
+        let c = ctl(op::CP_DMA) | if upper { CP_DMA_UPPER_CP } else { 0 };
+        let mut p = [0u8; 16];
+        p[0..4].copy_from_slice(&tsize.to_le_bytes());
+        p[4..8].copy_from_slice(&c.to_le_bytes());
+        p[8..16].copy_from_slice(&src.to_le_bytes());
+        p
+    }
+
+    /// A `CB_LIST` of the index at `index` and the table at `table`.
+    pub fn cb_list(index: u64, table: u64) -> [u8; 24] {
+        let mut p = [0u8; 24];
+        p[4..8].copy_from_slice(&ctl(op::CB_LIST).to_le_bytes());
+        p[8..16].copy_from_slice(&index.to_le_bytes());
+        p[16..24].copy_from_slice(&table.to_le_bytes());
+        p
+    }
+
+    /// A `LOAD_AND_EXE` with `cfg` (`LAE_*` bits) from `src`.
+    pub fn load_and_exe(cfg: u32, src: u64) -> [u8; 16] {
+        let mut p = [0u8; 16];
+        p[0..4].copy_from_slice(&cfg.to_le_bytes());
+        p[4..8].copy_from_slice(&ctl(op::LOAD_AND_EXE).to_le_bytes());
+        p[8..16].copy_from_slice(&src.to_le_bytes());
+        p
+    }
+
+    /// An `ARB_POINT`.
+    pub fn arb_point(priority: u32, release: bool) -> [u8; 8] {
+        let cfg = (priority & 0xFF_FFFF) | u32::from(release) << 31;
+        let mut p = [0u8; 8];
+        p[0..4].copy_from_slice(&cfg.to_le_bytes());
+        p[4..8].copy_from_slice(&ctl(op::ARB_POINT).to_le_bytes());
         p
     }
 

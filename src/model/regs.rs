@@ -216,17 +216,29 @@ pub const PQ_INIT_STATUS_LEN_NOT_POWER_OF_TWO_ERR: u32 = 4;
 /// `PQ_INIT_STATUS_ILLEGAL_Q_ADDR_ERR` (include/linux/habanalabs/cpucp_if.h:415).
 pub const PQ_INIT_STATUS_ILLEGAL_Q_ADDR_ERR: u32 = 5;
 
-// --- PDMA and EDMA QMANs -----------------------------------------------------
+// --- QMANs --------------------------------------------------------------------
 
-/// The QMANs the model runs: `mmPDMA0_QM_BASE`, `mmPDMA1_QM_BASE`
-/// (asic_reg/gaudi2_blocks_linux_driver.h:23119,23245), then
-/// `mmDCOREd_EDMAe_QM_BASE` for DCORE 0..3, EDMA 0..1 (:9874, 10000,
-/// 13960, 14086, 18046, 18172, 22132, 22258). An EDMA QMAN has the PDMA
-/// QMAN's register layout, its DMA core at the same offset.
-pub const QM_BASES: [u32; 10] = [
-    0x4C8_A000, 0x4C9_A000, 0x41C_A000, 0x41D_A000, 0x43C_A000, 0x43D_A000, 0x45C_A000, 0x45D_A000,
-    0x47C_A000, 0x47D_A000,
-];
+/// `mmPDMA0_QM_BASE` (asic_reg/gaudi2_blocks_linux_driver.h:23119).
+pub const PDMA0_QM_BASE: u32 = 0x4C8_A000;
+/// `mmPDMA1_QM_BASE` (:23245).
+pub const PDMA1_QM_BASE: u32 = 0x4C9_A000;
+/// `mmDCORE0_TPC0_QM_BASE` (:5950); TPC t at + t x [`DCORE_TPC_OFFSET`]
+/// (TPC6 only in DCORE0, :7318).
+pub const DCORE0_TPC0_QM_BASE: u32 = 0x400_A000;
+/// `DCORE_TPC_OFFSET` (asic_reg/gaudi2_regs.h:173).
+pub const DCORE_TPC_OFFSET: u32 = 0x1_0000;
+/// `mmDCORE0_MME_QM_BASE` (:7759).
+pub const DCORE0_MME_QM_BASE: u32 = 0x40C_A000;
+/// `mmDCORE0_EDMA0_QM_BASE` (:9874); EDMA1 at + `DCORE_EDMA_OFFSET`
+/// (asic_reg/gaudi2_regs.h:172), 0x41D_A000 (:10000).
+pub const DCORE0_EDMA0_QM_BASE: u32 = 0x41C_A000;
+/// `DCORE_EDMA_OFFSET`.
+pub const DCORE_EDMA_OFFSET: u32 = 0x1_0000;
+/// The dcores' QMAN blocks: DCORE d's at DCORE0's + d x [`DCORE_OFFSET`]
+/// (`mmDCORE1_EDMA0_QM_BASE` 0x43C_A000, :13960; `mmDCORE3_TPC5_QM_BASE`
+/// 0x465_A000, :19576). Every QMAN has the PDMA QMAN's register layout; a
+/// DMA QMAN has its DMA core at [`PDMA_CORE_OFFSET`].
+pub const DCORE0_BASE: u32 = 0x400_0000;
 /// `mmPDMA0_CORE_BASE` minus `mmPDMA0_QM_BASE`: the DMA core follows its
 /// QMAN (asic_reg/gaudi2_blocks_linux_driver.h:23188).
 pub const PDMA_CORE_OFFSET: u32 = 0x1000;
@@ -246,11 +258,12 @@ pub mod qm {
     /// `GLBL_STS0` (:37): `PQF_IDLE` 3:0, `CQF_IDLE` 8:4, `CP_IDLE` 13:9
     /// (asic_reg/pdma0_qm_masks.h:118-123).
     pub const GLBL_STS0: u32 = 0x01C;
-    /// `GLBL_ERR_STS_0` (:41): the model sets bit 0 while the stream is
-    /// halted by an error (its CB faulted or held a packet it cannot run).
+    /// `GLBL_ERR_STS_0` (:41), per CP (the lower CP's `_4`): the model sets
+    /// bit 0 while the CP is halted by an error (its CB faulted or held a
+    /// packet it cannot run).
     pub const GLBL_ERR_STS: u32 = 0x024;
-    /// `CP_CURRENT_INST_LO_0` (:443): the address of the stream's packet
-    /// in progress (the failing one while halted), low half.
+    /// `CP_CURRENT_INST_LO_0` (:443), per CP: the address of the CP's
+    /// packet in progress (the failing one while halted), low half.
     pub const CP_CURRENT_INST_LO: u32 = 0x37C;
     /// `CP_CURRENT_INST_HI_0` (:453).
     pub const CP_CURRENT_INST_HI: u32 = 0x390;
@@ -280,6 +293,13 @@ pub mod qm {
     pub const PQC_LBW_BASE_HI: u32 = 0x47C;
     /// `PQC_CFG` (:579): bit 0 `EN` (asic_reg/pdma0_qm_masks.h:708-709).
     pub const PQC_CFG: u32 = 0x48C;
+    /// `ARB_CFG_0` (:585): the arbiter (`ARB_EN` bit 4); kept by the
+    /// register file, the model's streams take turns whatever it says.
+    pub const ARB_CFG_0: u32 = 0x4A4;
+    /// `ARB_WRR_WEIGHT_0..3` (:589-595): kept, ordering nothing.
+    pub const ARB_WRR_WEIGHT_0: u32 = 0x4AC;
+    /// `ARB_MST_QUIET_PER` (:867): kept, ordering nothing.
+    pub const ARB_MST_QUIET_PER: u32 = 0x718;
     /// `AXUSER_NONSECURED_HB_ASID` (asic_reg/pdma0_qm_axuser_nonsecured_regs.h:23):
     /// `WR` ASID bits 9:0, `RD` 25:16 (asic_reg/arc_farm_kdma_ctx_axuser_masks.h:25-27).
     pub const AXUSER_HB_ASID: u32 = 0xB80;
@@ -294,10 +314,19 @@ pub const CORE_AXUSER_HB_ASID: u32 = 0x800;
 pub const BD_CTL_COMP_OFFSET_SHIFT: u32 = 16;
 /// The `COMP_OFFSET` field.
 pub const BD_CTL_COMP_OFFSET_MASK: u32 = 0x0FFF_0000;
-/// The QMAN error event of each of [`QM_BASES`]: `GAUDI2_EVENT_PDMA0_QM`,
-/// `_PDMA1_QM`, then `GAUDI2_EVENT_HDMAn_QM` of DCORE d EDMA e, n = 2d + e
-/// (include/gaudi2/gaudi2_async_events.h:876-885; gaudi2/gaudi2.c:455-470).
-pub const EVENT_QM: [u16; 10] = [1244, 1245, 1238, 1239, 1236, 1237, 1242, 1243, 1240, 1241];
+/// The QMAN error event of QMAN `m` (`super::qman`, first queue id / 4):
+/// `GAUDI2_EVENT_PDMA0_QM`, `_PDMA1_QM`, then per dcore d: EDMA e is
+/// `GAUDI2_EVENT_HDMAn_QM`, n = 2d + e; the MME `GAUDI2_EVENT_MMEd_QM`;
+/// TPC t `GAUDI2_EVENT_TPCn_QM`, n = 6d + t, DCORE0's TPC6 `TPC24_QM`
+/// (include/gaudi2/gaudi2_async_events.h:847-885; the queue-to-event map
+/// gaudi2/gaudi2.c:455-640, `gaudi2_handle_qman_err`'s 8907-8945).
+pub const EVENT_QM: [u16; 39] = [
+    1244, 1245, // PDMA0, PDMA1
+    1238, 1239, 1232, 1206, 1207, 1208, 1209, 1210, 1211, 1230, // DCORE0
+    1236, 1237, 1233, 1212, 1213, 1214, 1215, 1216, 1217, // DCORE1
+    1242, 1243, 1234, 1218, 1219, 1220, 1221, 1222, 1223, // DCORE2
+    1240, 1241, 1235, 1224, 1225, 1226, 1227, 1228, 1229, // DCORE3
+];
 
 // --- DCORE0 sync manager -------------------------------------------------------
 

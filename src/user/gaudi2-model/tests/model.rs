@@ -170,7 +170,8 @@ fn boot_status_reads_as_after_firmware_boot() {
 fn the_device_state_stays_small() {
     // Fixed-size state a host can box: guard against an array growing.
     let n = core::mem::size_of::<Gaudi2>();
-    assert!(n < 64 << 10, "{n} bytes");
+    // 39 QMANs of 5 CPs, each CP with an 8-frame stack: about 102 KiB.
+    assert!(n < 128 << 10, "{n} bytes");
 }
 
 #[test]
