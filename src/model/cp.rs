@@ -51,6 +51,7 @@ impl Gaudi2 {
     /// O(QMANS x STREAMS).
     pub fn pending(&self) -> bool {
         self.kdma.busy()
+            || self.sm_pending()
             || self.qmans.iter().any(|m| {
                 m.streams
                     .iter()
@@ -63,6 +64,7 @@ impl Gaudi2 {
     /// is left. O(BUDGET x (packet + a 4 KiB copy)).
     pub fn step(&mut self, env: &mut dyn Env) -> bool {
         self.kdma_step(env);
+        self.sm_run(env);
         let mut budget = BUDGET;
         'outer: while budget > 0 {
             let mut ran = false;
