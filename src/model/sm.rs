@@ -378,7 +378,7 @@ pub struct SyncManager {
 
 /// A register of the sync managers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Reg {
+pub(super) enum Reg {
     Sob(usize),
     PayL(usize),
     PayH(usize),
@@ -397,7 +397,7 @@ enum Reg {
 }
 
 /// Which dcore's sync manager register `reg` is. O(1).
-fn decode(reg: u32) -> Option<(usize, Reg)> {
+pub(super) fn decode(reg: u32) -> Option<(usize, Reg)> {
     if reg % 4 != 0 {
         return None;
     }
