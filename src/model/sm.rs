@@ -192,19 +192,22 @@ impl Monitor {
         prev: NIL,
     };
 
+    /// Armed (on a group's list). O(1).
     fn armed(&self) -> bool {
         self.group != NIL
     }
 
+    /// `PAY_ADDRH:L`. O(1).
     fn pay_addr(&self) -> u64 {
         (u64::from(self.pay_hi) << 32) | u64::from(self.pay_lo)
     }
 
-    /// The sync group `ARM` and `CONFIG` name.
+    /// The sync group `ARM` and `CONFIG` name. O(1).
     fn sync_group(&self) -> u16 {
         ((self.arm & 0xFF) | (((self.config >> 16) & 0xF) << 8)) as u16
     }
 
+    /// `ARM.SOD`. O(1).
     fn sod(&self) -> u16 {
         ((self.arm >> 17) & SOB_VAL) as u16
     }
@@ -290,8 +293,9 @@ impl Dcore {
         })
     }
 
-    /// The SOBs of group `g` whose condition for monitor `mon` does not
-    /// hold (bit `b` for SOB `8g + b`; a long monitor: all or none). O(1).
+    /// The SOBs of its group `g` for which armed monitor `m`'s condition
+    /// does not hold (bit `b` for SOB `8g + b`; a long monitor: all or
+    /// none; 0 for a monitor not armed). O(1).
     fn pending(&self, m: usize) -> u8 {
         let Some(mon) = self.mons.get(m).filter(|x| x.armed()) else {
             return 0;
@@ -751,7 +755,8 @@ impl Gaudi2 {
     }
 
     /// An LBW write of `data` at `addr`: an MSI-X at the virtual doorbell
-    /// or the PCIe block's `PCIE_MSIX`, else a plain write.
+    /// or the PCIe block's `PCIE_MSIX`, else a plain write. O(1) (a bus
+    /// write).
     fn lbw_interrupt(&mut self, env: &mut dyn Env, addr: u64, data: u32) {
         let db = self.cpu_if.msix_db;
         let msix = u64::from(PCIE_MSIX);
