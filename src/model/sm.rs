@@ -163,8 +163,20 @@ const CFG_LBW_EN: u32 = 1 << 8;
 const CFG_LONG_HIGH: u32 = 1 << 31;
 /// 60 bits of a long SOB.
 const LONG_MASK: u64 = (1 << 60) - 1;
-/// No monitor (list end, not linked).
-const NIL: u16 = u16::MAX;
+/// No monitor or group: links hold index + 1, so that the idle state is
+/// all zeros (a host or the kernel zero-fills it, no 300 KiB template).
+const NIL: u16 = 0;
+
+/// The index a link names (`usize::MAX`, which no array has, for [`NIL`]).
+/// O(1).
+fn at(link: u16) -> usize {
+    usize::from(link).wrapping_sub(1)
+}
+
+/// The link naming index `i` (< 2^16 - 1). O(1).
+fn link_to(i: usize) -> u16 {
+    (i as u16).wrapping_add(1)
+}
 
 /// One monitor's registers and its place on its group's armed list.
 #[derive(Clone, Copy, Debug)]
@@ -174,7 +186,7 @@ struct Monitor {
     data: u32,
     arm: u32,
     config: u32,
-    /// The group it is armed on, [`NIL`] when not armed.
+    /// Link to the group it is armed on, [`NIL`] when not armed.
     group: u16,
     next: u16,
     prev: u16,
@@ -300,7 +312,7 @@ impl Dcore {
         let Some(mon) = self.mons.get(m).filter(|x| x.armed()) else {
             return 0;
         };
-        let base = usize::from(mon.group) * 8;
+        let base = at(mon.group).wrapping_mul(8);
         let equal = mon.arm & ARM_SOP_EQ != 0;
         if mon.config & CFG_LONG != 0 {
             let at = base
@@ -332,12 +344,12 @@ impl Dcore {
             return;
         };
         let old = *head;
-        *head = m as u16;
-        if let Some(x) = self.mons.get_mut(usize::from(old)) {
-            x.prev = m as u16;
+        *head = link_to(m);
+        if let Some(x) = self.mons.get_mut(at(old)) {
+            x.prev = link_to(m);
         }
         if let Some(x) = self.mons.get_mut(m) {
-            x.group = g;
+            x.group = link_to(usize::from(g));
             x.next = old;
             x.prev = NIL;
         }
@@ -348,15 +360,15 @@ impl Dcore {
         let Some(x) = self.mons.get(m).copied().filter(|x| x.armed()) else {
             return;
         };
-        match self.mons.get_mut(usize::from(x.prev)) {
+        match self.mons.get_mut(at(x.prev)) {
             Some(p) => p.next = x.next,
             None => {
-                if let Some(h) = self.heads.get_mut(usize::from(x.group)) {
+                if let Some(h) = self.heads.get_mut(at(x.group)) {
                     *h = x.next;
                 }
             }
         }
-        if let Some(n) = self.mons.get_mut(usize::from(x.next)) {
+        if let Some(n) = self.mons.get_mut(at(x.next)) {
             n.prev = x.prev;
         }
         if let Some(x) = self.mons.get_mut(m) {
@@ -455,8 +467,9 @@ impl Default for SyncManager {
 }
 
 impl SyncManager {
-    /// [`Self::new`] as a constant: a host initialising a `Gaudi2` copies
-    /// it in place instead of building a 300 KiB temporary on its stack.
+    /// [`Self::new`] as a constant (all zeros): a host initialising a
+    /// `Gaudi2` fills it in place instead of building a 300 KiB temporary
+    /// on its stack.
     pub const IDLE: Self = Self::new();
 
     /// All SOBs 0, no monitor armed, no CQ, the FIFO empty. O(size: about
@@ -597,15 +610,11 @@ impl SyncManager {
         let mut m = dc.heads.get(g).copied().unwrap_or(NIL);
         // The list holds at most MONS monitors; the bound only guards it.
         for _ in 0..MONS {
-            let Some(x) = self
-                .dcores
-                .get(d)
-                .and_then(|dc| dc.mons.get(usize::from(m)))
-            else {
+            let Some(x) = self.dcores.get(d).and_then(|dc| dc.mons.get(at(m))) else {
                 break;
             };
             let next = x.next;
-            self.evaluate(d, usize::from(m));
+            self.evaluate(d, at(m));
             m = next;
         }
     }

@@ -287,6 +287,26 @@ fn two_monitors_on_one_sob_both_fire_once() {
 }
 
 #[test]
+fn re_arming_moves_a_monitor_to_its_new_group() {
+    let (mut g, mut env) = device();
+    for (i, m) in [370u32, 371, 372].into_iter().enumerate() {
+        monitor(&mut g, &mut env, 0, m, 100, 5, EQ, HOST + 4 * i as u64, m);
+    }
+    // The middle one of the group's list moves to SOB 200's group.
+    g.reg_write(&mut env, mon(0, sm::MON_ARM, 371), arm_val(200, 5, EQ));
+    g.reg_write(&mut env, sob(0, 100), 5);
+    assert_eq!(
+        (env.u32_at(HOST), env.u32_at(HOST + 4), env.u32_at(HOST + 8)),
+        (370, 0, 372)
+    );
+    g.reg_write(&mut env, sob(0, 200), 5);
+    assert_eq!(env.u32_at(HOST + 4), 371);
+    for m in 370..373 {
+        assert_eq!(status(&mut g, &mut env, 0, m), 0, "all disarmed");
+    }
+}
+
+#[test]
 fn a_monitor_ignores_sobs_outside_its_mask_and_group() {
     let (mut g, mut env) = device();
     // Monitor on SOB 808 (group 101, bit 0), >= 1.
