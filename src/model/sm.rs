@@ -533,20 +533,9 @@ impl SyncManager {
         let Some(dc) = self.dcores.get_mut(d) else {
             return false;
         };
-        let cq = |dc: &mut Dcore, c: usize, f: &mut dyn FnMut(&mut Cq)| {
-            if let Some(q) = dc.cqs.get_mut(c) {
-                f(q);
-            }
-        };
         match r {
-            Reg::Sob(s) => {
-                self.sob_write(d, s, val);
-                return true;
-            }
-            Reg::Arm(m) => {
-                self.arm(d, m, val);
-                return true;
-            }
+            Reg::Sob(s) => self.sob_write(d, s, val),
+            Reg::Arm(m) => self.arm(d, m, val),
             Reg::PayL(m) | Reg::PayH(m) | Reg::Data(m) | Reg::Config(m) | Reg::Status(m) => {
                 if let Some(x) = dc.mons.get_mut(m) {
                     match r {
@@ -558,14 +547,27 @@ impl SyncManager {
                     }
                 }
             }
-            Reg::CqBaseL(c) => cq(dc, c, &mut |q| half(&mut q.base, false, val)),
-            Reg::CqBaseH(c) => cq(dc, c, &mut |q| half(&mut q.base, true, val)),
-            Reg::CqSize(c) => cq(dc, c, &mut |q| q.size_log2 = val & 0xFF),
-            Reg::CqPi(c) => cq(dc, c, &mut |q| q.pi = val),
-            Reg::LbwL(c) => cq(dc, c, &mut |q| half(&mut q.lbw_addr, false, val)),
-            Reg::LbwH(c) => cq(dc, c, &mut |q| half(&mut q.lbw_addr, true, val)),
-            Reg::LbwData(c) => cq(dc, c, &mut |q| q.lbw_data = val),
-            Reg::IncMode(c) => cq(dc, c, &mut |q| q.inc_mode = val & 1),
+            Reg::CqBaseL(c)
+            | Reg::CqBaseH(c)
+            | Reg::CqSize(c)
+            | Reg::CqPi(c)
+            | Reg::LbwL(c)
+            | Reg::LbwH(c)
+            | Reg::LbwData(c)
+            | Reg::IncMode(c) => {
+                if let Some(q) = dc.cqs.get_mut(c) {
+                    match r {
+                        Reg::CqBaseL(_) => half(&mut q.base, false, val),
+                        Reg::CqBaseH(_) => half(&mut q.base, true, val),
+                        Reg::CqSize(_) => q.size_log2 = val & 0xFF,
+                        Reg::CqPi(_) => q.pi = val,
+                        Reg::LbwL(_) => half(&mut q.lbw_addr, false, val),
+                        Reg::LbwH(_) => half(&mut q.lbw_addr, true, val),
+                        Reg::LbwData(_) => q.lbw_data = val,
+                        _ => q.inc_mode = val & 1,
+                    }
+                }
+            }
         }
         true
     }
