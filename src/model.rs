@@ -44,8 +44,9 @@
 //! - [`engine`]: one engine's command processor running a job to its end
 //!   (host 1's engines, each a thread of its own);
 //! - [`kdma`]: the driver's register-programmed DMA engine;
-//! - [`sm`]: the DCORE0 sync manager (SOBs, monitors, the completion queue
-//!   and MSI-X 21).
+//! - [`sm`]: the four dcores' sync managers (SOBs, long SOBs, monitors,
+//!   the completion queues, the CQ's MSI-X);
+//! - [`security`]: what a user CB may write in the register space.
 
 // Host 1 (the in-module simulation, src/hw/sim) moves onto this model piece
 // by piece: until it uses all of it, the kernel build sees unused items
@@ -178,12 +179,17 @@ pub struct Stats {
     pub cpucp_packets: u64,
     /// Command-buffer packets executed.
     pub packets: u64,
+    /// Sync manager monitors fired.
+    pub monitors_fired: u64,
+    /// Monitor firings dropped because the sync manager's FIFO was full.
+    pub sm_dropped: u64,
 }
 
-/// One Gaudi2: fixed-size register state, about 102 KiB (17 MMUs with
-/// their STLBs and hop-0 tables, 39 QMANs of 5 CPs with their CB frame
-/// stacks, 1,024 SOBs, 256 monitors, 64 CQs, the register file); a host keeps it on the heap (a kernel stack could not
-/// hold a temporary of it).
+/// One Gaudi2: fixed-size register state, about 440 KiB (17 MMUs with
+/// their STLBs and hop-0 tables; 39 QMANs of 5 CPs with their CB frame
+/// stacks; 4 dcores' sync managers of 8,192 SOBs, 2,048 monitors and 64
+/// CQs each, about 290 KiB; the register file); a host keeps it on the
+/// heap (a kernel stack could not hold a temporary of it).
 pub struct Gaudi2 {
     cfg: Config,
     stats: Stats,
@@ -197,8 +203,8 @@ pub struct Gaudi2 {
     /// The KDMA's accesses in flight bypass the MMUs (DRAM physical).
     bypass: bool,
     regfile: RegFile,
-    /// Nesting of LBW writes (a monitor's write firing another monitor):
-    /// bounded by [`bus::MAX_LBW_DEPTH`].
+    /// Nesting of LBW writes: bounded by [`bus::MAX_LBW_DEPTH`] (a
+    /// monitor's write no longer nests: it queues, see [`sm`]).
     lbw_depth: u8,
 }
 
@@ -214,7 +220,7 @@ impl Gaudi2 {
             mmus: [const { Mmu::new() }; MMUS],
             scrambler: HbmScrambler::new(cfg.hbms),
             qmans: [const { qman::Qman::new() }; qman::QMANS],
-            sm: sm::SyncManager::new(),
+            sm: sm::SyncManager::IDLE,
             kdma: kdma::Kdma::new(),
             bypass: false,
             regfile: RegFile::new(),
@@ -250,7 +256,9 @@ impl Gaudi2 {
     /// Write the 32-bit register `reg`. Completes synchronously except
     /// engine work (a doorbell queues it for [`Self::step`]). O(1) expected
     /// for plain registers; an invalidation is O(STLB entries), a SOB write
-    /// O(monitors), a CPU PQ doorbell O(packets answered).
+    /// O(monitors armed on its group) plus at most [`sm::FIRE_BUDGET`]
+    /// monitor firings (the rest is [`Self::step`]'s), a CPU PQ doorbell
+    /// O(packets answered).
     pub fn reg_write(&mut self, env: &mut dyn Env, reg: u32, val: u32) {
         self.stats.reg_writes = self.stats.reg_writes.wrapping_add(1);
         if let Some((i, off)) = mmu::decode(reg) {
@@ -270,10 +278,8 @@ impl Gaudi2 {
                 Some(qman::Effect::Done) => {}
                 Some(qman::Effect::NotMine) | None => self.store(reg, val),
             }
-        } else if let Some(touch) = self.sm.write(reg, val) {
-            if let Some(t) = touch {
-                self.sm_check(env, t);
-            }
+        } else if self.sm.write(reg, val) {
+            self.sm_run(env);
         } else if self.kdma.write(reg, val).is_some() {
         } else if reg == regs::CPU_IF_PF_PQ_PI {
             self.cpu_pq_doorbell(env, val);
@@ -300,6 +306,11 @@ impl Gaudi2 {
 
     /// The counters so far. O(1).
     pub fn stats(&self) -> Stats {
-        self.stats
+        let (fired, dropped) = self.sm.counts();
+        Stats {
+            monitors_fired: fired,
+            sm_dropped: dropped,
+            ..self.stats
+        }
     }
 }

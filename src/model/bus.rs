@@ -39,7 +39,9 @@ use super::{Env, Gaudi2};
 /// `HOST_PHYS_SIZE_0` (include/gaudi2/gaudi2.h:49): host bus addresses
 /// from 0 (`HOST_PHYS_BASE_0`, :48).
 pub const HOST_PHYS_END: u64 = 0x0100_0000_0000_0000;
-/// LBW writes an LBW write may nest (bounds the model's recursion).
+/// LBW writes an LBW write may nest: a safety bound on the model's
+/// recursion. A monitor's message no longer nests (it queues, see
+/// `super::sm`); an engine's LBW write that fires monitors nests once.
 pub const MAX_LBW_DEPTH: u8 = 4;
 /// `VA_HOST_SPACE_PAGE_START` (gaudi2/gaudi2P.h:131).
 pub const VA_HOST_START: u64 = 0xFFF0_0000_0000_0000;
@@ -190,8 +192,8 @@ impl Gaudi2 {
     }
 
     /// An LBW access of whole aligned 32-bit words at register `reg`,
-    /// refused past [`MAX_LBW_DEPTH`] nested LBW writes (a chain of
-    /// monitors writing SOBs that fire monitors).
+    /// refused past [`MAX_LBW_DEPTH`] nested LBW writes (a safety bound:
+    /// chains of monitors go through the sync manager's FIFO instead).
     fn lbw(&mut self, env: &mut dyn Env, reg: u32, op: Op<'_>) -> Option<()> {
         if reg % 4 != 0 || self.lbw_depth >= MAX_LBW_DEPTH {
             return None;

@@ -22,7 +22,7 @@
 //! CP.
 //!
 //! **Lower CP** (CP 4). A `CP_DMA` with `upper_cp` clear on an upper CP
-//! queues its CB for the QMAN's lower CP (a FIFO of [`LOWER_FIFO`] CBs; a
+//! queues its CB for the QMAN's lower CP (a FIFO of [`qman::LOWER_FIFO`] CBs; a
 //! full FIFO parks the upper CP on that packet until there is room), and
 //! the upper CP goes on. The lower CP runs the queued CBs in order as its
 //! own work, with its own fence counters, message bases, predicates and
@@ -81,8 +81,6 @@ use super::regs;
 use super::security;
 use super::{Env, Gaudi2};
 
-pub use super::qman::LOWER_FIFO;
-
 /// Work units one [`Gaudi2::step`] runs.
 pub const BUDGET: u32 = 64;
 /// Bytes of a `LIN_DMA` per unit.
@@ -111,6 +109,7 @@ impl Gaudi2 {
     /// O(QMANS x CPS).
     pub fn pending(&self) -> bool {
         self.kdma.busy()
+            || self.sm_pending()
             || (0..QMANS).any(|m| {
                 self.qmans.get(m).is_some_and(qman::Qman::may_run)
                     && (0..CPS).any(|c| self.runnable(m, c))
@@ -121,6 +120,7 @@ impl Gaudi2 {
     /// is left. O(BUDGET x (packet + a 1 KiB copy) + QMANS x CPS).
     pub fn step(&mut self, env: &mut dyn Env) -> bool {
         self.kdma_step(env);
+        self.sm_run(env);
         let mut budget = BUDGET;
         'outer: while budget > 0 {
             let mut ran = false;

@@ -1,75 +1,463 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The DCORE0 sync manager: sync objects (SOBs), monitors, and the
-//! completion queues with their LBW interrupt write, as the CS completion
-//! path uses them (reference §6.6; `gaudi2_init_sm`, gaudi2/gaudi2.c:
-//! 5754-5795; `gaudi2_arm_cq_monitor`, :7233-7259):
+//! The sync managers of the four dcores: sync objects (SOBs), monitors, and
+//! the completion queues with their LBW interrupt write (reference §6.6 and
+//! /work/shared/reference/libhlthunk-datapath.md §3.1-3.2; `gaudi2_init_sm`,
+//! gaudi2/gaudi2.c:5754-5795; `gaudi2_arm_cq_monitor`, :7233-7259).
 //!
-//! - a SOB write sets the 15-bit value, or adds to it when bit 31 (`INC`)
-//!   is set (asic_reg/dcore0_sync_mngr_objs_masks.h:24-31);
-//! - `MON_ARM` arms a monitor on the 8 SOBs of sync group `SID` (with
-//!   `MON_CONFIG.MSB_SID` above it) not masked by `MASK`: it fires when
-//!   each is equal to (`SOP` 1) or at least (`SOP` 0) `SOD`, checked at
-//!   arming and at every SOB write;
-//! - a monitor that fires is disarmed and, with `CQ_EN`, writes
-//!   `MON_PAY_DATA` as the next 4-byte entry of CQ `MON_PAY_ADDRL` (its
-//!   `GLBL_CQ_BASE_ADDR`, `GLBL_CQ_SIZE_LOG2` bytes, `GLBL_CQ_PI`), then
-//!   with `LBW_EN` writes that CQ's `GLBL_LBW_DATA` to `GLBL_LBW_ADDR`;
-//!   without `CQ_EN` it writes `MON_PAY_DATA` to the address
-//!   `MON_PAY_ADDRH:L`;
-//! - an LBW write to the virtual MSI-X doorbell (the page
-//!   `CPUCP_PACKET_ENABLE_PCI_ACCESS` named) raises the MSI-X vector its
-//!   data names (the PCIe block's job on silicon; gaudi2/gaudi2.c:
-//!   5772-5774, 3667-3668); any other LBW address is a plain write.
+//! # Layout
 //!
-//! The model keeps [`SOBS`] SOBs and [`MONS`] monitors (of the 8192 and
-//! 2048 DCORE0 has; upstream's CS completion uses SOB/monitor 0..63) and
-//! all [`CQS`] CQs; registers of higher SOBs and monitors are kept by the
-//! register file without behaviour.
+//! Dcore `d` has its `OBJS` block at [`OBJS_BASE`] `+ d x` [`DCORE_STRIDE`]
+//! (`mmDCORE0_SYNC_MNGR_OBJS_BASE` 0x4100000, DCORE1..3 at 0x4300000,
+//! 0x4500000, 0x4700000, asic_reg/gaudi2_blocks_linux_driver.h) with
+//! [`SOBS`] SOBs and [`MONS`] monitors (six arrays of u32: `PAY_ADDRL`,
+//! `PAY_ADDRH`, `PAY_DATA`, `ARM`, `CONFIG`, `STATUS`,
+//! asic_reg/dcore0_sync_mngr_objs_regs.h:23-40981), and its `GLBL` block
+//! at [`GLBL_BASE`] `+ d x` [`DCORE_STRIDE`] with [`CQS`] CQs
+//! (asic_reg/dcore0_sync_mngr_glbl_regs.h:51-1201). Other registers of the
+//! blocks (`SM_SEC`, `SM_PRIV`, `CQ_SEC`, ...) are the register file's.
+//!
+//! # SOBs (asic_reg/dcore0_sync_mngr_objs_masks.h:24-31)
+//!
+//! A SOB write carries `VAL` (bits 14:0), `LONG_SOB` (bit 24) and `INC`
+//! (bit 31). A short write sets the 15-bit value or adds to it with a
+//! 15-bit wrap. A long SOB is a 60-bit value over SOBs `s..s+3`, 15 bits
+//! each, `s` holding the low bits. What a long write does is taken from how
+//! libhlthunk uses it (`gaudi2_add_write_to_sob_pkt`,
+//! tests/gaudi2/hlthunk_tests_gaudi2.c): a long SET carries only 15 bits,
+//! so the library splits a 60-bit SET into a long-mode write of the low 15
+//! bits to `s` ("setting index 0 zeros indexes 1-3") followed by short
+//! writes of `s+1..s+3`; so the model's long SET writes `VAL` to `s` and
+//! zeroes `s+1..s+3`. A long ADD adds `VAL` to the 60-bit value, the carry
+//! running across the 4 SOBs (modulo 2^60).
+//!
+//! # Monitors (masks.h:45-77)
+//!
+//! `ARM`: `SID` 7:0, `MASK` 15:8 (a 1 ignores that SOB of the group), `SOP`
+//! 16 (0: each SOB >= `SOD`, 1: ==), `SOD` 31:17. `CONFIG`: `LONG_SOB` 0,
+//! `CQ_EN` 4, `WR_NUM` 6:5, `LBW_EN` 8, `MSB_SID` 19:16, `LONG_HIGH_GROUP`
+//! 31. Writing `ARM` arms the monitor on sync group `SID | MSB_SID << 8`
+//! (8 SOBs); it is evaluated at arming and on every change of a SOB of its
+//! group, and fires once: it disarms and sends `WR_NUM + 1` messages, the
+//! k-th from monitor `m + k`'s `PAY_ADDR`/`PAY_DATA`. Several monitors on
+//! one SOB all fire. `STATUS` reads `VALID` (bit 0, armed) and `PENDING`
+//! (8:1, the group's unmasked SOBs the condition does not hold for yet).
+//!
+//! Long mode (`CONFIG.LONG_SOB` of monitor `m`): the monitor compares the
+//! 60-bit value of SOBs `g x 8 + 4 x LONG_HIGH_GROUP ..+3` of its group `g`
+//! (the mask is not used) against a 60-bit `SOD` spread over the `ARM`s of
+//! monitors `m..m+3`, 15 bits each, `m` the low bits. libhlthunk
+//! (`gaudi2_add_monitor`) writes the `ARM`s of `m+3, m+2, m+1` first (their
+//! `SOD` the high parts, group 0) and `m`'s last: so an `ARM` write to a
+//! monitor within 3 after a monitor whose `CONFIG` is long only keeps the
+//! value (it does not arm), and writing `m`'s arms the long monitor. The
+//! library also gives a long monitor at least 2 messages (its H6-3342
+//! workaround), which `WR_NUM` models like any other.
+//!
+//! # Messages
+//!
+//! With `CQ_EN`, the first message goes to CQ `PAY_ADDRL` of the monitor's
+//! dcore: `CQ_INC_MODE` 0 writes the 32-bit `PAY_DATA` as the 4-byte entry
+//! at `PI` (modulo the ring of `2^SIZE_LOG2` bytes at `CQ_BASE_ADDR`) and
+//! increments `PI`; mode 1 adds `PAY_DATA` to the 64-bit counter at
+//! `CQ_BASE_ADDR` (a read-modify-write through the bus); then with
+//! `LBW_EN` the CQ's `LBW_DATA` is written to its `LBW_ADDR`. The further
+//! messages (`WR_NUM` > 0) are plain writes (libhlthunk's dummy second
+//! message of a long CQ monitor is a SOB write). Without `CQ_EN` each
+//! message writes `PAY_DATA` to `PAY_ADDRH:L`: the register space is an
+//! LBW write (`Gaudi2::reg_write`), anything else memory through the bus,
+//! ASID 0 (the SM's kernel ASID, gaudi2.c:5787). An LBW write to the
+//! virtual MSI-X doorbell (the page `CPUCP_PACKET_ENABLE_PCI_ACCESS` named,
+//! gaudi2.c:5772-5774) or to the PCIe block's `PCIE_MSIX` (libhlthunk's CQ
+//! interrupt address) raises the MSI-X vector its data names.
+//!
+//! # Work and bounds
+//!
+//! A SOB write evaluates only the monitors armed on that SOB's group: each
+//! group heads an intrusive doubly-linked list of its armed monitors
+//! (`u16` links), so a write costs O(monitors armed on the group) and
+//! arming or disarming O(1). A monitor whose condition holds is disarmed
+//! and queued on a FIFO of [`FIFO`] monitors to fire; the FIFO is drained
+//! iteratively, at most [`FIRE_BUDGET`] firings per register write or
+//! `Gaudi2::step`, never recursively (a message that writes a SOB or an
+//! `ARM` only queues more firings). Chains and cycles of monitors (A
+//! re-arms B, which re-arms A) thus cost a bounded amount per call, the
+//! rest waits for the next `step` (`Gaudi2::pending` reports it). A firing
+//! that finds the FIFO full is dropped and counted (`Stats::sm_dropped`).
+//! A queued monitor's messages are read when it fires, not when it is
+//! queued.
 
 use super::half;
-use super::regs;
 use super::{Env, Gaudi2};
 
-/// SOBs the model runs.
-pub const SOBS: usize = 1024;
-/// Monitors the model runs.
-pub const MONS: usize = 256;
-/// Completion queues (the `GLBL_CQ_*` arrays hold 64).
+/// Dcores, each with its sync manager.
+pub const DCORES: usize = 4;
+/// SOBs per dcore (`DCORE_NUM_OF_SOB`, gaudi2/gaudi2_security.c).
+pub const SOBS: usize = 8192;
+/// Monitors per dcore (`DCORE_NUM_OF_MONITORS`).
+pub const MONS: usize = 2048;
+/// Completion queues per dcore (the `GLBL_CQ_*` arrays hold 64).
 pub const CQS: usize = 64;
+/// Sync groups per dcore (8 SOBs each).
+pub const GROUPS: usize = SOBS / 8;
+/// Distance between two dcores' blocks (`DCORE_OFFSET`,
+/// `mmDCORE1_SYNC_MNGR_OBJS_BASE - mmDCORE0_SYNC_MNGR_OBJS_BASE`).
+pub const DCORE_STRIDE: u32 = 0x20_0000;
+/// `mmDCORE0_SYNC_MNGR_OBJS_BASE` (gaudi2_blocks_linux_driver.h).
+pub const OBJS_BASE: u32 = 0x410_0000;
+/// `mmDCORE0_SYNC_MNGR_GLBL_BASE`.
+pub const GLBL_BASE: u32 = 0x411_E000;
+/// `SOB_OBJ_0` in the OBJS block (objs_regs.h:23).
+pub const SOB_OBJ: u32 = 0x0;
+/// `MON_PAY_ADDRL_0` (objs_regs.h:16407).
+pub const MON_PAY_ADDRL: u32 = 0x8000;
+/// `MON_PAY_ADDRH_0` (objs_regs.h:20503).
+pub const MON_PAY_ADDRH: u32 = 0xA000;
+/// `MON_PAY_DATA_0` (objs_regs.h:24599).
+pub const MON_PAY_DATA: u32 = 0xC000;
+/// `MON_ARM_0` (objs_regs.h:28695).
+pub const MON_ARM: u32 = 0xE000;
+/// `MON_CONFIG_0` (objs_regs.h:32791).
+pub const MON_CONFIG: u32 = 0x1_0000;
+/// `MON_STATUS_0` (objs_regs.h:36887).
+pub const MON_STATUS: u32 = 0x1_2000;
+/// `GLBL_CQ_BASE_ADDR_L_0` in the GLBL block (glbl_regs.h:51).
+pub const CQ_BASE_ADDR_L: u32 = 0x050;
+/// `GLBL_CQ_BASE_ADDR_H_0` (glbl_regs.h:179).
+pub const CQ_BASE_ADDR_H: u32 = 0x150;
+/// `GLBL_CQ_SIZE_LOG2_0` (glbl_regs.h:307).
+pub const CQ_SIZE_LOG2: u32 = 0x250;
+/// `GLBL_CQ_PI_0` (glbl_regs.h:435).
+pub const CQ_PI: u32 = 0x350;
+/// `GLBL_LBW_ADDR_L_0` (glbl_regs.h:691).
+pub const CQ_LBW_ADDR_L: u32 = 0x550;
+/// `GLBL_LBW_ADDR_H_0` (glbl_regs.h:819).
+pub const CQ_LBW_ADDR_H: u32 = 0x650;
+/// `GLBL_LBW_DATA_0` (glbl_regs.h:947).
+pub const CQ_LBW_DATA: u32 = 0x750;
+/// `GLBL_CQ_INC_MODE_0` (glbl_regs.h:1075).
+pub const CQ_INC_MODE: u32 = 0x850;
+/// `mmPCIE_MSIX_BASE` (gaudi2_blocks_linux_driver.h:22645): an LBW write
+/// there raises the MSI-X vector its data names.
+pub const PCIE_MSIX: u32 = 0x4C1_7000;
+/// Monitors the fire FIFO holds.
+pub const FIFO: usize = 512;
+/// Monitor firings one register write or `Gaudi2::step` runs.
+pub const FIRE_BUDGET: u32 = 64;
 
-/// One monitor.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Monitor {
-    pay_addr: u64,
-    pay_data: u32,
+/// `SOB_OBJ.VAL` (masks.h:24-25).
+const SOB_VAL: u32 = 0x7FFF;
+/// `SOB_OBJ.LONG_SOB` (masks.h:26-27).
+const SOB_LONG: u32 = 1 << 24;
+/// `SOB_OBJ.INC` (masks.h:30-31).
+const SOB_INC: u32 = 1 << 31;
+/// `MON_ARM.SOP` (masks.h:50-51): 1 equal, 0 greater or equal.
+const ARM_SOP_EQ: u32 = 1 << 16;
+/// `MON_CONFIG.LONG_SOB` (masks.h:56-57).
+const CFG_LONG: u32 = 1;
+/// `MON_CONFIG.CQ_EN` (masks.h:58-59).
+const CFG_CQ_EN: u32 = 1 << 4;
+/// `MON_CONFIG.LBW_EN` (masks.h:62-63).
+const CFG_LBW_EN: u32 = 1 << 8;
+/// `MON_CONFIG.LONG_HIGH_GROUP` (masks.h:66-67).
+const CFG_LONG_HIGH: u32 = 1 << 31;
+/// 60 bits of a long SOB.
+const LONG_MASK: u64 = (1 << 60) - 1;
+/// No monitor or group: links hold index + 1, so that the idle state is
+/// all zeros (a host or the kernel zero-fills it, no 300 KiB template).
+const NIL: u16 = 0;
+
+/// The index a link names (`usize::MAX`, which no array has, for [`NIL`]).
+/// O(1).
+fn at(link: u16) -> usize {
+    usize::from(link).wrapping_sub(1)
+}
+
+/// The link naming index `i` (< 2^16 - 1). O(1).
+fn link_to(i: usize) -> u16 {
+    (i as u16).wrapping_add(1)
+}
+
+/// One monitor's registers and its place on its group's armed list.
+#[derive(Clone, Copy, Debug)]
+struct Monitor {
+    pay_lo: u32,
+    pay_hi: u32,
+    data: u32,
     arm: u32,
     config: u32,
-    armed: bool,
+    /// Link to the group it is armed on, [`NIL`] when not armed.
+    group: u16,
+    next: u16,
+    prev: u16,
+}
+
+impl Monitor {
+    const IDLE: Self = Self {
+        pay_lo: 0,
+        pay_hi: 0,
+        data: 0,
+        arm: 0,
+        config: 0,
+        group: NIL,
+        next: NIL,
+        prev: NIL,
+    };
+
+    /// Armed (on a group's list). O(1).
+    fn armed(&self) -> bool {
+        self.group != NIL
+    }
+
+    /// `PAY_ADDRH:L`. O(1).
+    fn pay_addr(&self) -> u64 {
+        (u64::from(self.pay_hi) << 32) | u64::from(self.pay_lo)
+    }
+
+    /// The sync group `ARM` and `CONFIG` name. O(1).
+    fn sync_group(&self) -> u16 {
+        ((self.arm & 0xFF) | (((self.config >> 16) & 0xF) << 8)) as u16
+    }
+
+    /// `ARM.SOD`. O(1).
+    fn sod(&self) -> u16 {
+        ((self.arm >> 17) & SOB_VAL) as u16
+    }
 }
 
 /// One completion queue.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Cq {
+#[derive(Clone, Copy, Debug)]
+struct Cq {
     base: u64,
     size_log2: u32,
     pi: u32,
     lbw_addr: u64,
     lbw_data: u32,
+    inc_mode: u32,
 }
 
-/// The sync manager.
-pub struct SyncManager {
+impl Cq {
+    const IDLE: Self = Self {
+        base: 0,
+        size_log2: 0,
+        pi: 0,
+        lbw_addr: 0,
+        lbw_data: 0,
+        inc_mode: 0,
+    };
+}
+
+/// One dcore's sync manager.
+struct Dcore {
     sobs: [u16; SOBS],
     mons: [Monitor; MONS],
+    /// Per sync group, the first monitor armed on it.
+    heads: [u16; GROUPS],
     cqs: [Cq; CQS],
 }
 
-/// Which register of an array of `n` u32s from `first` `reg` is.
-fn index(reg: u32, first: u32, n: usize) -> Option<usize> {
-    let rel = reg.checked_sub(first)?;
-    let i = usize::try_from(rel / 4).ok()?;
-    (rel % 4 == 0 && i < n).then_some(i)
+impl Dcore {
+    const IDLE: Self = Self {
+        sobs: [0; SOBS],
+        mons: [Monitor::IDLE; MONS],
+        heads: [NIL; GROUPS],
+        cqs: [Cq::IDLE; CQS],
+    };
+
+    /// The 60-bit value of SOBs `s..s+3` (missing SOBs read 0). O(1).
+    fn long_value(&self, s: usize) -> u64 {
+        (0..4).fold(0, |v, k| {
+            let x = s
+                .checked_add(k)
+                .and_then(|i| self.sobs.get(i))
+                .map_or(0, |&x| u64::from(x));
+            v | x << (15 * k)
+        })
+    }
+
+    /// Store the 60-bit `v` in SOBs `s..s+3`. O(1).
+    fn set_long(&mut self, s: usize, v: u64) {
+        for k in 0..4 {
+            if let Some(x) = s.checked_add(k).and_then(|i| self.sobs.get_mut(i)) {
+                *x = ((v >> (15 * k)) & u64::from(SOB_VAL)) as u16;
+            }
+        }
+    }
+
+    /// The 60-bit `SOD` of a long monitor `m` (`ARM`s of `m..m+3`). O(1).
+    fn long_sod(&self, m: usize) -> u64 {
+        (0..4).fold(0, |v, k| {
+            let x = m
+                .checked_add(k)
+                .and_then(|i| self.mons.get(i))
+                .map_or(0, |x| u64::from(x.sod()));
+            v | x << (15 * k)
+        })
+    }
+
+    /// Whether an `ARM` write to `m` only holds high `SOD` bits of a long
+    /// monitor among `m-3..m-1`. O(1).
+    fn long_tail(&self, m: usize) -> bool {
+        (1..4).any(|k| {
+            m.checked_sub(k)
+                .and_then(|i| self.mons.get(i))
+                .is_some_and(|x| x.config & CFG_LONG != 0)
+        })
+    }
+
+    /// The SOBs of its group `g` for which armed monitor `m`'s condition
+    /// does not hold (bit `b` for SOB `8g + b`; a long monitor: all or
+    /// none; 0 for a monitor not armed). O(1).
+    fn pending(&self, m: usize) -> u8 {
+        let Some(mon) = self.mons.get(m).filter(|x| x.armed()) else {
+            return 0;
+        };
+        let base = at(mon.group).wrapping_mul(8);
+        let equal = mon.arm & ARM_SOP_EQ != 0;
+        if mon.config & CFG_LONG != 0 {
+            let at = base
+                + if mon.config & CFG_LONG_HIGH != 0 {
+                    4
+                } else {
+                    0
+                };
+            let (v, sod) = (self.long_value(at), self.long_sod(m));
+            let ok = if equal { v == sod } else { v >= sod };
+            return if ok { 0 } else { 0xFF };
+        }
+        let mask = (mon.arm >> 8) & 0xFF;
+        let sod = mon.sod();
+        (0..8usize)
+            .filter(|b| mask & (1 << b) == 0)
+            .filter(|b| {
+                !self
+                    .sobs
+                    .get(base + b)
+                    .is_some_and(|&v| if equal { v == sod } else { v >= sod })
+            })
+            .fold(0u8, |p, b| p | 1 << b)
+    }
+
+    /// Link monitor `m` (not armed) on group `g`'s list. O(1).
+    fn link(&mut self, m: usize, g: u16) {
+        let Some(head) = self.heads.get_mut(usize::from(g)) else {
+            return;
+        };
+        let old = *head;
+        *head = link_to(m);
+        if let Some(x) = self.mons.get_mut(at(old)) {
+            x.prev = link_to(m);
+        }
+        if let Some(x) = self.mons.get_mut(m) {
+            x.group = link_to(usize::from(g));
+            x.next = old;
+            x.prev = NIL;
+        }
+    }
+
+    /// Unlink monitor `m` from its group's list (disarm it). O(1).
+    fn unlink(&mut self, m: usize) {
+        let Some(x) = self.mons.get(m).copied().filter(|x| x.armed()) else {
+            return;
+        };
+        match self.mons.get_mut(at(x.prev)) {
+            Some(p) => p.next = x.next,
+            None => {
+                if let Some(h) = self.heads.get_mut(at(x.group)) {
+                    *h = x.next;
+                }
+            }
+        }
+        if let Some(n) = self.mons.get_mut(at(x.next)) {
+            n.prev = x.prev;
+        }
+        if let Some(x) = self.mons.get_mut(m) {
+            x.group = NIL;
+            x.next = NIL;
+            x.prev = NIL;
+        }
+    }
+}
+
+/// The sync managers and the FIFO of monitors to fire.
+pub struct SyncManager {
+    dcores: [Dcore; DCORES],
+    /// Ring of `dcore << 16 | monitor` to fire.
+    fifo: [u32; FIFO],
+    head: usize,
+    len: usize,
+    /// Set while the FIFO is being drained (no nested draining).
+    draining: bool,
+    fired: u64,
+    dropped: u64,
+}
+
+/// A register of the sync managers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Reg {
+    Sob(usize),
+    PayL(usize),
+    PayH(usize),
+    Data(usize),
+    Arm(usize),
+    Config(usize),
+    Status(usize),
+    CqBaseL(usize),
+    CqBaseH(usize),
+    CqSize(usize),
+    CqPi(usize),
+    LbwL(usize),
+    LbwH(usize),
+    LbwData(usize),
+    IncMode(usize),
+}
+
+/// Which dcore's sync manager register `reg` is. O(1).
+pub(super) fn decode(reg: u32) -> Option<(usize, Reg)> {
+    if reg % 4 != 0 {
+        return None;
+    }
+    let rel = reg.checked_sub(OBJS_BASE)?;
+    let d = usize::try_from(rel / DCORE_STRIDE)
+        .ok()
+        .filter(|&d| d < DCORES)?;
+    let off = rel % DCORE_STRIDE;
+    let arr = |first: u32, n: usize| {
+        let i = usize::try_from(off.checked_sub(first)? / 4).ok()?;
+        (i < n).then_some(i)
+    };
+    let glbl = GLBL_BASE - OBJS_BASE;
+    let r = if off < MON_PAY_ADDRL {
+        Reg::Sob(arr(SOB_OBJ, SOBS)?)
+    } else if off < MON_STATUS + 4 * MONS as u32 {
+        let i = arr(MON_PAY_ADDRL, 6 * MONS)?;
+        let m = i % MONS;
+        match i / MONS {
+            0 => Reg::PayL(m),
+            1 => Reg::PayH(m),
+            2 => Reg::Data(m),
+            3 => Reg::Arm(m),
+            4 => Reg::Config(m),
+            _ => Reg::Status(m),
+        }
+    } else if off >= glbl + CQ_BASE_ADDR_L {
+        let i = arr(glbl + CQ_BASE_ADDR_L, 9 * CQS)?;
+        let c = i % CQS;
+        match i / CQS {
+            0 => Reg::CqBaseL(c),
+            1 => Reg::CqBaseH(c),
+            2 => Reg::CqSize(c),
+            3 => Reg::CqPi(c),
+            4 => return None, // GLBL_CQ_SEC: the register file's.
+            5 => Reg::LbwL(c),
+            6 => Reg::LbwH(c),
+            7 => Reg::LbwData(c),
+            _ => Reg::IncMode(c),
+        }
+    } else {
+        return None;
+    };
+    Some((d, r))
 }
 
 impl Default for SyncManager {
@@ -79,208 +467,312 @@ impl Default for SyncManager {
 }
 
 impl SyncManager {
-    /// All SOBs 0, no monitor armed, no CQ. O(SOBS + MONS + CQS).
+    /// [`Self::new`] as a constant (all zeros): a host initialising a
+    /// `Gaudi2` fills it in place instead of building a 300 KiB temporary
+    /// on its stack.
+    pub const IDLE: Self = Self::new();
+
+    /// All SOBs 0, no monitor armed, no CQ, the FIFO empty. O(size: about
+    /// 290 KiB).
     pub const fn new() -> Self {
-        const M: Monitor = Monitor {
-            pay_addr: 0,
-            pay_data: 0,
-            arm: 0,
-            config: 0,
-            armed: false,
-        };
-        const C: Cq = Cq {
-            base: 0,
-            size_log2: 0,
-            pi: 0,
-            lbw_addr: 0,
-            lbw_data: 0,
-        };
         Self {
-            sobs: [0; SOBS],
-            mons: [M; MONS],
-            cqs: [C; CQS],
+            dcores: [const { Dcore::IDLE }; DCORES],
+            fifo: [0; FIFO],
+            head: 0,
+            len: 0,
+            draining: false,
+            fired: 0,
+            dropped: 0,
         }
     }
 
-    /// The register `reg` if the model gives it meaning. O(1).
+    /// Monitors queued to fire. O(1).
+    pub fn queued(&self) -> usize {
+        self.len
+    }
+
+    /// Monitors fired so far and firings dropped on a full FIFO. O(1).
+    pub fn counts(&self) -> (u64, u64) {
+        (self.fired, self.dropped)
+    }
+
+    /// The register `reg` if it is a sync manager's the model gives meaning.
+    /// O(1).
     pub fn read(&self, reg: u32) -> Option<u32> {
-        let mon = |first| index(reg, first, MONS).and_then(|i| self.mons.get(i));
-        let cq = |first| index(reg, first, CQS).and_then(|i| self.cqs.get(i));
-        if let Some(i) = index(reg, regs::SM_SOB_OBJ_0, SOBS) {
-            return self.sobs.get(i).map(|&v| u32::from(v));
+        let (d, r) = decode(reg)?;
+        let dc = self.dcores.get(d)?;
+        let mon = |m: usize| dc.mons.get(m);
+        let cq = |c: usize| dc.cqs.get(c);
+        match r {
+            Reg::Sob(s) => dc.sobs.get(s).map(|&v| u32::from(v)),
+            Reg::PayL(m) => mon(m).map(|x| x.pay_lo),
+            Reg::PayH(m) => mon(m).map(|x| x.pay_hi),
+            Reg::Data(m) => mon(m).map(|x| x.data),
+            Reg::Arm(m) => mon(m).map(|x| x.arm),
+            Reg::Config(m) => mon(m).map(|x| x.config),
+            Reg::Status(m) => mon(m).map(|x| u32::from(x.armed()) | u32::from(dc.pending(m)) << 1),
+            Reg::CqBaseL(c) => cq(c).map(|q| q.base as u32),
+            Reg::CqBaseH(c) => cq(c).map(|q| (q.base >> 32) as u32),
+            Reg::CqSize(c) => cq(c).map(|q| q.size_log2),
+            Reg::CqPi(c) => cq(c).map(|q| q.pi),
+            Reg::LbwL(c) => cq(c).map(|q| q.lbw_addr as u32),
+            Reg::LbwH(c) => cq(c).map(|q| (q.lbw_addr >> 32) as u32),
+            Reg::LbwData(c) => cq(c).map(|q| q.lbw_data),
+            Reg::IncMode(c) => cq(c).map(|q| q.inc_mode),
         }
-        if let Some(m) = mon(regs::SM_MON_PAY_ADDRL_0) {
-            return Some(m.pay_addr as u32);
-        }
-        if let Some(m) = mon(regs::SM_MON_PAY_ADDRH_0) {
-            return Some((m.pay_addr >> 32) as u32);
-        }
-        if let Some(m) = mon(regs::SM_MON_PAY_DATA_0) {
-            return Some(m.pay_data);
-        }
-        if let Some(m) = mon(regs::SM_MON_ARM_0) {
-            return Some(m.arm);
-        }
-        if let Some(m) = mon(regs::SM_MON_CONFIG_0) {
-            return Some(m.config);
-        }
-        if let Some(m) = mon(regs::SM_MON_STATUS_0) {
-            return Some(u32::from(m.armed));
-        }
-        if let Some(c) = cq(regs::SM_CQ_BASE_ADDR_L_0) {
-            return Some(c.base as u32);
-        }
-        if let Some(c) = cq(regs::SM_CQ_BASE_ADDR_H_0) {
-            return Some((c.base >> 32) as u32);
-        }
-        if let Some(c) = cq(regs::SM_CQ_SIZE_LOG2_0) {
-            return Some(c.size_log2);
-        }
-        if let Some(c) = cq(regs::SM_CQ_PI_0) {
-            return Some(c.pi);
-        }
-        if let Some(c) = cq(regs::SM_LBW_ADDR_L_0) {
-            return Some(c.lbw_addr as u32);
-        }
-        if let Some(c) = cq(regs::SM_LBW_ADDR_H_0) {
-            return Some((c.lbw_addr >> 32) as u32);
-        }
-        cq(regs::SM_LBW_DATA_0).map(|c| c.lbw_data)
     }
 
-    /// Write `reg`: `Some(index)` of a SOB written or a monitor armed (the
-    /// caller then checks the monitors), `Some(None)` for another register
-    /// of the block, `None` if not the block's. O(1).
-    pub fn write(&mut self, reg: u32, val: u32) -> Option<Option<Touch>> {
-        if let Some(s) = index(reg, regs::SM_SOB_OBJ_0, SOBS).and_then(|i| self.sobs.get_mut(i)) {
-            let v = (val & 0x7FFF) as u16;
-            *s = if val & (1 << 31) != 0 {
-                s.wrapping_add(v) & 0x7FFF
-            } else {
-                v
-            };
-            return Some(Some(Touch::Sob));
-        }
-        let mons = &mut self.mons;
-        let mon = |first| index(reg, first, MONS);
-        if let Some(m) = mon(regs::SM_MON_PAY_ADDRL_0).and_then(|i| mons.get_mut(i)) {
-            half(&mut m.pay_addr, false, val);
-        } else if let Some(m) = mon(regs::SM_MON_PAY_ADDRH_0).and_then(|i| mons.get_mut(i)) {
-            half(&mut m.pay_addr, true, val);
-        } else if let Some(m) = mon(regs::SM_MON_PAY_DATA_0).and_then(|i| mons.get_mut(i)) {
-            m.pay_data = val;
-        } else if let Some(i) = mon(regs::SM_MON_ARM_0) {
-            let m = mons.get_mut(i)?;
-            m.arm = val;
-            m.armed = true;
-            return Some(Some(Touch::Armed(i)));
-        } else if let Some(m) = mon(regs::SM_MON_CONFIG_0).and_then(|i| mons.get_mut(i)) {
-            m.config = val;
-        } else {
-            return self.write_cq(reg, val).then_some(None);
-        }
-        Some(None)
-    }
-
-    fn write_cq(&mut self, reg: u32, val: u32) -> bool {
-        let cq = |first| index(reg, first, CQS);
-        let c = &mut self.cqs;
-        if let Some(q) = cq(regs::SM_CQ_BASE_ADDR_L_0).and_then(|i| c.get_mut(i)) {
-            half(&mut q.base, false, val);
-        } else if let Some(q) = cq(regs::SM_CQ_BASE_ADDR_H_0).and_then(|i| c.get_mut(i)) {
-            half(&mut q.base, true, val);
-        } else if let Some(q) = cq(regs::SM_CQ_SIZE_LOG2_0).and_then(|i| c.get_mut(i)) {
-            q.size_log2 = val;
-        } else if let Some(q) = cq(regs::SM_CQ_PI_0).and_then(|i| c.get_mut(i)) {
-            q.pi = val;
-        } else if let Some(q) = cq(regs::SM_LBW_ADDR_L_0).and_then(|i| c.get_mut(i)) {
-            half(&mut q.lbw_addr, false, val);
-        } else if let Some(q) = cq(regs::SM_LBW_ADDR_H_0).and_then(|i| c.get_mut(i)) {
-            half(&mut q.lbw_addr, true, val);
-        } else if let Some(q) = cq(regs::SM_LBW_DATA_0).and_then(|i| c.get_mut(i)) {
-            q.lbw_data = val;
-        } else {
+    /// Write `reg`; true if it is a sync manager register the model gives
+    /// meaning (monitors whose condition now holds are queued to fire).
+    /// O(monitors armed on the group) for a SOB write (two groups for a long
+    /// write straddling them), O(1) otherwise.
+    pub fn write(&mut self, reg: u32, val: u32) -> bool {
+        let Some((d, r)) = decode(reg) else {
             return false;
+        };
+        let Some(dc) = self.dcores.get_mut(d) else {
+            return false;
+        };
+        match r {
+            Reg::Sob(s) => self.sob_write(d, s, val),
+            Reg::Arm(m) => self.arm(d, m, val),
+            Reg::PayL(m) | Reg::PayH(m) | Reg::Data(m) | Reg::Config(m) | Reg::Status(m) => {
+                if let Some(x) = dc.mons.get_mut(m) {
+                    match r {
+                        Reg::PayL(_) => x.pay_lo = val,
+                        Reg::PayH(_) => x.pay_hi = val,
+                        Reg::Data(_) => x.data = val,
+                        Reg::Config(_) => x.config = val,
+                        _ => {} // STATUS is read-only.
+                    }
+                }
+            }
+            Reg::CqBaseL(c)
+            | Reg::CqBaseH(c)
+            | Reg::CqSize(c)
+            | Reg::CqPi(c)
+            | Reg::LbwL(c)
+            | Reg::LbwH(c)
+            | Reg::LbwData(c)
+            | Reg::IncMode(c) => {
+                if let Some(q) = dc.cqs.get_mut(c) {
+                    match r {
+                        Reg::CqBaseL(_) => half(&mut q.base, false, val),
+                        Reg::CqBaseH(_) => half(&mut q.base, true, val),
+                        Reg::CqSize(_) => q.size_log2 = val & 0xFF,
+                        Reg::CqPi(_) => q.pi = val,
+                        Reg::LbwL(_) => half(&mut q.lbw_addr, false, val),
+                        Reg::LbwH(_) => half(&mut q.lbw_addr, true, val),
+                        Reg::LbwData(_) => q.lbw_data = val,
+                        _ => q.inc_mode = val & 1,
+                    }
+                }
+            }
         }
         true
     }
 
-    /// Whether monitor `i` is armed and its condition holds. O(8).
-    fn holds(&self, i: usize) -> bool {
-        let Some(m) = self.mons.get(i).filter(|m| m.armed) else {
-            return false;
+    /// SOB `s` of dcore `d` written with `val`, then its group(s)
+    /// evaluated. O(monitors armed on the groups).
+    fn sob_write(&mut self, d: usize, s: usize, val: u32) {
+        let Some(dc) = self.dcores.get_mut(d) else {
+            return;
         };
-        let sid = (m.arm & 0xFF) as usize | (((m.config >> 16) & 0xF) as usize) << 8;
-        let mask = (m.arm >> 8) & 0xFF;
-        let equal = m.arm & (1 << 16) != 0;
-        let sod = ((m.arm >> 17) & 0x7FFF) as u16;
-        (0..8usize).filter(|b| mask & (1 << b) == 0).all(|b| {
-            self.sobs
-                .get(sid * 8 + b)
-                .is_some_and(|&v| if equal { v == sod } else { v >= sod })
-        })
+        let v = val & SOB_VAL;
+        let last = if val & SOB_LONG != 0 {
+            let new = if val & SOB_INC != 0 {
+                dc.long_value(s).wrapping_add(u64::from(v)) & LONG_MASK
+            } else {
+                u64::from(v)
+            };
+            dc.set_long(s, new);
+            s.saturating_add(3).min(SOBS - 1)
+        } else {
+            if let Some(x) = dc.sobs.get_mut(s) {
+                *x = if val & SOB_INC != 0 {
+                    ((u32::from(*x) + v) & SOB_VAL) as u16
+                } else {
+                    v as u16
+                };
+            }
+            s
+        };
+        self.evaluate_group(d, s / 8);
+        if last / 8 != s / 8 {
+            self.evaluate_group(d, last / 8);
+        }
+    }
+
+    /// Fire every monitor armed on group `g` of dcore `d` whose condition
+    /// holds. O(monitors armed on the group).
+    fn evaluate_group(&mut self, d: usize, g: usize) {
+        let Some(dc) = self.dcores.get(d) else {
+            return;
+        };
+        let mut m = dc.heads.get(g).copied().unwrap_or(NIL);
+        // The list holds at most MONS monitors; the bound only guards it.
+        for _ in 0..MONS {
+            let Some(x) = self.dcores.get(d).and_then(|dc| dc.mons.get(at(m))) else {
+                break;
+            };
+            let next = x.next;
+            self.evaluate(d, at(m));
+            m = next;
+        }
+    }
+
+    /// Monitor `m` of dcore `d`: if armed and its condition holds, disarm
+    /// and queue it. O(1).
+    fn evaluate(&mut self, d: usize, m: usize) {
+        let Some(dc) = self.dcores.get_mut(d) else {
+            return;
+        };
+        if dc.mons.get(m).is_some_and(|x| x.armed()) && dc.pending(m) == 0 {
+            dc.unlink(m);
+            self.push(d, m);
+        }
+    }
+
+    /// `ARM` of monitor `m` of dcore `d` written: (re)arm it on its group
+    /// and evaluate it, unless it holds the high `SOD` bits of a long
+    /// monitor. O(1).
+    fn arm(&mut self, d: usize, m: usize, val: u32) {
+        let Some(dc) = self.dcores.get_mut(d) else {
+            return;
+        };
+        dc.unlink(m);
+        let tail = dc.long_tail(m);
+        let Some(x) = dc.mons.get_mut(m) else {
+            return;
+        };
+        x.arm = val;
+        if tail {
+            return;
+        }
+        let g = x.sync_group();
+        dc.link(m, g);
+        self.evaluate(d, m);
+    }
+
+    /// Queue monitor `m` of dcore `d` to fire (counted as dropped when the
+    /// FIFO is full). O(1).
+    fn push(&mut self, d: usize, m: usize) {
+        if self.len >= FIFO {
+            self.dropped = self.dropped.wrapping_add(1);
+            return;
+        }
+        let at = (self.head + self.len) % FIFO;
+        if let Some(e) = self.fifo.get_mut(at) {
+            *e = (d as u32) << 16 | (m as u32 & 0xFFFF);
+            self.len += 1;
+        }
+    }
+
+    /// The next monitor to fire. O(1).
+    fn pop(&mut self) -> Option<(usize, usize)> {
+        if self.len == 0 {
+            return None;
+        }
+        let e = self.fifo.get(self.head).copied()?;
+        self.head = (self.head + 1) % FIFO;
+        self.len -= 1;
+        Some(((e >> 16) as usize, (e & 0xFFFF) as usize))
     }
 }
 
-/// What an SM write touched.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Touch {
-    /// A SOB changed: every armed monitor is checked.
-    Sob,
-    /// Monitor `i` was armed: it is checked.
-    Armed(usize),
-}
-
 impl Gaudi2 {
-    /// After an SM write that touched `t`: fire the monitors whose
-    /// condition holds. O(MONS x 8) for a SOB write, O(8) for an arm.
-    pub(super) fn sm_check(&mut self, env: &mut dyn Env, t: Touch) {
-        let (from, to) = match t {
-            Touch::Sob => (0, MONS),
-            Touch::Armed(i) => (i, i.saturating_add(1).min(MONS)),
+    /// Fire up to [`FIRE_BUDGET`] queued monitors, unless already firing
+    /// (a message's write only queues more); true while some are left.
+    /// O(FIRE_BUDGET x (WR_NUM + 1) messages).
+    pub(super) fn sm_run(&mut self, env: &mut dyn Env) -> bool {
+        if self.sm.draining {
+            return self.sm.len > 0;
+        }
+        self.sm.draining = true;
+        for _ in 0..FIRE_BUDGET {
+            let Some((d, m)) = self.sm.pop() else {
+                break;
+            };
+            self.fire(env, d, m);
+        }
+        self.sm.draining = false;
+        self.sm.len > 0
+    }
+
+    /// Monitors are queued to fire. O(1).
+    pub(super) fn sm_pending(&self) -> bool {
+        self.sm.len > 0
+    }
+
+    /// Monitor `m` of dcore `d` fires: its `WR_NUM + 1` messages, the
+    /// first to a CQ with `CQ_EN`. O(WR_NUM + 1).
+    fn fire(&mut self, env: &mut dyn Env, d: usize, m: usize) {
+        let Some(config) = self
+            .sm
+            .dcores
+            .get(d)
+            .and_then(|dc| dc.mons.get(m))
+            .map(|x| x.config)
+        else {
+            return;
         };
-        for i in from..to {
-            if self.sm.holds(i) {
-                self.fire(env, i);
+        self.sm.fired = self.sm.fired.wrapping_add(1);
+        let writes = ((config >> 5) & 3) as usize + 1;
+        for k in 0..writes {
+            let Some(x) = self
+                .sm
+                .dcores
+                .get(d)
+                .and_then(|dc| dc.mons.get(m.saturating_add(k)))
+                .copied()
+            else {
+                break;
+            };
+            if k == 0 && config & CFG_CQ_EN != 0 {
+                self.cq_write(env, d, x.pay_lo as usize, x.data, config & CFG_LBW_EN != 0);
+            } else {
+                let _ = self.engine_write(env, 0, x.pay_addr(), &x.data.to_le_bytes());
             }
         }
     }
 
-    /// Monitor `i` fires: disarm, then the CQ entry and the LBW write, or
-    /// the payload write.
-    fn fire(&mut self, env: &mut dyn Env, i: usize) {
-        let Some(m) = self.sm.mons.get_mut(i) else {
+    /// A monitor's message to CQ `c` of dcore `d`: the ring entry or the
+    /// 64-bit add, then with `lbw` the CQ's LBW write. O(1).
+    fn cq_write(&mut self, env: &mut dyn Env, d: usize, c: usize, data: u32, lbw: bool) {
+        let Some(q) = self.sm.dcores.get(d).and_then(|dc| dc.cqs.get(c)).copied() else {
             return;
         };
-        m.armed = false;
-        let m = *m;
-        if m.config & (1 << 4) == 0 {
-            let _ = self.engine_write(env, 0, m.pay_addr, &m.pay_data.to_le_bytes());
-            return;
+        if q.inc_mode & 1 != 0 {
+            let mut b = [0u8; 8];
+            if self.engine_read(env, 0, q.base, &mut b).is_ok() {
+                let v = u64::from_le_bytes(b).wrapping_add(u64::from(data));
+                let _ = self.engine_write(env, 0, q.base, &v.to_le_bytes());
+            }
+        } else {
+            let entries = 1u64.checked_shl(q.size_log2).map_or(0, |b| b / 4);
+            if let Some(at) = u64::from(q.pi)
+                .checked_rem(entries)
+                .and_then(|slot| q.base.checked_add(slot * 4))
+            {
+                let _ = self.engine_write(env, 0, at, &data.to_le_bytes());
+            }
+            if let Some(x) = self.sm.dcores.get_mut(d).and_then(|dc| dc.cqs.get_mut(c)) {
+                x.pi = x.pi.wrapping_add(1);
+            }
         }
-        let Some(cq) = self.sm.cqs.get(m.pay_addr as u32 as usize).copied() else {
-            return;
-        };
-        let entries = 1u64.checked_shl(cq.size_log2).map_or(0, |b| b / 4);
-        if let Some(at) = u64::from(cq.pi)
-            .checked_rem(entries)
-            .and_then(|slot| cq.base.checked_add(slot * 4))
-        {
-            let _ = self.engine_write(env, 0, at, &m.pay_data.to_le_bytes());
-        }
-        if let Some(c) = self.sm.cqs.get_mut(m.pay_addr as u32 as usize) {
-            c.pi = c.pi.wrapping_add(1);
-        }
-        if m.config & (1 << 8) != 0 {
-            self.lbw_interrupt(env, cq.lbw_addr, cq.lbw_data);
+        if lbw {
+            self.lbw_interrupt(env, q.lbw_addr, q.lbw_data);
         }
     }
 
-    /// An LBW write of `data` at `addr`: an MSI-X at the virtual doorbell,
-    /// else a plain write.
+    /// An LBW write of `data` at `addr`: an MSI-X at the virtual doorbell
+    /// or the PCIe block's `PCIE_MSIX`, else a plain write. O(1) (a bus
+    /// write).
     fn lbw_interrupt(&mut self, env: &mut dyn Env, addr: u64, data: u32) {
         let db = self.cpu_if.msix_db;
-        if db != 0 && addr == db {
+        let msix = u64::from(PCIE_MSIX);
+        let cfg_msix = super::regs::CFG_BASE.wrapping_add(msix);
+        if (db != 0 && addr == db) || addr == msix || addr == cfg_msix {
             if let Ok(vector) = u16::try_from(data) {
                 if vector < 128 {
                     self.raise(env, vector);

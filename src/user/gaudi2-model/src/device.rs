@@ -57,7 +57,8 @@ fn decode(off: u64, len: usize) -> Bar0 {
 
 /// One Gaudi2 as served over vfio-user.
 pub struct Device {
-    model: Gaudi2,
+    /// On the heap: about 360 KiB.
+    model: Box<Gaudi2>,
     cfg: Config,
     env: HostEnv,
     config: ConfigSpace,
@@ -86,7 +87,7 @@ impl Device {
             dram_budget: crate::env::DramBudget::new(dram_bytes, 0),
         };
         Ok(Self {
-            model: Gaudi2::new(&cfg),
+            model: Box::new(Gaudi2::new(&cfg)),
             cfg,
             env,
             config: ConfigSpace::new(dram_bytes),
@@ -244,7 +245,7 @@ impl Device {
     /// clear HBM), DMA maps and eventfds are QEMU's to change.
     pub fn reset(&mut self) {
         self.counts.resets += 1;
-        self.model = Gaudi2::new(&self.cfg);
+        *self.model = Gaudi2::new(&self.cfg);
         self.config.reset();
         self.env.bus_master = false;
     }

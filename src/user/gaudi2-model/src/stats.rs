@@ -170,6 +170,8 @@ fn model_lines(m: &Stats, kv: &mut impl FnMut(&str, u64)) {
     kv("model.invalidations", m.invalidations);
     kv("model.cpucp_packets", m.cpucp_packets);
     kv("model.packets", m.packets);
+    kv("model.monitors_fired", m.monitors_fired);
+    kv("model.sm_dropped", m.sm_dropped);
 }
 
 /// Write `text` to `path` whole: a reader never sees half a file.

@@ -134,9 +134,10 @@ impl Env for TestEnv {
     }
 }
 
-fn device() -> (Gaudi2, TestEnv) {
+/// A device on the heap: `Gaudi2` is about 360 KiB, a test thread's stack 2 MiB.
+fn device() -> (Box<Gaudi2>, TestEnv) {
     (
-        Gaudi2::new(&Config::with_dram(64 << 20)),
+        Box::new(Gaudi2::new(&Config::with_dram(64 << 20))),
         TestEnv::new(64 << 20),
     )
 }
@@ -168,10 +169,11 @@ fn boot_status_reads_as_after_firmware_boot() {
 
 #[test]
 fn the_device_state_stays_small() {
-    // Fixed-size state a host can box: guard against an array growing.
+    // Fixed-size state a host can box: guard against an array growing
+    // (the four dcores' sync managers are about 300 KiB of it).
     let n = core::mem::size_of::<Gaudi2>();
-    // 39 QMANs of 5 CPs, each CP with an 8-frame stack: about 102 KiB.
-    assert!(n < 128 << 10, "{n} bytes");
+    // 39 QMANs of 5 CPs with 8-frame stacks, 4 dcores' sync managers.
+    assert!(n < 512 << 10, "{n} bytes");
 }
 
 #[test]
@@ -441,7 +443,7 @@ fn a_4_level_hmmu_walk_reads_dram_tables_through_the_scrambler() {
 }
 
 /// A PMMU with ASID 1's `va` mapped to bus `HOST + 0x8_0000`.
-fn pmmu_device(va: u64) -> (Gaudi2, TestEnv) {
+fn pmmu_device(va: u64) -> (Box<Gaudi2>, TestEnv) {
     let (mut g, mut env) = device();
     env.map(HOST, 1 << 20);
     set_hop0(&mut g, &mut env, PMMU_STLB, 1, HOST);
@@ -716,7 +718,7 @@ const SOB_BASE: u64 = 0x1000_007F_F800_0000 + 0x410_0000;
 
 /// `gaudi2_init_pdma` (stream 0 of PDMA0), `gaudi2_init_sm` (CQ 0, the
 /// LBW doorbell), CPU queues with ENABLE_PCI_ACCESS naming the doorbell.
-fn pdma_device() -> (Gaudi2, TestEnv) {
+fn pdma_device() -> (Box<Gaudi2>, TestEnv) {
     let (mut g, mut env) = device();
     cpu_queues(&mut g, &mut env);
     let (fence, rc, _) = cpu_message(&mut g, &mut env, 0, 2, MSIX_DB, 0);

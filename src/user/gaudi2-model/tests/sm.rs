@@ -1,0 +1,575 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Host tests of the sync managers (`src/model/sm.rs`) and of the security
+//! predicate (`src/model/security.rs`), driven through `Gaudi2::reg_write`
+//! (a register write, as the driver's or an engine's LBW write) and
+//! `Gaudi2::step`.
+
+use gaudi2_model::security::{self, user_writable, FIRST_USER_CQ, FIRST_USER_MON, FIRST_USER_SOB};
+use gaudi2_model::sm::{self, DCORE_STRIDE, FIFO, FIRE_BUDGET, GLBL_BASE, OBJS_BASE};
+use gaudi2_model::{regs, BusFault, Config, Env, Gaudi2};
+
+/// Host memory the monitors write: one window at [`HOST`].
+const HOST: u64 = 0x10_0000;
+const HOST_LEN: usize = 0x1_0000;
+
+struct TestEnv {
+    host: Vec<u8>,
+    msix: Vec<u16>,
+    now: u64,
+}
+
+impl TestEnv {
+    fn host(&mut self, addr: u64, len: usize) -> Result<&mut [u8], BusFault> {
+        let off = addr
+            .checked_sub(HOST)
+            .and_then(|o| usize::try_from(o).ok())
+            .ok_or(BusFault { addr })?;
+        off.checked_add(len)
+            .and_then(|end| self.host.get_mut(off..end))
+            .ok_or(BusFault { addr })
+    }
+
+    fn u32_at(&mut self, addr: u64) -> u32 {
+        u32::from_le_bytes(self.host(addr, 4).unwrap().try_into().unwrap())
+    }
+
+    fn u64_at(&mut self, addr: u64) -> u64 {
+        u64::from_le_bytes(self.host(addr, 8).unwrap().try_into().unwrap())
+    }
+}
+
+impl Env for TestEnv {
+    fn dma_read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), BusFault> {
+        buf.copy_from_slice(self.host(addr, buf.len())?);
+        Ok(())
+    }
+    fn dma_write(&mut self, addr: u64, data: &[u8]) -> Result<(), BusFault> {
+        self.host(addr, data.len())?.copy_from_slice(data);
+        Ok(())
+    }
+    fn dram_read(&mut self, pa: u64, _: &mut [u8]) -> Result<(), BusFault> {
+        Err(BusFault { addr: pa })
+    }
+    fn dram_write(&mut self, pa: u64, _: &[u8]) -> Result<(), BusFault> {
+        Err(BusFault { addr: pa })
+    }
+    fn sram_read(&mut self, pa: u64, _: &mut [u8]) -> Result<(), BusFault> {
+        Err(BusFault { addr: pa })
+    }
+    fn sram_write(&mut self, pa: u64, _: &[u8]) -> Result<(), BusFault> {
+        Err(BusFault { addr: pa })
+    }
+    fn msix(&mut self, vector: u16) {
+        self.msix.push(vector);
+    }
+    fn now_ns(&mut self) -> u64 {
+        self.now += 1000;
+        self.now
+    }
+}
+
+/// A device on the heap (about 360 KiB) and its environment.
+fn device() -> (Box<Gaudi2>, TestEnv) {
+    (
+        Box::new(Gaudi2::new(&Config::with_dram(1 << 20))),
+        TestEnv {
+            host: vec![0; HOST_LEN],
+            msix: Vec::new(),
+            now: 0,
+        },
+    )
+}
+
+/// SOB `i` of dcore `d`.
+fn sob(d: u32, i: u32) -> u32 {
+    OBJS_BASE + d * DCORE_STRIDE + sm::SOB_OBJ + 4 * i
+}
+
+/// Register `arr` (`sm::MON_*`) of monitor `m` of dcore `d`.
+fn mon(d: u32, arr: u32, m: u32) -> u32 {
+    OBJS_BASE + d * DCORE_STRIDE + arr + 4 * m
+}
+
+/// Register `arr` (`sm::CQ_*`) of CQ `c` of dcore `d`.
+fn cq(d: u32, arr: u32, c: u32) -> u32 {
+    GLBL_BASE + d * DCORE_STRIDE + arr + 4 * c
+}
+
+/// The engine address of register `reg` (an LBW write).
+fn cfg(reg: u32) -> u64 {
+    regs::CFG_BASE + u64::from(reg)
+}
+
+const INC: u32 = 1 << 31;
+const LONG: u32 = 1 << 24;
+/// `MON_ARM.SOP`: equal.
+const EQ: u32 = 1 << 16;
+const CQ_EN: u32 = 1 << 4;
+const LBW_EN: u32 = 1 << 8;
+
+/// `MON_ARM` for SOB `s` alone (its group, the others masked), `SOD` `v`.
+fn arm_val(s: u32, v: u32, sop: u32) -> u32 {
+    ((s / 8) & 0xFF) | (!(1u32 << (s % 8)) & 0xFF) << 8 | sop | (v & 0x7FFF) << 17
+}
+
+/// Write monitor `m`'s payload (`data` to `addr`).
+fn payload(g: &mut Gaudi2, env: &mut TestEnv, d: u32, m: u32, addr: u64, data: u32) {
+    g.reg_write(env, mon(d, sm::MON_PAY_ADDRL, m), addr as u32);
+    g.reg_write(env, mon(d, sm::MON_PAY_ADDRH, m), (addr >> 32) as u32);
+    g.reg_write(env, mon(d, sm::MON_PAY_DATA, m), data);
+}
+
+/// Configure and arm monitor `m` of dcore `d` on SOB `s` (`SOD` `v`,
+/// `sop`), writing `data` to `addr` when it fires, as libhlthunk does.
+#[allow(clippy::too_many_arguments)]
+fn monitor(
+    g: &mut Gaudi2,
+    env: &mut TestEnv,
+    d: u32,
+    m: u32,
+    s: u32,
+    v: u32,
+    sop: u32,
+    addr: u64,
+    data: u32,
+) {
+    g.reg_write(env, mon(d, sm::MON_CONFIG, m), ((s / 8) >> 8) << 16);
+    payload(g, env, d, m, addr, data);
+    g.reg_write(env, mon(d, sm::MON_ARM, m), arm_val(s, v, sop));
+}
+
+fn status(g: &mut Gaudi2, env: &mut TestEnv, d: u32, m: u32) -> u32 {
+    g.reg_read(env, mon(d, sm::MON_STATUS, m))
+}
+
+#[test]
+fn a_sob_sets_adds_and_wraps_at_15_bits() {
+    let (mut g, mut env) = device();
+    let s = sob(0, 500);
+    g.reg_write(&mut env, s, 5);
+    assert_eq!(g.reg_read(&mut env, s), 5);
+    g.reg_write(&mut env, s, INC | 3);
+    assert_eq!(g.reg_read(&mut env, s), 8);
+    g.reg_write(&mut env, s, 0x7FFE);
+    g.reg_write(&mut env, s, INC | 3);
+    assert_eq!(g.reg_read(&mut env, s), 1, "15-bit wrap");
+    // Bits above VAL (TRACE_EVICT) are not part of the value.
+    g.reg_write(&mut env, s, 1 << 30 | 0xFFFF);
+    assert_eq!(g.reg_read(&mut env, s), 0x7FFF);
+    // The last SOB of the last dcore is there too.
+    g.reg_write(&mut env, sob(3, 8191), 9);
+    assert_eq!(g.reg_read(&mut env, sob(3, 8191)), 9);
+}
+
+/// The 60-bit value of SOBs `s..s+3` of dcore 0.
+fn long_value(g: &mut Gaudi2, env: &mut TestEnv, s: u32) -> u64 {
+    (0..4).fold(0, |v, k| {
+        v | u64::from(g.reg_read(env, sob(0, s + k))) << (15 * k)
+    })
+}
+
+/// A long SET as libhlthunk's `gaudi2_add_write_to_sob_pkt` issues it: the
+/// low 15 bits in long mode (zeroing the rest), then 3 short writes.
+fn long_set(g: &mut Gaudi2, env: &mut TestEnv, s: u32, v: u64) {
+    for k in 0..4 {
+        let chunk = ((v >> (15 * k)) & 0x7FFF) as u32;
+        g.reg_write(env, sob(0, s + k), chunk | if k == 0 { LONG } else { 0 });
+    }
+}
+
+#[test]
+fn a_long_sob_set_zeroes_the_upper_sobs_and_an_add_carries_across_four() {
+    let (mut g, mut env) = device();
+    let s = 1000;
+    for k in 1..4 {
+        g.reg_write(&mut env, sob(0, s + k), 0x1234);
+    }
+    g.reg_write(&mut env, sob(0, s), LONG | 0x7FFF);
+    assert_eq!(long_value(&mut g, &mut env, s), 0x7FFF, "SOBs 1..3 zeroed");
+    g.reg_write(&mut env, sob(0, s), LONG | INC | 1);
+    assert_eq!(long_value(&mut g, &mut env, s), 0x8000);
+    assert_eq!(g.reg_read(&mut env, sob(0, s + 1)), 1, "carried");
+    // libhlthunk's test_sm_long_mode values.
+    long_set(&mut g, &mut env, s, 0xFFF_E000_3FFF_8000);
+    g.reg_write(&mut env, sob(0, s), LONG | INC | 0x100);
+    assert_eq!(long_value(&mut g, &mut env, s), 0xFFF_E000_3FFF_8100);
+    // A carry through all four, and the wrap at 2^60.
+    long_set(&mut g, &mut env, s, (1 << 45) - 1);
+    g.reg_write(&mut env, sob(0, s), LONG | INC | 1);
+    assert_eq!(long_value(&mut g, &mut env, s), 1 << 45);
+    long_set(&mut g, &mut env, s, (1 << 60) - 1);
+    g.reg_write(&mut env, sob(0, s), LONG | INC | 2);
+    assert_eq!(long_value(&mut g, &mut env, s), 1);
+    // The SOB after them is not touched.
+    assert_eq!(g.reg_read(&mut env, sob(0, s + 4)), 0);
+}
+
+#[test]
+fn a_long_monitor_fires_at_exactly_its_60_bit_value() {
+    let (mut g, mut env) = device();
+    let (s, m) = (1000u32, 400u32); // SOB aligned to 8, as libhlthunk uses it.
+    let target: u64 = 0xFFF_E000_3FFF_8100;
+    long_set(&mut g, &mut env, s, target - 2);
+    // As `gaudi2_add_monitor` in long mode: CONFIG (long, WR_NUM 1 for the
+    // H6-3342 workaround), the payload, a dummy payload on m+1 to SOB
+    // 8184, then ARM m+3..m+1 (high SOD parts, group 0) and m last.
+    g.reg_write(&mut env, mon(0, sm::MON_CONFIG, m), 1 | 1 << 5);
+    payload(&mut g, &mut env, 0, m, HOST, 0xABCD);
+    payload(&mut g, &mut env, 0, m + 1, cfg(sob(0, 8184)), 0);
+    g.reg_write(&mut env, sob(0, 8184), 77);
+    for k in (0..4u32).rev() {
+        let chunk = ((target >> (15 * k)) & 0x7FFF) as u32;
+        let target_sob = if k == 0 { s } else { 0 };
+        g.reg_write(
+            &mut env,
+            mon(0, sm::MON_ARM, m + k),
+            arm_val(target_sob, chunk, EQ),
+        );
+        if k > 0 {
+            assert_eq!(
+                status(&mut g, &mut env, 0, m + k) & 1,
+                0,
+                "ARM {k} only holds SOD bits"
+            );
+        }
+    }
+    assert_eq!(status(&mut g, &mut env, 0, m) & 1, 1, "armed");
+    // SOB 0 equal to a high SOD part fires nothing.
+    g.reg_write(&mut env, sob(0, 0), ((target >> 15) & 0x7FFF) as u32);
+    g.reg_write(&mut env, sob(0, s), LONG | INC | 1);
+    assert_eq!(env.u32_at(HOST), 0, "one short of the value");
+    assert_eq!(status(&mut g, &mut env, 0, m) & 1, 1);
+    g.reg_write(&mut env, sob(0, s), LONG | INC | 1);
+    assert_eq!(env.u32_at(HOST), 0xABCD, "fired at the value");
+    assert_eq!(
+        g.reg_read(&mut env, sob(0, 8184)),
+        0,
+        "second (dummy) message"
+    );
+    assert_eq!(status(&mut g, &mut env, 0, m) & 1, 0, "disarmed");
+    assert_eq!(g.stats().monitors_fired, 1);
+}
+
+#[test]
+fn a_monitor_armed_after_its_sob_is_set_fires_at_arming() {
+    let (mut g, mut env) = device();
+    g.reg_write(&mut env, sob(0, 600), 10);
+    monitor(&mut g, &mut env, 0, 300, 600, 7, 0, HOST + 8, 0x55);
+    assert_eq!(env.u32_at(HOST + 8), 0x55, ">= holds at arming");
+    assert_eq!(status(&mut g, &mut env, 0, 300) & 1, 0);
+    // Equal does not hold for 10 vs 7: it waits.
+    monitor(&mut g, &mut env, 0, 301, 600, 7, EQ, HOST + 12, 0x66);
+    assert_eq!(env.u32_at(HOST + 12), 0);
+    assert_eq!(
+        status(&mut g, &mut env, 0, 301),
+        1 | 1 << 1, // PENDING bit 1 + (600 % 8)
+        "VALID, PENDING"
+    );
+    g.reg_write(&mut env, sob(0, 600), 7);
+    assert_eq!(env.u32_at(HOST + 12), 0x66);
+}
+
+#[test]
+fn two_monitors_on_one_sob_both_fire_once() {
+    let (mut g, mut env) = device();
+    monitor(&mut g, &mut env, 0, 300, 700, 2, 0, HOST, 1);
+    monitor(&mut g, &mut env, 0, 301, 700, 2, EQ, HOST + 4, 2);
+    g.reg_write(&mut env, sob(0, 700), INC | 1);
+    assert_eq!((env.u32_at(HOST), env.u32_at(HOST + 4)), (0, 0));
+    g.reg_write(&mut env, sob(0, 700), INC | 1);
+    assert_eq!((env.u32_at(HOST), env.u32_at(HOST + 4)), (1, 2));
+    // Fired once: a later change does not fire them again.
+    env.host(HOST, 8).unwrap().fill(0);
+    g.reg_write(&mut env, sob(0, 700), INC | 1);
+    assert_eq!((env.u32_at(HOST), env.u32_at(HOST + 4)), (0, 0));
+    assert_eq!(g.stats().monitors_fired, 2);
+}
+
+#[test]
+fn re_arming_moves_a_monitor_to_its_new_group() {
+    let (mut g, mut env) = device();
+    for (i, m) in [370u32, 371, 372].into_iter().enumerate() {
+        monitor(&mut g, &mut env, 0, m, 100, 5, EQ, HOST + 4 * i as u64, m);
+    }
+    // The middle one of the group's list moves to SOB 200's group.
+    g.reg_write(&mut env, mon(0, sm::MON_ARM, 371), arm_val(200, 5, EQ));
+    g.reg_write(&mut env, sob(0, 100), 5);
+    assert_eq!(
+        (env.u32_at(HOST), env.u32_at(HOST + 4), env.u32_at(HOST + 8)),
+        (370, 0, 372)
+    );
+    g.reg_write(&mut env, sob(0, 200), 5);
+    assert_eq!(env.u32_at(HOST + 4), 371);
+    for m in 370..373 {
+        assert_eq!(status(&mut g, &mut env, 0, m), 0, "all disarmed");
+    }
+}
+
+#[test]
+fn a_monitor_ignores_sobs_outside_its_mask_and_group() {
+    let (mut g, mut env) = device();
+    // Monitor on SOB 808 (group 101, bit 0), >= 1.
+    monitor(&mut g, &mut env, 0, 320, 808, 1, 0, HOST, 9);
+    for other in [809, 815, 800, 816, 808 + 8192 / 2] {
+        g.reg_write(&mut env, sob(0, other), 5);
+    }
+    // Same SOB index on another dcore.
+    g.reg_write(&mut env, sob(1, 808), 5);
+    assert_eq!(env.u32_at(HOST), 0);
+    assert_eq!(status(&mut g, &mut env, 0, 320), 1 | 1 << 1);
+    g.reg_write(&mut env, sob(0, 808), 1);
+    assert_eq!(env.u32_at(HOST), 9);
+}
+
+#[test]
+fn a_monitor_on_a_high_group_uses_msb_sid() {
+    let (mut g, mut env) = device();
+    // SOB 8000: group 1000 = SID 0xE8 | MSB_SID 3 << 8.
+    monitor(&mut g, &mut env, 0, 330, 8000, 1, 0, HOST, 3);
+    g.reg_write(&mut env, sob(0, 8000 % 2048), 1);
+    assert_eq!(env.u32_at(HOST), 0, "same SID, other MSB_SID");
+    g.reg_write(&mut env, sob(0, 8000), 1);
+    assert_eq!(env.u32_at(HOST), 3);
+}
+
+#[test]
+fn wr_num_1_sends_two_messages_from_m_and_m_plus_1() {
+    let (mut g, mut env) = device();
+    payload(&mut g, &mut env, 0, 341, cfg(sob(0, 900)), INC | 4);
+    g.reg_write(&mut env, mon(0, sm::MON_CONFIG, 340), 1 << 5);
+    payload(&mut g, &mut env, 0, 340, HOST + 0x10, 0x1111);
+    g.reg_write(&mut env, mon(0, sm::MON_ARM, 340), arm_val(850, 1, 0));
+    g.reg_write(&mut env, sob(0, 850), 1);
+    assert_eq!(env.u32_at(HOST + 0x10), 0x1111);
+    assert_eq!(
+        g.reg_read(&mut env, sob(0, 900)),
+        4,
+        "second message from m+1"
+    );
+    assert_eq!(status(&mut g, &mut env, 0, 341) & 1, 0, "m+1 not armed");
+}
+
+/// Set up CQ `c` of dcore `d`.
+fn cq_setup(g: &mut Gaudi2, env: &mut TestEnv, d: u32, c: u32, base: u64, log2: u32, mode: u32) {
+    g.reg_write(env, cq(d, sm::CQ_BASE_ADDR_L, c), base as u32);
+    g.reg_write(env, cq(d, sm::CQ_BASE_ADDR_H, c), (base >> 32) as u32);
+    g.reg_write(env, cq(d, sm::CQ_SIZE_LOG2, c), log2);
+    g.reg_write(env, cq(d, sm::CQ_INC_MODE, c), mode);
+}
+
+/// Arm a CQ monitor `m` of dcore `d` on SOB `s` >= 1 to CQ `c`, then fire
+/// it by setting the SOB.
+#[allow(clippy::too_many_arguments)]
+fn cq_fire(
+    g: &mut Gaudi2,
+    env: &mut TestEnv,
+    d: u32,
+    m: u32,
+    s: u32,
+    c: u32,
+    data: u32,
+    config: u32,
+) {
+    g.reg_write(env, sob(d, s), 0);
+    g.reg_write(
+        env,
+        mon(d, sm::MON_CONFIG, m),
+        config | ((s / 8) >> 8) << 16,
+    );
+    payload(g, env, d, m, u64::from(c), data);
+    g.reg_write(env, mon(d, sm::MON_ARM, m), arm_val(s, 1, 0));
+    g.reg_write(env, sob(d, s), 1);
+}
+
+#[test]
+fn a_cq_in_mode_0_takes_ring_entries_at_pi_and_wraps() {
+    let (mut g, mut env) = device();
+    // 8 bytes: 2 entries.
+    cq_setup(&mut g, &mut env, 0, 5, HOST + 0x1000, 3, 0);
+    for (i, data) in [0xA0u32, 0xA1, 0xA2].into_iter().enumerate() {
+        cq_fire(&mut g, &mut env, 0, 350, 1200, 5, data, CQ_EN);
+        assert_eq!(g.reg_read(&mut env, cq(0, sm::CQ_PI, 5)), i as u32 + 1);
+    }
+    assert_eq!(
+        env.u32_at(HOST + 0x1000),
+        0xA2,
+        "entry 0 again after the wrap"
+    );
+    assert_eq!(env.u32_at(HOST + 0x1004), 0xA1);
+    assert_eq!(env.u32_at(HOST + 0x1008), 0, "nothing past the ring");
+}
+
+#[test]
+fn a_cq_in_mode_1_adds_to_a_64_bit_counter() {
+    let (mut g, mut env) = device();
+    env.host(HOST + 0x2000, 8)
+        .unwrap()
+        .copy_from_slice(&0xFFFF_FFFFu64.to_le_bytes());
+    cq_setup(&mut g, &mut env, 0, 6, HOST + 0x2000, 2, 1);
+    cq_fire(&mut g, &mut env, 0, 351, 1208, 6, 1, CQ_EN);
+    assert_eq!(
+        env.u64_at(HOST + 0x2000),
+        0x1_0000_0000,
+        "carry into the high word"
+    );
+    cq_fire(&mut g, &mut env, 0, 351, 1208, 6, 100, CQ_EN);
+    assert_eq!(env.u64_at(HOST + 0x2000), 0x1_0000_0064);
+    assert_eq!(g.reg_read(&mut env, cq(0, sm::CQ_INC_MODE, 6)), 1);
+}
+
+#[test]
+fn lbw_en_raises_the_msix_vector_at_pcie_msix_or_writes_plain() {
+    let (mut g, mut env) = device();
+    cq_setup(&mut g, &mut env, 0, 7, HOST + 0x3000, 4, 0);
+    let msix = cfg(sm::PCIE_MSIX);
+    g.reg_write(&mut env, cq(0, sm::CQ_LBW_ADDR_L, 7), msix as u32);
+    g.reg_write(&mut env, cq(0, sm::CQ_LBW_ADDR_H, 7), (msix >> 32) as u32);
+    g.reg_write(&mut env, cq(0, sm::CQ_LBW_DATA, 7), 77);
+    cq_fire(&mut g, &mut env, 0, 352, 1216, 7, 5, CQ_EN | LBW_EN);
+    assert_eq!(env.msix, [77]);
+    assert_eq!(env.u32_at(HOST + 0x3000), 5);
+    // Without LBW_EN, no interrupt.
+    cq_fire(&mut g, &mut env, 0, 352, 1216, 7, 6, CQ_EN);
+    assert_eq!(env.msix, [77]);
+    // An LBW address elsewhere is a plain write of LBW_DATA.
+    g.reg_write(
+        &mut env,
+        cq(0, sm::CQ_LBW_ADDR_L, 7),
+        (HOST + 0x3100) as u32,
+    );
+    g.reg_write(&mut env, cq(0, sm::CQ_LBW_ADDR_H, 7), 0);
+    cq_fire(&mut g, &mut env, 0, 352, 1216, 7, 7, CQ_EN | LBW_EN);
+    assert_eq!(env.u32_at(HOST + 0x3100), 77);
+    assert_eq!(env.msix, [77]);
+}
+
+#[test]
+fn a_cycle_of_monitors_is_bounded_per_call_and_per_step() {
+    let (mut g, mut env) = device();
+    // A and B armed on SOB 1300 >= 0 (always holds): each re-arms the
+    // other, forever.
+    let (a, b) = (360u32, 361u32);
+    let arm = arm_val(1300, 0, 0);
+    payload(&mut g, &mut env, 0, a, cfg(mon(0, sm::MON_ARM, b)), arm);
+    payload(&mut g, &mut env, 0, b, cfg(mon(0, sm::MON_ARM, a)), arm);
+    g.reg_write(&mut env, mon(0, sm::MON_ARM, a), arm);
+    assert_eq!(g.stats().monitors_fired, u64::from(FIRE_BUDGET));
+    assert!(g.pending(), "the rest is step()'s");
+    g.step(&mut env);
+    assert_eq!(g.stats().monitors_fired, 2 * u64::from(FIRE_BUDGET));
+    assert!(g.pending());
+    // Break the cycle: B's message arms C instead, which writes memory.
+    let c = 362u32;
+    payload(&mut g, &mut env, 0, c, HOST + 0x20, 0xB);
+    let arm_c = cfg(mon(0, sm::MON_ARM, c));
+    g.reg_write(&mut env, mon(0, sm::MON_PAY_ADDRL, b), arm_c as u32);
+    for _ in 0..2 {
+        g.step(&mut env);
+    }
+    assert!(!g.pending());
+    assert_eq!(env.u32_at(HOST + 0x20), 0xB);
+    assert_eq!(g.stats().sm_dropped, 0);
+}
+
+#[test]
+fn a_full_fire_fifo_drops_and_counts() {
+    let (mut g, mut env) = device();
+    let n = FIFO as u32 + 10;
+    for m in 0..n {
+        monitor(&mut g, &mut env, 2, m, 40, 1, 0, HOST + 0x4000, m);
+    }
+    g.reg_write(&mut env, sob(2, 40), 1);
+    assert_eq!(g.stats().sm_dropped, 10);
+    while g.step(&mut env) {}
+    assert_eq!(g.stats().monitors_fired, FIFO as u64);
+    // Dropped monitors are disarmed like fired ones.
+    assert_eq!(status(&mut g, &mut env, 2, n - 1) & 1, 0);
+}
+
+#[test]
+fn dcore_1_has_its_own_sobs_monitors_and_cqs() {
+    let (mut g, mut env) = device();
+    monitor(&mut g, &mut env, 1, 5, 16, 3, EQ, HOST + 0x5000, 0xD1);
+    g.reg_write(&mut env, sob(0, 16), 3);
+    assert_eq!(env.u32_at(HOST + 0x5000), 0, "dcore 0's SOB 16");
+    g.reg_write(&mut env, sob(1, 16), 3);
+    assert_eq!(env.u32_at(HOST + 0x5000), 0xD1);
+    assert_eq!(g.reg_read(&mut env, sob(1, 16)), 3);
+    assert_eq!(g.reg_read(&mut env, mon(1, sm::MON_PAY_DATA, 5)), 0xD1);
+    // Dcore 3's CQ 63, through its monitor 2047.
+    cq_setup(&mut g, &mut env, 3, 63, HOST + 0x6000, 4, 0);
+    cq_fire(&mut g, &mut env, 3, 2047, 8191, 63, 0x33, CQ_EN);
+    assert_eq!(env.u32_at(HOST + 0x6000), 0x33);
+    assert_eq!(g.reg_read(&mut env, cq(3, sm::CQ_PI, 63)), 1);
+    assert_eq!(g.reg_read(&mut env, cq(0, sm::CQ_PI, 63)), 0);
+}
+
+#[test]
+fn user_writable_follows_the_protection_upstream_sets() {
+    let d0 = |arr, i: usize| mon(0, arr, i as u32);
+    // DCORE0 SOBs, monitors and CQs: the driver's below the first user's.
+    assert!(!user_writable(sob(0, 0)));
+    assert!(!user_writable(sob(0, FIRST_USER_SOB as u32 - 1)));
+    assert!(user_writable(sob(0, FIRST_USER_SOB as u32)));
+    assert!(user_writable(sob(0, 8191)));
+    for arr in [
+        sm::MON_PAY_ADDRL,
+        sm::MON_PAY_ADDRH,
+        sm::MON_PAY_DATA,
+        sm::MON_ARM,
+        sm::MON_CONFIG,
+        sm::MON_STATUS,
+    ] {
+        assert!(!user_writable(d0(arr, 0)));
+        assert!(!user_writable(d0(arr, FIRST_USER_MON - 1)));
+        assert!(user_writable(d0(arr, FIRST_USER_MON)));
+        assert!(user_writable(d0(arr, 2047)));
+    }
+    for arr in [
+        sm::CQ_BASE_ADDR_L,
+        sm::CQ_LBW_DATA,
+        sm::CQ_INC_MODE,
+        sm::CQ_PI,
+    ] {
+        assert!(!user_writable(cq(0, arr, 0)));
+        assert!(!user_writable(cq(0, arr, FIRST_USER_CQ as u32 - 1)));
+        assert!(user_writable(cq(0, arr, FIRST_USER_CQ as u32)));
+        assert!(user_writable(cq(3, arr, 0)), "dcore 3, all CQs");
+    }
+    assert!(!user_writable(cq(0, 0x450, 10)), "CQ_SEC");
+    assert!(!user_writable(OBJS_BASE + 0x1_4000), "SM_SEC");
+    assert!(!user_writable(GLBL_BASE), "GLBL config");
+    // DCORE1..3: every object.
+    assert!(user_writable(sob(1, 0)));
+    assert!(user_writable(mon(2, sm::MON_ARM, 0)));
+    assert!(user_writable(mon(3, sm::MON_CONFIG, 0)));
+    // QMANs: the fences, the ARB registers, CP_MSG_BASE, WR64 bases.
+    for qm in [
+        security::PDMA0_QM,
+        security::PDMA1_QM,
+        0x41C_A000, // DCORE0 EDMA0
+        0x47D_A000, // DCORE3 EDMA1
+        0x40C_A000, // DCORE0 MME
+        0x406_A000, // DCORE0 TPC6
+        0x465_A000, // DCORE3 TPC5
+    ] {
+        for off in [0x290, 0x2A0, 0x4A4, 0x4AC, 0x718, 0x1F0, 0x97C] {
+            assert!(user_writable(qm + off), "{qm:#x} + {off:#x}");
+        }
+        // GLBL_CFG0, PQ_BASE_LO, PQ_PI, an unaligned fence.
+        for off in [0x000, 0x050, 0x0A0, 0x292] {
+            assert!(!user_writable(qm + off), "{qm:#x} + {off:#x}");
+        }
+    }
+    assert!(!user_writable(0x466_A000 + 0x290), "no TPC6 on dcore 3");
+    // MMU/STLB, PCIe, PSOC.
+    for reg in [
+        0x4C8_3000,
+        regs::CPU_IF_PF_PQ_PI,
+        regs::PSOC_SCRATCHPAD_0,
+        sm::PCIE_MSIX,
+    ] {
+        assert!(!user_writable(reg), "{reg:#x}");
+    }
+}
