@@ -394,6 +394,13 @@ pub(crate) mod sm {
     pub(crate) const MON_ARM_0: u32 = 0x410_E000;
     /// `mmDCORE0_SYNC_MNGR_OBJS_MON_CONFIG_0`: `CQ_EN` 4, `LBW_EN` 8.
     pub(crate) const MON_CONFIG_0: u32 = 0x411_0000;
+    /// `mmDCORE0_SYNC_MNGR_GLBL_ASID_NONE_SEC_PRIV`: the ASID of the user
+    /// monitors' writes (dcore `d` at `+ d x DCORE_OFFSET`).
+    pub(crate) const GLBL_ASID_NONE_SEC_PRIV: u32 = 0x411_E048;
+    /// `mmDCORE0_SYNC_MNGR_MSTR_IF_AXUSER_HB_ASID`: RD 25:16, WR 9:0.
+    pub(crate) const MSTR_IF_AXUSER_HB_ASID: u32 = 0x411_FA80;
+    /// `mmDCORE0_SYNC_MNGR_MSTR_IF_AXUSER_HB_MMU_BP`.
+    pub(crate) const MSTR_IF_AXUSER_HB_MMU_BP: u32 = 0x411_FA84;
     /// `mmDCORE0_SYNC_MNGR_OBJS_MON_STATUS_0`.
     pub(crate) const MON_STATUS_0: u32 = 0x411_2000;
     /// `mmDCORE0_SYNC_MNGR_GLBL_CQ_BASE_ADDR_L_0`.

@@ -100,10 +100,16 @@ fn sm_user(reg: u32) -> bool {
     let Some((d, r)) = sm::decode(reg) else {
         return false;
     };
+    // The ASID registers stay the driver's in every dcore (GLBL and
+    // MSTR_IF blocks: only their CQ registers are unsecured).
+    if matches!(r, Reg::AsidNonSec | Reg::MstrAsid) {
+        return false;
+    }
     if d != 0 {
         return true;
     }
     match r {
+        Reg::AsidNonSec | Reg::MstrAsid => false,
         Reg::Sob(s) => s >= FIRST_USER_SOB,
         Reg::PayL(m)
         | Reg::PayH(m)

@@ -138,6 +138,12 @@ pub const CQ_LBW_DATA: u32 = 0x750;
 /// `GLBL_CQ_INC_MODE_0` (glbl_regs.h:1075).
 pub const CQ_INC_MODE: u32 = 0x850;
 /// `mmPCIE_MSIX_BASE` (gaudi2_blocks_linux_driver.h:22645): an LBW write
+/// `GLBL_ASID_NONE_SEC_PRIV` from [`GLBL_BASE`]
+/// (asic_reg/dcore0_sync_mngr_glbl_regs.h:47, 0x411E048).
+pub const ASID_NONE_SEC_PRIV: u32 = 0x048;
+/// `MSTR_IF_AXUSER_HB_ASID` from [`GLBL_BASE`]
+/// (asic_reg/dcore0_sync_mngr_mstr_if_axuser_regs.h:23, 0x411FA80).
+pub const MSTR_IF_AXUSER_HB_ASID: u32 = 0x1A80;
 /// there raises the MSI-X vector its data names.
 pub const PCIE_MSIX: u32 = 0x4C1_7000;
 /// Monitors the fire FIFO holds.
@@ -254,6 +260,10 @@ struct Dcore {
     /// Per sync group, the first monitor armed on it.
     heads: [u16; GROUPS],
     cqs: [Cq; CQS],
+    /// `GLBL_ASID_NONE_SEC_PRIV`.
+    asid_nonsec: u32,
+    /// `MSTR_IF_AXUSER_HB_ASID`.
+    mstr_asid: u32,
 }
 
 impl Dcore {
@@ -262,6 +272,8 @@ impl Dcore {
         mons: [Monitor::IDLE; MONS],
         heads: [NIL; GROUPS],
         cqs: [Cq::IDLE; CQS],
+        asid_nonsec: 0,
+        mstr_asid: 0,
     };
 
     /// The 60-bit value of SOBs `s..s+3` (missing SOBs read 0). O(1).
@@ -410,6 +422,12 @@ pub(super) enum Reg {
     LbwH(usize),
     LbwData(usize),
     IncMode(usize),
+    /// `GLBL_ASID_NONE_SEC_PRIV`: the ASID of the user's (non-secured)
+    /// monitors' writes.
+    AsidNonSec,
+    /// `MSTR_IF_AXUSER_HB_ASID`: the ASID (write field 9:0) of every write
+    /// of the dcore's sync manager (programmed for DCORE1..3).
+    MstrAsid,
 }
 
 /// Which dcore's sync manager register `reg` is. O(1).
@@ -440,6 +458,10 @@ pub(super) fn decode(reg: u32) -> Option<(usize, Reg)> {
             4 => Reg::Config(m),
             _ => Reg::Status(m),
         }
+    } else if off == glbl + ASID_NONE_SEC_PRIV {
+        Reg::AsidNonSec
+    } else if off == glbl + MSTR_IF_AXUSER_HB_ASID {
+        Reg::MstrAsid
     } else if off >= glbl + CQ_BASE_ADDR_L {
         let i = arr(glbl + CQ_BASE_ADDR_L, 9 * CQS)?;
         let c = i % CQS;
@@ -519,6 +541,8 @@ impl SyncManager {
             Reg::LbwH(c) => cq(c).map(|q| (q.lbw_addr >> 32) as u32),
             Reg::LbwData(c) => cq(c).map(|q| q.lbw_data),
             Reg::IncMode(c) => cq(c).map(|q| q.inc_mode),
+            Reg::AsidNonSec => Some(dc.asid_nonsec),
+            Reg::MstrAsid => Some(dc.mstr_asid),
         }
     }
 
@@ -543,10 +567,18 @@ impl SyncManager {
                         Reg::PayH(_) => x.pay_hi = val,
                         Reg::Data(_) => x.data = val,
                         Reg::Config(_) => x.config = val,
-                        _ => {} // STATUS is read-only.
+                        _ => {}
                     }
                 }
+                // A STATUS write without VALID disarms (upstream's context
+                // init writes PROT alone to every user monitor,
+                // gaudi2/gaudi2.c:10899-10911).
+                if matches!(r, Reg::Status(_)) && val & 1 == 0 {
+                    dc.unlink(m);
+                }
             }
+            Reg::AsidNonSec => dc.asid_nonsec = val & 0x3FF,
+            Reg::MstrAsid => dc.mstr_asid = val,
             Reg::CqBaseL(c)
             | Reg::CqBaseH(c)
             | Reg::CqSize(c)
@@ -654,6 +686,24 @@ impl SyncManager {
         self.evaluate(d, m);
     }
 
+    /// The ASID of monitor `m` of dcore `d`'s writes: DCORE0's driver
+    /// monitors (below [`super::security::FIRST_USER_MON`]) write with the
+    /// kernel's (`GLBL_ASID_SEC`, gaudi2/gaudi2.c:5790), its user monitors
+    /// with `GLBL_ASID_NONE_SEC_PRIV` (the context's, written at
+    /// `gaudi2_mmu_prepare`, :7963); DCORE1..3's, all the user's, with
+    /// `MSTR_IF_AXUSER_HB_ASID` (:7969-7971). O(1).
+    fn asid(&self, d: usize, m: usize) -> u16 {
+        let Some(dc) = self.dcores.get(d) else {
+            return 0;
+        };
+        let asid = match d {
+            0 if m < super::security::FIRST_USER_MON => 0,
+            0 => dc.asid_nonsec,
+            _ => dc.mstr_asid,
+        };
+        (asid & 0x3FF) as u16
+    }
+
     /// Queue monitor `m` of dcore `d` to fire (counted as dropped when the
     /// FIFO is full). O(1).
     fn push(&mut self, d: usize, m: usize) {
@@ -728,25 +778,34 @@ impl Gaudi2 {
             else {
                 break;
             };
+            let asid = self.sm.asid(d, m);
             if k == 0 && config & CFG_CQ_EN != 0 {
-                self.cq_write(env, d, x.pay_lo as usize, x.data, config & CFG_LBW_EN != 0);
+                let lbw = config & CFG_LBW_EN != 0;
+                self.cq_write(env, (d, asid), x.pay_lo as usize, x.data, lbw);
             } else {
-                let _ = self.engine_write(env, 0, x.pay_addr(), &x.data.to_le_bytes());
+                let _ = self.engine_write(env, asid, x.pay_addr(), &x.data.to_le_bytes());
             }
         }
     }
 
     /// A monitor's message to CQ `c` of dcore `d`: the ring entry or the
     /// 64-bit add, then with `lbw` the CQ's LBW write. O(1).
-    fn cq_write(&mut self, env: &mut dyn Env, d: usize, c: usize, data: u32, lbw: bool) {
+    fn cq_write(
+        &mut self,
+        env: &mut dyn Env,
+        (d, asid): (usize, u16),
+        c: usize,
+        data: u32,
+        lbw: bool,
+    ) {
         let Some(q) = self.sm.dcores.get(d).and_then(|dc| dc.cqs.get(c)).copied() else {
             return;
         };
         if q.inc_mode & 1 != 0 {
             let mut b = [0u8; 8];
-            if self.engine_read(env, 0, q.base, &mut b).is_ok() {
+            if self.engine_read(env, asid, q.base, &mut b).is_ok() {
                 let v = u64::from_le_bytes(b).wrapping_add(u64::from(data));
-                let _ = self.engine_write(env, 0, q.base, &v.to_le_bytes());
+                let _ = self.engine_write(env, asid, q.base, &v.to_le_bytes());
             }
         } else {
             let entries = 1u64.checked_shl(q.size_log2).map_or(0, |b| b / 4);
@@ -754,7 +813,7 @@ impl Gaudi2 {
                 .checked_rem(entries)
                 .and_then(|slot| q.base.checked_add(slot * 4))
             {
-                let _ = self.engine_write(env, 0, at, &data.to_le_bytes());
+                let _ = self.engine_write(env, asid, at, &data.to_le_bytes());
             }
             if let Some(x) = self.sm.dcores.get_mut(d).and_then(|dc| dc.cqs.get_mut(c)) {
                 x.pi = x.pi.wrapping_add(1);

@@ -864,6 +864,17 @@ impl Engines for PciEngines {
             m.wreg(base + qm::AXUSER_HB_ASID, v)?;
             m.wreg(base + r::PDMA_CORE_OFFSET + r::CORE_AXUSER_HB_ASID, v)?;
         }
+        // The sync managers' writes for the user (gaudi2_mmu_prepare,
+        // gaudi2/gaudi2.c:7962-7973): DCORE0's user monitors with the
+        // context's ASID, every write of DCORE1..3's (all the user's).
+        for d in 0..r::DCORES {
+            let off = d * r::DCORE_OFFSET;
+            m.wreg(sm::GLBL_ASID_NONE_SEC_PRIV + off, asid & 0x3FF)?;
+            if d > 0 {
+                m.wreg(sm::MSTR_IF_AXUSER_HB_ASID + off, v)?;
+                m.wreg(sm::MSTR_IF_AXUSER_HB_MMU_BP + off, 0)?;
+            }
+        }
         let engines = self.core.clone();
         Ok(Arc::new(PciQueues { engines }, GFP_KERNEL)?)
     }

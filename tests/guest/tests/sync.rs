@@ -250,3 +250,107 @@ fn a_cb_may_not_write_the_drivers_sync_objects() {
     // The driver's completions still work.
     completed(run(&d, &[(PDMA0, &Cb::new().nop())]));
 }
+
+/// Words of `b` from `off`.
+fn words(b: &HostBuffer, off: usize, n: usize) -> Vec<u32> {
+    (0..n).map(|i| word(b, off + 4 * i)).collect()
+}
+
+/// A host buffer holding `bytes`, mapped: (buffer, device VA).
+fn host_with<'d>(d: &'d Device, bytes: &[u8]) -> (Mem<'d>, u64) {
+    let (mut m, va) = host(d, bytes.len().max(4096));
+    m.buf.as_mut_slice()[..bytes.len()].copy_from_slice(bytes);
+    (m, va)
+}
+
+#[test]
+fn cp_dma_hands_a_cb_to_the_lower_cp_and_nests_in_the_upper() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let (sob, mon) = first(&d);
+    let q = GAUDI2_QUEUE_ID_DCORE0_EDMA_0_0;
+    let (out, o) = host(&d, 4096);
+    // The lower CP's CB: two words, then the SOB the upper CP waits on.
+    let lower = Cb::new()
+        .msg_long(o, 0x10)
+        .msg_long(o + 4, 0x11)
+        .push(&sob.add(1));
+    let (_l, lva) = host_with(&d, lower.bytes());
+    // A CB the upper CP calls (CP_DMA with upper_cp), from SRAM + 8.
+    let nested = Cb::new().msg_long(o + 8, 0x20);
+    let (_n, nva) = host_with(&d, nested.bytes());
+    completed(run(
+        &d,
+        &[(PDMA0, &Cb::new().lin_dma(nva, SRAM + 0x1008, nested.len()))],
+    ));
+    let fence = Fence::of(q).unwrap();
+    let upper = Cb::new()
+        .push(&hlrs::sync::cp_dma(lva, lower.len(), false))
+        .push(&mon.fire_into(fence, sob, 1))
+        .push(&fence.wait(1))
+        .push(&hlrs::sync::cp_dma(SRAM + 0x1008, nested.len(), true))
+        .msg_long(o + 12, 0x30);
+    completed(run(&d, &[(q, &upper)]));
+    assert_eq!(words(&out, 0, 4), [0x10, 0x11, 0x20, 0x30]);
+}
+
+#[test]
+fn a_cb_list_chain_runs_every_entry() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    const N: usize = 10;
+    let (out, o) = host(&d, 4096);
+    let (_index, iva) = host(&d, 4096);
+    // Entry i's CB: word i := i + 1, index := i + 1, then the next CB_LIST
+    // (the last one ends the chain).
+    let (mut table, tva) = host(&d, 4096);
+    let mut cbs = Vec::new();
+    for i in 0..N {
+        let mut cb = Cb::new()
+            .msg_long(o + 4 * i as u64, i as u32 + 1)
+            .msg_long(iva, i as u32 + 1);
+        if i + 1 < N {
+            cb = cb.push(&hlrs::sync::cb_list(iva, tva));
+        }
+        cbs.push(host_with(&d, cb.bytes()));
+        let entry = hlrs::sync::cp_dma(cbs[i].1, cb.len(), true);
+        table.buf.as_mut_slice()[16 * i..16 * i + 16].copy_from_slice(&entry);
+    }
+    let start = Cb::new()
+        .msg_long(iva, 0)
+        .push(&hlrs::sync::cb_list(iva, tva));
+    completed(run(&d, &[(PDMA0, &start)]));
+    assert_eq!(words(&out, 0, N), (1..=N as u32).collect::<Vec<_>>());
+}
+
+#[test]
+fn predicated_packets_run_or_are_skipped_as_the_loaded_predicates_say() {
+    guest_only!();
+    use hlrs::sync::{load_and_exe, msg_long_pred, LoadAndExe};
+    let d = Device::open_compute(0).unwrap();
+    let (out, o) = host(&d, 4096);
+    let (_on, on) = host_with(&d, &(1u32 << 10).to_le_bytes());
+    let (_off, off) = host_with(&d, &(1u32 << 3).to_le_bytes());
+    let cb = Cb::new()
+        .push(&load_and_exe(LoadAndExe::Predicates { bitmap: true }, on))
+        .push(&msg_long_pred(o, 0xA, 10))
+        .push(&load_and_exe(LoadAndExe::Predicates { bitmap: true }, off))
+        .push(&msg_long_pred(o + 4, 0xB, 10))
+        // Predicate 0 always holds.
+        .push(&msg_long_pred(o + 8, 0xC, 0));
+    completed(run(&d, &[(PDMA0, &cb)]));
+    assert_eq!(words(&out, 0, 3), [0xA, 0, 0xC]);
+}
+
+#[test]
+fn loaded_scalars_execute_as_a_packet() {
+    guest_only!();
+    use hlrs::sync::{load_and_exe, LoadAndExe};
+    let d = Device::open_compute(0).unwrap();
+    let (out, o) = host(&d, 4096);
+    let scalars = hlrs::cs::packet::msg_long(o + 4, 0x5CA1);
+    let (_s, sva) = host_with(&d, &scalars);
+    let cb = Cb::new().push(&load_and_exe(LoadAndExe::Scalars { exe: Some(0) }, sva));
+    completed(run(&d, &[(GAUDI2_QUEUE_ID_DCORE0_EDMA_0_0, &cb)]));
+    assert_eq!(word(&out, 4), 0x5CA1);
+}

@@ -573,3 +573,27 @@ fn user_writable_follows_the_protection_upstream_sets() {
         assert!(!user_writable(reg), "{reg:#x}");
     }
 }
+
+#[test]
+fn a_status_write_without_valid_disarms_and_the_asids_are_the_drivers() {
+    let (mut g, mut env) = device();
+    monitor(&mut g, &mut env, 0, 400, 700, 1, 0, HOST + 0x40, 0x77);
+    assert_eq!(status(&mut g, &mut env, 0, 400) & 1, 1);
+    // Upstream's context init writes PROT alone: the monitor is disarmed
+    // and a later SOB write fires nothing.
+    g.reg_write(&mut env, mon(0, sm::MON_STATUS, 400), 1 << 9);
+    assert_eq!(status(&mut g, &mut env, 0, 400) & 1, 0);
+    g.reg_write(&mut env, sob(0, 700), 1);
+    g.step(&mut env);
+    assert_eq!(env.u32_at(HOST + 0x40), 0);
+    // The ASID registers read back, and no user CB may write them.
+    for d in 0..4 {
+        let nonsec = GLBL_BASE + d * DCORE_STRIDE + sm::ASID_NONE_SEC_PRIV;
+        let mstr = GLBL_BASE + d * DCORE_STRIDE + sm::MSTR_IF_AXUSER_HB_ASID;
+        g.reg_write(&mut env, nonsec, 5);
+        g.reg_write(&mut env, mstr, 5 << 16 | 5);
+        assert_eq!(g.reg_read(&mut env, nonsec), 5);
+        assert_eq!(g.reg_read(&mut env, mstr), 5 << 16 | 5);
+        assert!(!user_writable(nonsec) && !user_writable(mstr));
+    }
+}

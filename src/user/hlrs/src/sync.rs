@@ -326,6 +326,45 @@ pub fn cb_list(index_addr: u64, table_addr: u64) -> [u8; 24] {
     p
 }
 
+/// What a `LOAD_AND_EXE` does (its `cfg`: `dst` bit 0, `pmap` 1, `load`
+/// 8, `exe` 9, `etype` 10; libhlthunk's `packet_load_and_exe`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LoadAndExe {
+    /// Load the predicates from `src`: one u32 bitmap (`bitmap` true,
+    /// `pmap` 1) or 32 u32s of which bit 0 counts. Predicate 0 is always
+    /// true.
+    Predicates {
+        /// One bitmap rather than 32 words.
+        bitmap: bool,
+    },
+    /// Load 16 bytes of scalars (R0..R3), and with `exe` run them: the
+    /// packet at R0 (`etype` 0) or the 8 bytes in R2-R3 (`etype` 1).
+    Scalars {
+        /// Run them too.
+        exe: Option<u32>,
+    },
+    /// Run the scalars loaded before (`etype` as above).
+    Exe {
+        /// Which.
+        etype: u32,
+    },
+}
+
+/// A `LOAD_AND_EXE` of `what` from `src`.
+pub fn load_and_exe(what: LoadAndExe, src: u64) -> [u8; 16] {
+    let cfg = match what {
+        LoadAndExe::Predicates { bitmap } => 1 << 8 | u32::from(bitmap) << 1,
+        LoadAndExe::Scalars { exe: None } => 1 << 8 | 1,
+        LoadAndExe::Scalars { exe: Some(e) } => 1 << 8 | 1 | 1 << 9 | (e & 1) << 10,
+        LoadAndExe::Exe { etype } => 1 | 1 << 9 | (etype & 1) << 10,
+    };
+    let mut p = [0u8; 16];
+    p[0..4].copy_from_slice(&cfg.to_le_bytes());
+    p[4..8].copy_from_slice(&ctl(PACKET_LOAD_AND_EXE).to_le_bytes());
+    p[8..16].copy_from_slice(&src.to_le_bytes());
+    p
+}
+
 /// An `ARB_POINT` (`rls` releases the arbitration, else it is taken with
 /// `priority`).
 pub fn arb_point(priority: u32, rls: bool) -> [u8; 8] {
