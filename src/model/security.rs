@@ -39,19 +39,7 @@
 
 use super::sm::{self, Reg};
 
-/// `GAUDI2_RESERVED_SOB_NUMBER` (gaudi2/gaudi2P.h:252-263: 64 CS
-/// completions + 1 KDMA + 2 x 10 decoders = 85) plus `HL_RSVD_SOBS` (2,
-/// common/habanalabs.h:127) per sync-stream queue (164): DCORE0's first
-/// SOB a user may write (`first_available_user_sob[0]`,
-/// gaudi2/gaudi2.c:2925-2926).
-pub const FIRST_USER_SOB: usize = 413;
-/// `GAUDI2_RESERVED_MON_NUMBER` (gaudi2P.h:265-276: 64 + 1 + 2 x 3 x 10 =
-/// 125) plus `HL_RSVD_MONS` (1) per sync-stream queue (164):
-/// `first_available_user_mon[0]` (gaudi2.c:2928-2929).
-pub const FIRST_USER_MON: usize = 289;
-/// `GAUDI2_RESERVED_CQ_NUMBER` (gaudi2P.h:280-284: CS completion, KDMA
-/// completion): `first_available_cq[0]` (gaudi2.c:2935).
-pub const FIRST_USER_CQ: usize = 2;
+pub use super::sm::{FIRST_USER_CQ, FIRST_USER_MON, FIRST_USER_SOB};
 
 /// `mmPDMA0_QM_BASE` (asic_reg/gaudi2_blocks_linux_driver.h).
 pub const PDMA0_QM: u32 = 0x4C8_A000;

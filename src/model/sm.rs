@@ -138,6 +138,19 @@ pub const CQ_LBW_DATA: u32 = 0x750;
 /// `GLBL_CQ_INC_MODE_0` (glbl_regs.h:1075).
 pub const CQ_INC_MODE: u32 = 0x850;
 /// `mmPCIE_MSIX_BASE` (gaudi2_blocks_linux_driver.h:22645): an LBW write
+/// `GAUDI2_RESERVED_SOB_NUMBER` (gaudi2/gaudi2P.h:252-263: 64 CS
+/// completions + 1 KDMA + 2 x 10 decoders = 85) plus `HL_RSVD_SOBS` (2,
+/// common/habanalabs.h:127) per sync-stream queue (164): DCORE0's first
+/// SOB a user may write (`first_available_user_sob[0]`,
+/// gaudi2/gaudi2.c:2925-2926).
+pub const FIRST_USER_SOB: usize = 413;
+/// `GAUDI2_RESERVED_MON_NUMBER` (gaudi2P.h:265-276: 64 + 1 + 2 x 3 x 10 =
+/// 125) plus `HL_RSVD_MONS` (1) per sync-stream queue (164):
+/// `first_available_user_mon[0]` (gaudi2.c:2928-2929).
+pub const FIRST_USER_MON: usize = 289;
+/// `GAUDI2_RESERVED_CQ_NUMBER` (gaudi2P.h:280-284: CS completion, KDMA
+/// completion): `first_available_cq[0]` (gaudi2.c:2935).
+pub const FIRST_USER_CQ: usize = 2;
 /// `GLBL_ASID_NONE_SEC_PRIV` from [`GLBL_BASE`]
 /// (asic_reg/dcore0_sync_mngr_glbl_regs.h:47, 0x411E048).
 pub const ASID_NONE_SEC_PRIV: u32 = 0x048;
@@ -687,7 +700,7 @@ impl SyncManager {
     }
 
     /// The ASID of monitor `m` of dcore `d`'s writes: DCORE0's driver
-    /// monitors (below [`super::security::FIRST_USER_MON`]) write with the
+    /// monitors (below [`FIRST_USER_MON`]) write with the
     /// kernel's (`GLBL_ASID_SEC`, gaudi2/gaudi2.c:5790), its user monitors
     /// with `GLBL_ASID_NONE_SEC_PRIV` (the context's, written at
     /// `gaudi2_mmu_prepare`, :7963); DCORE1..3's, all the user's, with
@@ -697,7 +710,7 @@ impl SyncManager {
             return 0;
         };
         let asid = match d {
-            0 if m < super::security::FIRST_USER_MON => 0,
+            0 if m < FIRST_USER_MON => 0,
             0 => dc.asid_nonsec,
             _ => dc.mstr_asid,
         };
