@@ -96,6 +96,10 @@ impl Drop for Context {
     fn drop(&mut self) {
         // Usually done at the file's close already.
         self.cs.stop_and_drain();
+        // Its timestamp registrations go with it.
+        if let Ok(ints) = self.dev.cs.interrupts() {
+            ints.forget(Arc::as_ptr(&self.cs) as usize);
+        }
         // Opens answer `EAGAIN` from here on (upstream `compute_ctx_in_release`).
         self.dev.begin_release();
         // The registers of every HW block go, so the next user reads zeros

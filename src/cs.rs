@@ -12,7 +12,9 @@
 //!    captured errors, timeout and page-fault configuration);
 //! 3. [`tracker`]: one context's CSs in flight, sequence numbers, the
 //!    window of 64, timeouts (the driver's TDR watchdog), close;
-//! 4. [`wait`] (WAIT_CS) and [`submit`] (CS, with its restore phase).
+//! 4. [`wait`] (WAIT_CS) and [`submit`] (CS, with its restore phase);
+//!    [`user_interrupt`] (WAIT_CS on a user interrupt, timestamp
+//!    registrations, the MSI-X 48..111 threads).
 
 pub(crate) mod capture;
 pub(crate) mod device_cs;
@@ -20,5 +22,6 @@ pub(crate) mod fence;
 pub(crate) mod outcome;
 pub(crate) mod submit;
 pub(crate) mod tracker;
+pub(crate) mod user_interrupt;
 pub(crate) mod validate;
 pub(crate) mod wait;

@@ -11,7 +11,7 @@
 use crate::hw::pci::PciGaudi2;
 use crate::{
     asic::{AsicProperties, MAX_ASID},
-    cs::{device_cs::DeviceCs, tracker::ContextCs},
+    cs::{device_cs::DeviceCs, tracker::ContextCs, user_interrupt::UserInterrupts},
     hw::{
         backend::{Backend, DeviceStatus},
         cpucp::{CpuCp, SimCpuCp},
@@ -148,7 +148,7 @@ impl HlDevice {
         let (sim, mmu, vm) = DeviceVm::simulated(&asic)?;
         let hw: Arc<dyn Backend> = sim.clone();
         let engines: Arc<dyn Engines> = SimEngines::new(&sim)?;
-        let cs = DeviceCs::new(hw.clone(), Some(engines))?;
+        let cs = DeviceCs::new(hw.clone(), Some(engines), None)?;
         let fw: Arc<dyn CpuCp> = Arc::new(SimCpuCp::new(asic.dram_size), GFP_KERNEL)?;
         Self::assemble(
             index,
@@ -168,12 +168,12 @@ impl HlDevice {
         index: u32,
         asic: AsicProperties,
         pci: Arc<PciGaudi2>,
-        engines: Arc<dyn Engines>,
+        (engines, interrupts): (Arc<dyn Engines>, Arc<UserInterrupts>),
         bus: BusId,
     ) -> Result<Arc<Self>> {
         let hw: Arc<dyn Backend> = pci.clone();
         let (mmu, vm) = DeviceVm::on(&asic, hw.clone())?;
-        let cs = DeviceCs::new(hw.clone(), Some(engines))?;
+        let cs = DeviceCs::new(hw.clone(), Some(engines), Some(interrupts))?;
         let fw: Arc<dyn CpuCp> = pci.clone();
         Self::assemble(
             index,

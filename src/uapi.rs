@@ -321,6 +321,12 @@ pub const HL_MAX_JOBS_PER_CS: u32 = 512;
 
 /// `HL_WAIT_CS_FLAGS_INTERRUPT`: wait for a user interrupt.
 pub const HL_WAIT_CS_FLAGS_INTERRUPT: u32 = 0x2;
+/// `HL_WAIT_CS_FLAGS_INTERRUPT_MASK`: the interrupt id (bits 31:20).
+pub const HL_WAIT_CS_FLAGS_INTERRUPT_MASK: u32 = 0xFFF0_0000;
+/// `HL_WAIT_CS_FLAGS_INTERRUPT_KERNEL_CQ`: the counter is in a CB.
+pub const HL_WAIT_CS_FLAGS_INTERRUPT_KERNEL_CQ: u32 = 0x10;
+/// `HL_WAIT_CS_FLAGS_REGISTER_INTERRUPT`: register a timestamp instead.
+pub const HL_WAIT_CS_FLAGS_REGISTER_INTERRUPT: u32 = 0x20;
 /// `HL_WAIT_CS_FLAGS_MULTI_CS`: wait for any of several CSs.
 pub const HL_WAIT_CS_FLAGS_MULTI_CS: u32 = 0x4;
 /// `HL_WAIT_CS_STATUS_COMPLETED`.

@@ -39,7 +39,10 @@
 //! unlocked), nor inside `HlDevice::state`.
 
 use crate::{
-    cs::capture::{self, Captured},
+    cs::{
+        capture::{self, Captured},
+        user_interrupt::UserInterrupts,
+    },
     ffi::{clock::ktime_ns, eventfd::EventFd},
     hw::{
         backend::{Backend, DeviceStatus},
@@ -114,6 +117,9 @@ pub(crate) struct DeviceCs {
     /// are not implemented), where every CS with jobs fails with
     /// `EOPNOTSUPP` before it gets a sequence number ([`Self::engines`]).
     engines: Option<Arc<dyn Engines>>,
+    /// The user interrupts (MSI-X 48..111) and their waits; `None` on a
+    /// device without them (the simulation: interrupt waits are `EPERM`).
+    interrupts: Option<Arc<UserInterrupts>>,
     /// Every context's drops together.
     pub(crate) counters: CsCounters,
     #[pin]
@@ -195,12 +201,14 @@ impl DeviceCs {
     pub(crate) fn new(
         hw: Arc<dyn Backend>,
         engines: Option<Arc<dyn Engines>>,
+        interrupts: Option<Arc<UserInterrupts>>,
     ) -> Result<Arc<Self>> {
         Arc::pin_init(
             try_pin_init!(Self {
                 hw,
                 status <- new_mutex!(DeviceStatus::Operational),
                 engines,
+                interrupts,
                 counters: CsCounters::new(),
                 captured <- new_mutex!(Captured::default()),
                 notifier <- new_mutex!(None),
@@ -253,6 +261,12 @@ impl DeviceCs {
 
     /// The engines: `EOPNOTSUPP` on a device without engines the driver
     /// drives (see [`Self::engines`]). O(1).
+    /// The user interrupts: `EPERM` on a device without them (upstream's
+    /// answer when `user_interrupt_count` is 0).
+    pub(crate) fn interrupts(&self) -> Result<&Arc<UserInterrupts>> {
+        self.interrupts.as_ref().ok_or(EPERM)
+    }
+
     pub(crate) fn engines(&self) -> Result<&Arc<dyn Engines>> {
         self.engines.as_ref().ok_or(EOPNOTSUPP)
     }
@@ -445,7 +459,7 @@ mod tests {
     fn the_log_limit_is_a_rate_not_a_budget_per_open() -> Result {
         let asic = crate::asic::AsicProperties::gaudi2(6, 0)?;
         let sim = Arc::pin_init(crate::hw::sim::SimGaudi2::new(&asic), GFP_KERNEL)?;
-        let cs = DeviceCs::new(sim, None)?;
+        let cs = DeviceCs::new(sim, None, None)?;
         for _ in 0..LOG_BURST {
             assert!(cs.may_log_at(T0));
         }

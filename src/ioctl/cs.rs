@@ -10,7 +10,8 @@
 //! except after `EAGAIN`, which leaves it as it came.
 //!
 //! WAIT_CS: `EBUSY` while the device is not operational; user-interrupt
-//! waits `EPERM` (the simulated device has no user interrupts), multi-CS
+//! waits as [`interrupt_wait`] (`EPERM` on the simulated device, which has
+//! no user interrupts), multi-CS
 //! waits `EINVAL` for non-zero padding and else `EPERM` (Gaudi2 does not
 //! support them). A wait on one sequence zeroes the union and sets `status`,
 //! `flags` and `timestamp_nsec`: COMPLETED (0), with `FLAG_GONE` for a CS
@@ -23,14 +24,17 @@
 use crate::{
     cs::{
         submit::{self, ChunkSource, Chunks, CsIn, INLINE_CHUNKS},
+        user_interrupt::{Counter, UserInterrupts},
         wait::{upstream_timeout_us, wait_cs, WaitCs},
     },
     file::ComputeFile,
     uapi::*,
+    vm::command_buffer::cb_get,
 };
 use kernel::{
     alloc::KVVec,
     prelude::*,
+    sync::Arc,
     uaccess::{UserPtr, UserSlice},
 };
 
@@ -77,6 +81,53 @@ pub(crate) fn cs_ioctl(file: &ComputeFile, args: &mut HlCsArgs, src: &dyn ChunkS
     rc
 }
 
+/// WAIT_CS on a user interrupt (`hl_interrupt_wait_ioctl`,
+/// common/command_submission.c:3622-3718; see
+/// [`crate::cs::user_interrupt`]): a wait on
+/// a counter in a CB (`INTERRUPT_KERNEL_CQ`) or at a user address, or a
+/// timestamp registration (`INTERRUPT_KERNEL_CQ | REGISTER_INTERRUPT`).
+/// `EPERM` on a device without user interrupts, `EINVAL` for an id that
+/// names none, an unknown CB or timestamp buffer, or a counter outside its
+/// CB. Sleeps (interruptibly) up to `interrupt_timeout_us`.
+fn interrupt_wait(file: &ComputeFile, args: &mut HlWaitCsArgs) -> Result {
+    let ctx = &file.ctx;
+    let ints = ctx.cs().dev.interrupts()?.clone();
+    let id = (args.flags & HL_WAIT_CS_FLAGS_INTERRUPT_MASK) >> 20;
+    let slot = UserInterrupts::slot(id)?;
+    // The union: `addr` or `cq_counters_handle` at 0, `target` at 8.
+    let (handle, target) = (args.seq, args.timeout_us);
+    let counter = if args.flags & HL_WAIT_CS_FLAGS_INTERRUPT_KERNEL_CQ != 0 {
+        let cb = cb_get(&ctx.vm().cbs, handle).map_err(|_| EINVAL)?;
+        let index = usize::try_from(args.cq_counters_offset).map_err(|_| EINVAL)?;
+        if index >= cb.size() as usize / 8 {
+            return Err(EINVAL);
+        }
+        if args.flags & HL_WAIT_CS_FLAGS_REGISTER_INTERRUPT != 0 {
+            let pgoff = args.timestamp_handle >> HL_MMAP_PAGE_SHIFT;
+            let buf = (mmap_type(pgoff) == HL_MMAP_TYPE_TS_BUFF)
+                .then(|| ctx.vm().ts_buffers.lock().get(mmap_value(pgoff) as u32))
+                .flatten()
+                .ok_or(EINVAL)?;
+            let element = usize::try_from(args.timestamp_offset).map_err(|_| EINVAL)?;
+            let owner = Arc::as_ptr(ctx.cs()) as usize;
+            ints.register(owner, slot, (buf, element), (cb, index), target)?;
+            args.set_out(HL_WAIT_CS_STATUS_COMPLETED, 0, 0);
+            return Ok(());
+        }
+        Counter::Cb(cb, index)
+    } else {
+        Counter::User(handle)
+    };
+    let w = ints.wait(slot, &counter, target, args.interrupt_timeout_us)?;
+    let flags = if w.ts_ns != 0 {
+        HL_WAIT_CS_STATUS_FLAG_TIMESTAMP_VLD
+    } else {
+        0
+    };
+    args.set_out(w.status, flags, w.ts_ns);
+    Ok(())
+}
+
 /// Serve one WAIT_CS ioctl of a compute file. Sleeps (interruptibly) up to
 /// `timeout_us`, as upstream counts it (its low 32 bits, or for ever).
 pub(crate) fn wait_cs_ioctl(file: &ComputeFile, args: &mut HlWaitCsArgs) -> Result {
@@ -85,7 +136,7 @@ pub(crate) fn wait_cs_ioctl(file: &ComputeFile, args: &mut HlWaitCsArgs) -> Resu
         return Err(EBUSY);
     }
     if args.flags & HL_WAIT_CS_FLAGS_INTERRUPT != 0 {
-        return Err(EPERM);
+        return interrupt_wait(file, args);
     }
     if args.flags & HL_WAIT_CS_FLAGS_MULTI_CS != 0 {
         if args.multi_cs_pad() != [0; 7] {

@@ -131,6 +131,13 @@ pub(crate) fn hw_ip_info(dev: &HlDevice) -> HlInfoHwIpInfo {
     hw.reserved_dram_size = p.reserved_dram_size();
     hw.num_of_events = crate::asic::GAUDI2_EVENT_SIZE;
     hw.server_type = HL_SERVER_GAUDI2_HLS2;
+    // User interrupts where the device raises them (the PCI Gaudi2's
+    // MSI-X 48..111; ioc:101-105, gaudi2/gaudi2.c:2801-2802, 2931-2932).
+    if dev.cs.interrupts().is_ok() {
+        hw.first_available_interrupt_id = crate::cs::user_interrupt::FIRST_USER_INTERRUPT as u16;
+        hw.number_of_user_interrupts = crate::cs::user_interrupt::USER_INTERRUPTS as u16;
+        hw.tpc_interrupt_id = crate::cs::user_interrupt::TPC_ASSERT_INTERRUPT as u16;
+    }
     hw.module_id = dev.index;
     copy_str(
         &mut hw.cpucp_version,

@@ -35,6 +35,7 @@
 
 use crate::{
     asic::{gaudi2_regs as r, PCI_IDS_GAUDI2, PCI_VENDOR_ID_HABANALABS},
+    cs::user_interrupt::{UserInterruptIrq, UserInterrupts, FIRST_USER_INTERRUPT, USER_INTERRUPTS},
     device::{BusId, HlDevice},
     ffi::irq::MsixHandlers,
     ffi::{
@@ -156,11 +157,20 @@ impl<'bound> PciDevice<'bound> {
             c"habanalabs_rs eq",
             EqIrq::new(&engines)?,
         )?;
+        // The user interrupts: MSI-X 48..111, each its own thread.
+        let interrupts = UserInterrupts::new()?;
+        for k in 0..USER_INTERRUPTS {
+            msix.request(
+                (FIRST_USER_INTERRUPT + k) as usize,
+                c"habanalabs_rs user",
+                UserInterruptIrq::new(&interrupts, k as usize)?,
+            )?;
+        }
         let hdev = HlDevice::new_pci(
             index,
             hw_probe.asic.clone(),
             hw_probe.hw.clone(),
-            engines.clone(),
+            (engines.clone(), interrupts),
             bus_id(pdev)?,
         )?;
         hdev.cs.configure(

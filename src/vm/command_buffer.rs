@@ -171,6 +171,15 @@ impl CommandBuffer {
         self.device_va.store(va, Relaxed);
     }
 
+    /// Store `v` as the word at byte offset `8 * i`, as the device would
+    /// write it (tests). O(1).
+    #[cfg(CONFIG_KUNIT)]
+    pub(crate) fn set_word(&self, i: usize, v: u64) {
+        if let Some(w) = self.memory.get(i) {
+            w.store(v, Relaxed);
+        }
+    }
+
     /// The 64-bit word at byte offset `8 * i`, as the device would read it
     /// (one atomic load: userspace may write it at any time). O(1).
     pub(crate) fn word(&self, i: usize) -> Option<u64> {

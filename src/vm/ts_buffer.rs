@@ -147,6 +147,14 @@ impl TsBuffer {
         self.user.get(i).map(|w| w.load(Relaxed))
     }
 
+    /// Write element `i` of the user part (a timestamp registration's
+    /// time): one atomic store. O(1).
+    pub(crate) fn set_timestamp(&self, i: usize, v: u64) {
+        if let Some(w) = self.user.get(i) {
+            w.store(v, Relaxed);
+        }
+    }
+
     /// Registration records (the kernel part).
     pub(crate) fn registrations(&self) -> usize {
         self.kernel.len()

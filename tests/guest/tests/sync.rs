@@ -354,3 +354,90 @@ fn loaded_scalars_execute_as_a_packet() {
     completed(run(&d, &[(GAUDI2_QUEUE_ID_DCORE0_EDMA_0_0, &cb)]));
     assert_eq!(word(&out, 4), 0x5CA1);
 }
+
+/// A CB mapped into the device MMU to hold CQ counters: its handle and
+/// device VA (destroyed with the context).
+fn counter_cb(d: &Device) -> (u64, u64) {
+    let h = d.cb_create(4096, HL_CB_FLAGS_MAP).unwrap();
+    (h, d.cb_device_va(h).unwrap())
+}
+
+#[test]
+fn an_interrupt_wait_completes_when_a_monitor_bumps_its_cq_counter() {
+    guest_only!();
+    use hlrs::sync::{Cq, FIRST_USER_INTERRUPT};
+    let d = Device::open_compute(0).unwrap();
+    let hw = d.hw_ip_info().unwrap();
+    assert_eq!(
+        (
+            hw.first_available_interrupt_id,
+            hw.number_of_user_interrupts
+        ),
+        (48, 64)
+    );
+    let (sob, mon) = first(&d);
+    let cq = Cq(d.sync_manager_info(0).unwrap().first_available_cq);
+    let (h, va) = counter_cb(&d);
+    let irq = FIRST_USER_INTERRUPT + 5;
+    // Not there yet: BUSY at once and after a short wait.
+    let w = d.wait_interrupt_cb(irq, (h, 0), 100, 0).unwrap();
+    assert_eq!(w.status, HL_WAIT_CS_STATUS_BUSY);
+    let w = d.wait_interrupt_cb(irq, (h, 0), 100, 50_000).unwrap();
+    assert_eq!((w.status, w.timestamp), (HL_WAIT_CS_STATUS_BUSY, None));
+    // A waiter sleeps while a CS configures the CQ, arms a monitor adding
+    // 101 to the counter and raising the interrupt, and signals the SOB.
+    std::thread::scope(|s| {
+        let waiter = s.spawn(|| d.wait_interrupt_cb(irq, (h, 0), 100, 10 * SEC));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let cb = Cb::new()
+            .push(&cq.counter(va, irq))
+            .push(&mon.fire_into_cq(cq, sob, 1, 101))
+            .push(&sob.add(1));
+        completed(run(&d, &[(PDMA0, &cb)]));
+        let w = waiter.join().unwrap().unwrap();
+        assert_eq!(w.status, HL_WAIT_CS_STATUS_COMPLETED);
+        assert!(w.timestamp.is_some_and(|t| t > 0));
+    });
+    // The counter is 101 now: a later wait completes at once, on the
+    // common CQ id too; an id that names no interrupt is EINVAL.
+    let w = d
+        .wait_interrupt_cb(hlrs::sync::ANY_CQ_INTERRUPT, (h, 0), 101, 0)
+        .unwrap();
+    assert_eq!(w.status, HL_WAIT_CS_STATUS_COMPLETED);
+    expect_errno(d.wait_interrupt_cb(10, (h, 0), 1, 0), 22);
+    expect_errno(d.wait_interrupt_cb(irq, (h, 512), 1, 0), 22);
+}
+
+#[test]
+fn a_timestamp_registration_is_written_when_the_counter_gets_there() {
+    guest_only!();
+    use hlrs::sync::{Cq, FIRST_USER_INTERRUPT};
+    let d = Device::open_compute(0).unwrap();
+    let (sob, mon) = first(&d);
+    let cq = Cq(d.sync_manager_info(0).unwrap().first_available_cq + 1);
+    let (h, va) = counter_cb(&d);
+    let irq = FIRST_USER_INTERRUPT + 9;
+    let ts = d.timestamp_buffer(16).unwrap();
+    d.register_timestamp(irq, (h, 0), 7, (ts.handle(), 3))
+        .unwrap();
+    assert_eq!(ts.get(3), Some(0));
+    let cb = Cb::new()
+        .push(&cq.counter(va, irq))
+        .push(&mon.fire_into_cq(cq, sob, 1, 7))
+        .push(&sob.add(1));
+    completed(run(&d, &[(PDMA0, &cb)]));
+    // The interrupt's thread writes it; give it a moment.
+    let mut t = 0;
+    for _ in 0..100 {
+        t = ts.get(3).unwrap();
+        if t != 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(t > 0, "no timestamp written");
+    // Already reached: written at the registration itself.
+    d.register_timestamp(irq, (h, 0), 7, (ts.handle(), 4))
+        .unwrap();
+    assert!(ts.get(4).unwrap() > 0);
+}

@@ -375,6 +375,142 @@ pub fn arb_point(priority: u32, rls: bool) -> [u8; 8] {
     p
 }
 
+/// `GAUDI2_IRQ_NUM_USER_FIRST`: HW_IP_INFO's `first_available_interrupt_id`.
+pub const FIRST_USER_INTERRUPT: u32 = 48;
+/// `HL_COMMON_USER_CQ_INTERRUPT_ID`: any user CQ interrupt.
+pub const ANY_CQ_INTERRUPT: u32 = 0xFFF;
+/// `mmPCIE_MSIX_BASE`: a write of a vector number here raises it (the
+/// address a CQ's `LBW_ADDR` names for an interrupt).
+pub const PCIE_MSIX: u32 = 0x4C1_7000;
+
+/// A completion queue of DCORE0 (from `HL_INFO_SYNC_MANAGER`'s first on).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cq(pub u32);
+
+impl Cq {
+    fn reg(self, array: u32) -> u32 {
+        CQ_BASE_ADDR_L_0 + array + 4 * self.0
+    }
+
+    /// `MSG_LONG`s that make it a 64-bit counter at the device VA
+    /// `counter` (`CQ_INC_MODE` 1: each monitor message adds its data),
+    /// raising user interrupt `interrupt` after each add (libhlthunk's
+    /// `gaudi2_add_cq_config_pkt`).
+    pub fn counter(self, counter: u64, interrupt: u32) -> Vec<u8> {
+        let msix = reg_addr(PCIE_MSIX);
+        [
+            (self.reg(0), counter as u32),
+            (self.reg(CQ_BASE_ADDR_H), (counter >> 32) as u32),
+            (self.reg(CQ_SIZE_LOG2), 3),
+            (self.reg(CQ_INC_MODE), 1),
+            (self.reg(CQ_LBW_ADDR_L), msix as u32),
+            (self.reg(CQ_LBW_ADDR_H), (msix >> 32) as u32),
+            (self.reg(CQ_LBW_DATA), interrupt),
+        ]
+        .iter()
+        .flat_map(|&(reg, v)| crate::cs::packet::msg_long(reg_addr(reg), v))
+        .collect()
+    }
+}
+
+impl Monitor {
+    /// A monitor that adds `data` to CQ `cq` (and raises its interrupt)
+    /// when `sob` is at least `value`: payload then arm.
+    pub fn fire_into_cq(self, cq: Cq, sob: Sob, value: u32, data: u32) -> Vec<u8> {
+        let mut p = self.payload(config::CQ_EN | config::LBW_EN, u64::from(cq.0), data);
+        p.extend_from_slice(&self.arm(sob, Compare::AtLeast, value));
+        p
+    }
+}
+
+/// How a wait on a user interrupt ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InterruptWait {
+    /// `HL_WAIT_CS_STATUS_COMPLETED` or `_BUSY`.
+    pub status: u32,
+    /// The interrupt's time (ns, CLOCK_MONOTONIC) when reported.
+    pub timestamp: Option<i64>,
+}
+
+impl crate::Device {
+    fn interrupt_args(&self, args: &mut HlWaitCsArgs) -> std::io::Result<InterruptWait> {
+        self.wait_cs_args(args)?;
+        let ts = (args.out_flags() & HL_WAIT_CS_STATUS_FLAG_TIMESTAMP_VLD != 0)
+            .then(|| args.out_timestamp_nsec());
+        Ok(InterruptWait {
+            status: args.out_status(),
+            timestamp: ts,
+        })
+    }
+
+    /// WAIT_CS on user interrupt `interrupt` until the u64 `index` of CB
+    /// `cb_handle` is at least `target`, up to `timeout_us`
+    /// (`HL_WAIT_CS_FLAGS_INTERRUPT | INTERRUPT_KERNEL_CQ`).
+    pub fn wait_interrupt_cb(
+        &self,
+        interrupt: u32,
+        (cb_handle, index): (u64, u64),
+        target: u64,
+        timeout_us: u64,
+    ) -> std::io::Result<InterruptWait> {
+        let mut a = HlWaitCsArgs {
+            seq: cb_handle,
+            timeout_us: target,
+            flags: HL_WAIT_CS_FLAGS_INTERRUPT
+                | HL_WAIT_CS_FLAGS_INTERRUPT_KERNEL_CQ
+                | (interrupt << 20),
+            interrupt_timeout_us: timeout_us,
+            cq_counters_offset: index,
+            ..Default::default()
+        };
+        self.interrupt_args(&mut a)
+    }
+
+    /// WAIT_CS on user interrupt `interrupt` until the u64 at the user
+    /// address `addr` is at least `target`, up to `timeout_us`.
+    pub fn wait_interrupt_addr(
+        &self,
+        interrupt: u32,
+        addr: u64,
+        target: u64,
+        timeout_us: u64,
+    ) -> std::io::Result<InterruptWait> {
+        let mut a = HlWaitCsArgs {
+            seq: addr,
+            timeout_us: target,
+            flags: HL_WAIT_CS_FLAGS_INTERRUPT | (interrupt << 20),
+            interrupt_timeout_us: timeout_us,
+            ..Default::default()
+        };
+        self.interrupt_args(&mut a)
+    }
+
+    /// Ask for the time user interrupt `interrupt` brings the u64 `index`
+    /// of CB `cb_handle` to `target`, in element `element` of the
+    /// timestamp buffer `ts_handle` (`REGISTER_INTERRUPT`).
+    pub fn register_timestamp(
+        &self,
+        interrupt: u32,
+        (cb_handle, index): (u64, u64),
+        target: u64,
+        (ts_handle, element): (u64, u64),
+    ) -> std::io::Result<()> {
+        let mut a = HlWaitCsArgs {
+            seq: cb_handle,
+            timeout_us: target,
+            flags: HL_WAIT_CS_FLAGS_INTERRUPT
+                | HL_WAIT_CS_FLAGS_INTERRUPT_KERNEL_CQ
+                | HL_WAIT_CS_FLAGS_REGISTER_INTERRUPT
+                | (interrupt << 20),
+            cq_counters_offset: index,
+            timestamp_handle: ts_handle,
+            timestamp_offset: element,
+            ..Default::default()
+        };
+        self.interrupt_args(&mut a).map(|_| ())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
