@@ -176,6 +176,20 @@ def pci(get, row):
                 row(sec, f"{label}: {short}", v, "per_op")
 
 
+def sync(get, row):
+    """The sync section (`bench_sync.rs`), on the Gaudi2 on PCI only: the
+    two-queue ping-pong (SOB -> monitor -> FENCE) and the wait for a user
+    interrupt a monitor raises through a CQ, each against a NOP CS +
+    WAIT_CS on the same device in the same run (baseline; ratio = figure /
+    NOP round trip)."""
+    sec = "Sync manager on the Gaudi2 on PCI / NOP CS + WAIT_CS on it, same run"
+    nop = get("sync.nop.ns")
+    row(sec, "ping-pong, 2 queues: CS+WAIT (SOB->monitor->FENCE)",
+        get("sync.pingpong.ns"), "ns", nop)
+    row(sec, "interrupt: submit -> waiter woken (monitor->CQ->MSI-X)",
+        get("sync.interrupt.ns"), "ns", nop)
+
+
 def main():
     if len(sys.argv) == 4 and sys.argv[1] == "--compare":
         return compare(sys.argv[2], sys.argv[3])
@@ -355,6 +369,8 @@ def main():
     command_submission(get, row)
     # 7. The Gaudi2 on PCI against a simulated one (issue 31; `bench_pci.rs`).
     pci(get, row)
+    # 8. Its sync manager against a NOP CS on it (`bench_sync.rs`).
+    sync(get, row)
 
     # Print.
     kernel = os.environ.get("HLRS_BENCH_KERNEL", "debug")
@@ -411,6 +427,8 @@ def main():
     # bench.sh booted a Gaudi2 on PCI (HLRS_PCI=1): its section must report.
     if os.environ.get("HLRS_PCI") == "1" and get("pci.lin_dma_2m.pci") is None:
         missing.append("PCI")
+    if os.environ.get("HLRS_PCI") == "1" and get("sync.pingpong.ns") is None:
+        missing.append("sync")
     if missing:
         print(f"benchmarks did not report: {', '.join(missing)}")
         return 1

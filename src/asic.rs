@@ -121,6 +121,9 @@ pub(crate) const GAUDI2_FIRST_USER_SOB: u32 = 413;
 pub(crate) const GAUDI2_FIRST_USER_MON: u32 = 289;
 /// `first_available_cq[0]`: `GAUDI2_RESERVED_CQ_NUMBER` (gaudi2/gaudi2.c:2935).
 pub(crate) const GAUDI2_FIRST_USER_CQ: u32 = 2;
+/// `GAUDI2_TPC_FULL_MASK` (gaudi2/gaudi2.c:54): the 25 TPCs (6 per dcore
+/// and DCORE0's seventh), none binned.
+pub(crate) const GAUDI2_TPC_FULL_MASK: u64 = 0x1FF_FFFF;
 /// `GAUDI2_HBM_NUM`: HBM stacks on a Gaudi2 (gaudi2/gaudi2P.h).
 pub(crate) const GAUDI2_HBM_NUM: u32 = 6;
 /// Fewest working HBMs a Gaudi2 runs with: at most one may be binned

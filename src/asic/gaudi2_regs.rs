@@ -264,19 +264,65 @@ mod tests {
 /// access).
 pub(crate) const CFG_BASE: u64 = 0x1000_007F_F800_0000;
 
-/// The QMANs the driver runs: `mmPDMA0_QM_BASE`, `mmPDMA1_QM_BASE`
-/// (asic_reg/gaudi2_blocks_linux_driver.h:23119,23245), then
-/// `mmDCOREd_EDMAe_QM_BASE`, DCORE 0..3, EDMA 0..1 (:9874, 10000, 13960,
-/// 14086, 18046, 18172, 22132, 22258): one register layout.
-pub(crate) const QM_BASES: [u32; 10] = [
-    0x4C8_A000, 0x4C9_A000, 0x41C_A000, 0x41D_A000, 0x43C_A000, 0x43D_A000, 0x45C_A000, 0x45D_A000,
-    0x47C_A000, 0x47D_A000,
-];
+/// QMANs of the user queues: QMAN `m` serves queue ids `4m..4m+3`
+/// (upstream's `enum gaudi2_queue_id` order up to the NICs).
+pub(crate) const QMANS: usize = 39;
+
+/// QMAN `i` of dcore `d` in queue-id order: EDMA0, EDMA1, MME, TPC0..5
+/// (TPC6 of DCORE0 is `i` = 9): `mmDCOREd_EDMAe_QM_BASE` (0x41C_A000 +
+/// 0x1_0000 e), `mmDCOREd_MME_QM_BASE` (0x40C_A000),
+/// `mmDCOREd_TPCt_QM_BASE` (0x400_A000 + 0x1_0000 t), each dcore
+/// 0x20_0000 further (asic_reg/gaudi2_blocks_linux_driver.h).
+const fn dcore_qm(d: u32, i: u32) -> u32 {
+    let dcore = d * DCORE_OFFSET;
+    match i {
+        0 => 0x41C_A000 + dcore,
+        1 => 0x41D_A000 + dcore,
+        2 => 0x40C_A000 + dcore,
+        t => 0x400_A000 + (t - 3) * 0x1_0000 + dcore,
+    }
+}
+
+/// The QMAN block of every user queue's QMAN, by QMAN index:
+/// `mmPDMA0_QM_BASE`, `mmPDMA1_QM_BASE` (:23119, 23245), DCORE0's EDMA0,
+/// EDMA1, MME, TPC0..6, then DCORE1..3's EDMA0, EDMA1, MME, TPC0..5.
+pub(crate) const QM_BASES: [u32; QMANS] = {
+    let mut b = [0u32; QMANS];
+    b[0] = 0x4C8_A000;
+    b[1] = 0x4C9_A000;
+    let mut m = 2;
+    while m < QMANS {
+        b[m] = if m <= 11 {
+            dcore_qm(0, (m - 2) as u32)
+        } else {
+            dcore_qm(1 + ((m - 12) / 9) as u32, ((m - 12) % 9) as u32)
+        };
+        m += 1;
+    }
+    b
+};
+
+/// Whether QMAN `m` feeds a DMA core (PDMA, EDMA: `LIN_DMA` and the
+/// core's ASID register), not an MME or TPC. O(1).
+pub(crate) const fn qman_has_dma(m: usize) -> bool {
+    match m {
+        0 | 1 => true,
+        2..=11 => m - 2 < 2,
+        12..=38 => (m - 12) % 9 < 2,
+        _ => false,
+    }
+}
 /// The QMAN error event of each of [`QM_BASES`] (`GAUDI2_EVENT_PDMAn_QM`,
-/// `GAUDI2_EVENT_HDMAn_QM` with n = 2 x DCORE + EDMA,
-/// include/gaudi2/gaudi2_async_events.h:876-885).
-pub(crate) const EVENT_QM: [u16; 10] = [1244, 1245, 1238, 1239, 1236, 1237, 1242, 1243, 1240, 1241];
-/// The DMA core event of each of [`QM_BASES`] (`GAUDI2_EVENT_PDMAn_CORE`,
+/// `GAUDI2_EVENT_HDMAn_QM`, `GAUDI2_EVENT_MMEn_QM`, `GAUDI2_EVENT_TPCn_QM`,
+/// include/gaudi2/gaudi2_async_events.h, mapped as gaudi2/gaudi2.c:455-640).
+pub(crate) const EVENT_QM: [u16; QMANS] = [
+    1244, 1245, // PDMA0, PDMA1
+    1238, 1239, 1232, 1206, 1207, 1208, 1209, 1210, 1211, 1230, // DCORE0
+    1236, 1237, 1233, 1212, 1213, 1214, 1215, 1216, 1217, // DCORE1
+    1242, 1243, 1234, 1218, 1219, 1220, 1221, 1222, 1223, // DCORE2
+    1240, 1241, 1235, 1224, 1225, 1226, 1227, 1228, 1229, // DCORE3
+];
+/// The DMA core events (`GAUDI2_EVENT_PDMAn_CORE`,
 /// `GAUDI2_EVENT_HDMAn_CORE`, gaudi2_async_events.h:899-908: 23 after the
 /// QMAN's); its data word is the cause (`gaudi2_handle_dma_core_event`).
 pub(crate) const EVENT_DMA_CORE: [u16; 10] =

@@ -74,7 +74,7 @@ mod tests {
         let host = 0xFFF0_0000_0010_0008;
         let ok = |c: HlCsChunk| check_chunk(&a, &c);
         assert_eq!(ok(chunk(host, 8, 0, u)), Ok(()));
-        for q in [1, 4, 8, 15, 48, 55, 84, 91, 120, 127] {
+        for q in [1, 4, 8, 15, 16, 44, 48, 55, 84, 91, 120, 127, 155] {
             assert_eq!(ok(chunk(host, 8, q, u)), Ok(()));
         }
         // Index checks come first, then the CB kind, then the queue state.
@@ -85,7 +85,7 @@ mod tests {
             ok(chunk(host, 8, 0, 0)),
             Err((EINVAL, DropKind::Validation))
         );
-        for q in [2, 3, 5, 7, GAUDI2_QUEUE_ID_DCORE0_MME_0_0, 259] {
+        for q in [2, 3, 5, 7, 156, 259] {
             assert_eq!(ok(chunk(0, 0, q, u)), Err((EINVAL, DropKind::Parsing)));
         }
         // Addresses: each range, its ends, and outside.

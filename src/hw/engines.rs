@@ -250,21 +250,29 @@ pub(crate) const EDMA_QUEUES: [u32; 4] = [
 /// Streams of a QMAN.
 pub(crate) const STREAMS: usize = 4;
 
-/// Engines that execute user CBs: PDMA 0 and 1, then the EDMAs (DCORE 0
-/// EDMA 0, EDMA 1, DCORE 1 EDMA 0, ...), in [`queue_engine`]'s order.
-pub(crate) const ENGINES: usize = 10;
+/// Engines (QMANs) that run user CBs, one per 4 queue ids up to the NICs:
+/// engine `e` serves queues `4e..4e+3` (PDMA 0 and 1, then per dcore EDMA
+/// 0, EDMA 1, MME, TPC 0..5, DCORE0's TPC 6 after its TPC 5).
+pub(crate) const ENGINES: usize = 39;
 
-/// The upstream engine id (`GAUDI2_ENGINE_ID_*`) of each engine.
+/// The upstream engine id (`GAUDI2_ENGINE_ID_*`) of engine `e`: PDMA_0 and
+/// _1 (45, 46), then `GAUDI2_DCOREd_ENGINE_ID_{EDMA_0, EDMA_1, MME, TPC_0..5}`
+/// (11 d + 0..8) and `GAUDI2_DCORE0_ENGINE_ID_TPC_6` (44).
 pub(crate) const ENGINE_IDS: [u16; ENGINES] = {
-    let mut ids = [GAUDI2_ENGINE_ID_PDMA_0; ENGINES];
+    let mut ids = [0u16; ENGINES];
+    ids[0] = GAUDI2_ENGINE_ID_PDMA_0;
     ids[1] = GAUDI2_ENGINE_ID_PDMA_1;
-    let mut i = 2;
-    while i < ENGINES {
-        let (dcore, edma) = ((i - 2) / 2, (i - 2) % 2);
-        ids[i] = GAUDI2_DCORE0_ENGINE_ID_EDMA_0
-            + GAUDI2_ENGINE_IDS_PER_DCORE * dcore as u16
-            + edma as u16;
-        i += 1;
+    let mut e = 2;
+    while e < ENGINES {
+        ids[e] = match e {
+            2..=10 => (e - 2) as u16,
+            11 => GAUDI2_DCORE0_ENGINE_ID_TPC_6,
+            _ => {
+                let (d, i) = (1 + (e - 12) / 9, (e - 12) % 9);
+                GAUDI2_DCORE0_ENGINE_ID_EDMA_0 + GAUDI2_ENGINE_IDS_PER_DCORE * d as u16 + i as u16
+            }
+        };
+        e += 1;
     }
     ids
 };
@@ -274,19 +282,24 @@ pub(crate) fn engine_id(index: usize) -> Option<u16> {
     ENGINE_IDS.get(index).copied()
 }
 
-/// The engine (index in 0..10: PDMA 0 and 1, then the EDMAs, DCORE 0 EDMA
-/// 0, EDMA 1, DCORE 1 EDMA 0, ...) and stream of queue `queue`, if it is
-/// enabled for user jobs: PDMA_0_0, PDMA_0_1, PDMA_1_0 and every EDMA
-/// stream (`gaudi2_is_queue_enabled`, gaudi2/gaudi2.c:6866, without
-/// binning; the MME, TPC, rotator and NIC queues have no engine here). O(1).
+/// Whether engine `e` has a DMA core (PDMA, EDMA) behind its QMAN: the
+/// MME and TPC QMANs run every packet but `LIN_DMA`, which needs one. O(1).
+pub(crate) fn engine_has_dma(e: usize) -> bool {
+    crate::asic::gaudi2_regs::qman_has_dma(e)
+}
+
+/// The engine and stream of queue `queue`, if it is enabled for user jobs:
+/// PDMA_0_0, PDMA_0_1, PDMA_1_0 (the PDMA streams the driver does not keep;
+/// upstream 7.3 refuses PDMA_0_2, _0_3 and _1_1..3 on Gaudi2, where the
+/// ARCs own them) and every stream of the EDMA, MME and TPC QMANs
+/// (`gaudi2_is_queue_enabled`, gaudi2/gaudi2.c:6866, without binning). The
+/// rotator, NIC and CPU queues have no engine here. O(1).
 pub(crate) fn queue_engine(queue: u32) -> Option<(usize, usize)> {
     let stream = (queue % STREAMS as u32) as usize;
     match queue {
         GAUDI2_QUEUE_ID_PDMA_0_0 | GAUDI2_QUEUE_ID_PDMA_0_1 => Some((0, stream)),
         GAUDI2_QUEUE_ID_PDMA_1_0 => Some((1, stream)),
-        _ => EDMA_QUEUES.iter().enumerate().find_map(|(dcore, &base)| {
-            let off = queue.checked_sub(base).filter(|&o| o < 8)?;
-            Some((2 + 2 * dcore + (off / 4) as usize, stream))
-        }),
+        q if (8..ENGINES as u32 * 4).contains(&q) => Some(((q / 4) as usize, stream)),
+        _ => None,
     }
 }

@@ -640,8 +640,10 @@ mod tests {
         for _ in 0..64 {
             long.push(chunk(slow, PDMA), GFP_KERNEL)?;
         }
+        // Its timeout leaves a busy machine time to queue the next CS
+        // behind it before the watchdog fires (the jobs run for minutes).
         let mut a = args(&long, HL_CS_FLAGS_CUSTOM_TIMEOUT);
-        a.timeout = 1;
+        a.timeout = 5;
         cs_ioctl(&f, &mut a, &Src(&long, &[]))?;
         let s1 = a.out_seq();
         // Behind it on its queue, and on another engine.

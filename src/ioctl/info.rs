@@ -122,6 +122,10 @@ pub(crate) fn hw_ip_info(dev: &HlDevice) -> HlInfoHwIpInfo {
     hw.sram_size = u32::try_from(p.sram_size.saturating_sub(sram_kmd)).unwrap_or(u32::MAX);
     // Every EDMA engine (ioc:107; gaudi2.c:3218 without binning).
     hw.edma_enabled_mask = crate::asic::GAUDI2_EDMA_FULL_MASK;
+    // Every TPC QMAN (ioc:84-85: the low 8 bits, then all 25 in `_ext`;
+    // no binning). Their queues run packets; no TPC kernel runs.
+    hw.tpc_enabled_mask = (crate::asic::GAUDI2_TPC_FULL_MASK & 0xFF) as u8;
+    hw.tpc_enabled_mask_ext = crate::asic::GAUDI2_TPC_FULL_MASK;
     // With DRAM virtual memory userspace sees the DMMU VA range (ioc:66-68).
     hw.dram_base_address = p.dram_va.start;
     hw.dram_size = p.user_dram_size();

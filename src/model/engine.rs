@@ -59,6 +59,12 @@ pub trait EngineBus {
     fn stop(&mut self) -> Option<Self::Stop>;
     /// A reschedule point: the host may charge time or yield here.
     fn point(&mut self);
+    /// Whether a DMA core is behind the QMAN (PDMA, EDMA). Without one
+    /// (the MME and TPC QMANs) a `LIN_DMA` is refused as undefined, as the
+    /// QMAN model of host 2 refuses it (`super::cp`).
+    fn dma_core(&self) -> bool {
+        true
+    }
 }
 
 /// How a job ended.
@@ -178,6 +184,12 @@ pub fn execute<B: EngineBus>(
             Err(error) => return JobEnd::BadPacket { addr, error },
         };
         let r = match packet {
+            Packet::LinDma(_) if !bus.dma_core() => {
+                let error = PacketError::Undefined {
+                    opcode: op::LIN_DMA,
+                };
+                return JobEnd::BadPacket { addr, error };
+            }
             Packet::MsgLong { value, addr } => {
                 bus.write(addr, &value.to_le_bytes()).map_err(JobEnd::Fault)
             }

@@ -1,15 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Command submission on the PCI Gaudi2: the engine boundary
-//! ([`crate::hw::engines`]) implemented as upstream drives the PDMA QMANs
-//! on silicon. [`PciEngines`] (device-wide) and [`PciQueues`] (the one
+//! ([`crate::hw::engines`]) implemented as upstream drives the QMANs on
+//! silicon. [`PciEngines`] (device-wide) and [`PciQueues`] (the one
 //! compute context's view).
 //!
 //! **Setup** ([`PciEngines::new`], at probe; `gaudi2_init_pdma`,
 //! `gaudi2_init_qman_pqc`, `gaudi2_init_qman_cp`, `gaudi2_init_sm`,
 //! gaudi2/gaudi2.c:5395-5612, 5754-5795): per enabled queue (PDMA_0_0,
 //! PDMA_0_1, PDMA_1_0: `PDMA0/1_QMAN_ENABLE`; the four streams of each of
-//! the 8 DCORE EDMAs, [`engines::queue_engine`]) a PQ of `HL_QUEUE_LENGTH`
+//! the 8 DCORE EDMAs, the 4 MMEs and the 25 TPCs, [`engines::queue_engine`],
+//! 151 queues) a PQ of `HL_QUEUE_LENGTH`
 //! 16-byte BDs in coherent DMA memory (`PQ_BASE`, `PQ_SIZE`, PI = CI = 0),
 //! its PQC pointed at the DCORE0 SOBs (`PQC_LBW_BASE`, `WDATA` = +1), its
 //! CP message bases at the monitors' payloads and the SOBs; CQ 0 of the
@@ -106,8 +107,8 @@ const CQ_ENTRIES: u32 = 1024;
 /// log2 of the CQ's bytes (`GLBL_CQ_SIZE_LOG2`).
 const CQ_SIZE_LOG2: u32 = 12;
 
-/// QMANs ([`r::QM_BASES`]: PDMA0, PDMA1, DCORE 0..3 EDMA 0..1; one per
-/// engine, in the engines' order).
+/// QMANs ([`r::QM_BASES`]: PDMA0, PDMA1, then per dcore EDMA 0..1, MME,
+/// TPC 0..5, DCORE0's TPC 6; one per engine, in the engines' order).
 const QMANS: usize = r::QM_BASES.len();
 const _: () = assert!(QMANS == engines::ENGINES);
 /// Queue slots: `qman x STREAMS + stream` (the enabled ones have a PQ).
@@ -860,9 +861,11 @@ impl Engines for PciEngines {
         self.core.hw.restore_user_registers()?;
         self.core.state.lock().asid = asid;
         let m = &self.core.hw.mmio;
-        for &base in r::QM_BASES.iter() {
+        for (qman, &base) in r::QM_BASES.iter().enumerate() {
             m.wreg(base + qm::AXUSER_HB_ASID, v)?;
-            m.wreg(base + r::PDMA_CORE_OFFSET + r::CORE_AXUSER_HB_ASID, v)?;
+            if r::qman_has_dma(qman) {
+                m.wreg(base + r::PDMA_CORE_OFFSET + r::CORE_AXUSER_HB_ASID, v)?;
+            }
         }
         // The sync managers' writes for the user (gaudi2_mmu_prepare,
         // gaudi2/gaudi2.c:7962-7973): DCORE0's user monitors with the
@@ -984,7 +987,8 @@ mod tests {
             .filter_map(queue_index)
             .filter(|&i| enabled(i))
             .count();
-        assert_eq!(enabled_queues, 35);
+        // PDMA_0_0, _0_1, _1_0, and 4 streams of 8 EDMAs, 4 MMEs, 25 TPCs.
+        assert_eq!(enabled_queues, 3 + 4 * (8 + 4 + 25));
         assert_eq!(queue_index(GAUDI2_QUEUE_ID_PDMA_1_0), Some(4));
         assert_eq!(queue_index(5), None);
         assert_eq!(slot_regs(4).map(|x| x.2), Some(GAUDI2_ENGINE_ID_PDMA_1));
@@ -995,6 +999,19 @@ mod tests {
                 0,
                 GAUDI2_DCORE0_ENGINE_ID_EDMA_0 + GAUDI2_ENGINE_IDS_PER_DCORE
             ))
+        );
+        // DCORE0's MME, its TPC 6, DCORE3's TPC 5 (stream 3).
+        assert_eq!(
+            queue_index(16).and_then(slot_regs),
+            Some((0x40C_A000, 0, 2))
+        );
+        assert_eq!(
+            queue_index(44).and_then(slot_regs),
+            Some((0x406_A000, 0, 44))
+        );
+        assert_eq!(
+            queue_index(155).and_then(slot_regs),
+            Some((0x465_A000, 3, 41))
         );
     }
 }

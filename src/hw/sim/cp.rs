@@ -54,6 +54,7 @@ struct Bus<'a, 'b> {
     who: EngineAccess,
     owner: &'a dyn JobOwner,
     pace: &'a mut Pace<'b>,
+    dma: bool,
 }
 
 impl EngineBus for Bus<'_, '_> {
@@ -82,14 +83,19 @@ impl EngineBus for Bus<'_, '_> {
     fn point(&mut self) {
         self.pace.point();
     }
+
+    fn dma_core(&self) -> bool {
+        self.dma
+    }
 }
 
 /// Run the job of `size` bytes of CB at `base` for `owner`, as engine
-/// `who` with `scratch`: fetch, decode and execute its packets in order
-/// (the model core's CP). O(size + bytes moved).
+/// `who` with `scratch` (`dma`: a DMA core is behind its QMAN): fetch,
+/// decode and execute its packets in order (the model core's CP).
+/// O(size + bytes moved).
 pub(crate) fn execute(
     sim: &SimGaudi2,
-    scratch: &mut Scratch,
+    (scratch, dma): (&mut Scratch, bool),
     who: EngineAccess,
     cb: (u64, u32),
     owner: &dyn JobOwner,
@@ -100,6 +106,7 @@ pub(crate) fn execute(
         who,
         owner,
         pace,
+        dma,
     };
     match engine::execute(&mut bus, (&mut scratch.cb, &mut scratch.data), cb) {
         engine::JobEnd::Done => JobEnd::Done,
@@ -127,7 +134,7 @@ mod tests {
     ) -> JobEnd {
         let unbounded = || 0;
         match kernel::sync::Arc::pin_init(CpuBudget::new(unbounded), GFP_KERNEL) {
-            Ok(budget) => execute(sim, s, who, cb, owner, &mut Pace::new(&budget)),
+            Ok(budget) => execute(sim, (s, true), who, cb, owner, &mut Pace::new(&budget)),
             // No budget: an end no test expects.
             Err(_) => JobEnd::Fault(EngineFault::Backing { addr: 0, engine: 0 }),
         }

@@ -61,7 +61,7 @@ use kernel::{
     new_mutex,
     prelude::*,
     sync::{
-        atomic::{Atomic, Relaxed},
+        atomic::{Acquire, Atomic, Relaxed, Release},
         Arc, Mutex,
     },
 };
@@ -76,7 +76,7 @@ pub(crate) const QUEUE_LENGTH: u32 = 4096;
 use crate::hw::engines::EDMA_QUEUES;
 #[cfg(CONFIG_KUNIT)]
 use crate::hw::engines::ENGINE_IDS;
-pub(crate) use crate::hw::engines::{engine_id, queue_engine, ENGINES, STREAMS};
+pub(crate) use crate::hw::engines::{engine_has_dma, engine_id, queue_engine, ENGINES, STREAMS};
 
 /// One job on its way to an engine: a CB, the ASID it runs with, and the
 /// driver's sink its end is reported to.
@@ -160,21 +160,30 @@ impl JobOwner for HwJob {
 pub(crate) struct Engine {
     /// The upstream engine id.
     pub(crate) id: u16,
+    /// A DMA core is behind its QMAN (PDMA, EDMA; not MME, TPC).
+    dma: bool,
     sim: Arc<SimGaudi2>,
+    /// Its buffers, allocated when a context first names one of its
+    /// queues ([`Self::ensure_scratch`]): 39 engines of a device would
+    /// hold 2.6 MiB of them, most never used.
     #[pin]
-    scratch: Mutex<Scratch>,
+    scratch: Mutex<Option<Scratch>>,
+    /// `scratch` is allocated: read without its lock, which a running job
+    /// holds for as long as it runs.
+    ready: Atomic<bool>,
     /// Jobs of each stream queued or running (not ended).
     pub(crate) streams: [Atomic<u32>; STREAMS],
 }
 
 impl Engine {
-    fn new(id: u16, sim: Arc<SimGaudi2>) -> Result<Arc<Self>> {
-        let scratch = Scratch::new()?;
+    fn new(id: u16, dma: bool, sim: Arc<SimGaudi2>) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
                 id,
+                dma,
                 sim,
-                scratch <- new_mutex!(scratch),
+                scratch <- new_mutex!(None),
+                ready: Atomic::new(false),
                 streams: core::array::from_fn(|_| Atomic::new(0)),
             }),
             GFP_KERNEL,
@@ -191,7 +200,12 @@ impl Engine {
         let mut pace = Pace::new(budget);
         let end = {
             let mut scratch = self.scratch.lock();
-            let end = cp::execute(&self.sim, &mut scratch, who, cb, &*job, &mut pace);
+            let end = match (*scratch).as_mut() {
+                Some(s) => cp::execute(&self.sim, (s, self.dma), who, cb, &*job, &mut pace),
+                // Not prepared (cannot happen: a job's queue was prepared
+                // before it was submitted): it ends as halted.
+                None => JobEnd::Stopped(crate::hw::sim::job::Stop::Halted),
+            };
             // The job's last slice is charged before it is reported.
             pace.point();
             end
@@ -200,6 +214,26 @@ impl Engine {
             n.fetch_sub(1, Relaxed);
         }
         job.done(self.id, end);
+    }
+
+    /// Allocate the engine's buffers if they are not yet (68 KiB; the
+    /// engine lock is not held while allocating). `ENOMEM`. Sleeps.
+    ///
+    /// The engine's lock is taken only while the buffers are missing: then
+    /// no job of the engine runs (jobs run after their queue was prepared),
+    /// unless another context's prepare raced this one in between, which
+    /// costs this one a wait for that job.
+    pub(crate) fn ensure_scratch(&self) -> Result {
+        if self.ready.load(Acquire) {
+            return Ok(());
+        }
+        let fresh = Scratch::new()?;
+        let mut s = self.scratch.lock();
+        if s.is_none() {
+            *s = Some(fresh);
+        }
+        self.ready.store(true, Release);
+        Ok(())
     }
 
     /// Whether the engine runs a job or has one queued. O(1).
@@ -219,12 +253,13 @@ pub(crate) struct Qman {
 }
 
 impl Qman {
-    /// The engines of `sim`, idle. Allocates their buffers (68 KiB each).
+    /// The engines of `sim`, idle (their buffers come with their first
+    /// context, [`Engine::ensure_scratch`]).
     /// O(engines).
     pub(crate) fn new(sim: &Arc<SimGaudi2>) -> Result<Arc<Self>> {
         let mut engines = KVec::with_capacity(ENGINES, GFP_KERNEL)?;
-        for id in ENGINE_IDS {
-            engines.push(Engine::new(id, sim.clone())?, GFP_KERNEL)?;
+        for (e, id) in ENGINE_IDS.into_iter().enumerate() {
+            engines.push(Engine::new(id, engine_has_dma(e), sim.clone())?, GFP_KERNEL)?;
         }
         Arc::pin_init(
             pin_init!(Self {
@@ -268,38 +303,25 @@ mod tests {
         assert_eq!(queue_engine(GAUDI2_QUEUE_ID_PDMA_0_0), Some((0, 0)));
         assert_eq!(queue_engine(GAUDI2_QUEUE_ID_PDMA_0_1), Some((0, 1)));
         assert_eq!(queue_engine(GAUDI2_QUEUE_ID_PDMA_1_0), Some((1, 0)));
-        // The PDMA streams the driver keeps, MME, CPU and beyond: disabled.
-        for q in [
-            2,
-            3,
-            5,
-            6,
-            7,
-            16,
-            47,
-            56,
-            83,
-            92,
-            119,
-            128,
-            259,
-            260,
-            261,
-            u32::MAX,
-        ] {
+        // The PDMA streams the driver keeps, the NICs, rotators, CPU and
+        // beyond: disabled.
+        for q in [2, 3, 5, 6, 7, 156, 200, 252, 259, 260, 261, u32::MAX] {
             assert_eq!(queue_engine(q), None);
         }
-        // Every EDMA stream: DCORE d, EDMA e, stream s.
-        let mut n = 0;
-        for (d, base) in EDMA_QUEUES.iter().enumerate() {
-            for q in *base..*base + 8 {
-                let e = 2 + 2 * d + ((q - base) / 4) as usize;
-                assert_eq!(queue_engine(q), Some((e, (q % 4) as usize)));
-                n += 1;
-            }
+        // Every EDMA, MME and TPC stream: engine q / 4.
+        for q in 8..156 {
+            assert_eq!(queue_engine(q), Some(((q / 4) as usize, (q % 4) as usize)));
         }
-        assert_eq!(n, 32);
-        assert_eq!(ENGINE_IDS, [45, 46, 0, 1, 11, 12, 22, 23, 33, 34]);
+        for (d, base) in EDMA_QUEUES.iter().enumerate() {
+            let e = (base / 4) as usize;
+            assert_eq!(engine_id(e), Some(11 * d as u16));
+            assert_eq!(engine_id(e + 1), Some(11 * d as u16 + 1));
+            assert!(engine_has_dma(e) && engine_has_dma(e + 1) && !engine_has_dma(e + 2));
+        }
+        assert_eq!(&ENGINE_IDS[..12], &[45, 46, 0, 1, 2, 3, 4, 5, 6, 7, 8, 44]);
+        assert_eq!(&ENGINE_IDS[12..21], &[11, 12, 13, 14, 15, 16, 17, 18, 19]);
+        assert_eq!(ENGINE_IDS[38], 41);
+        assert!(engine_has_dma(0) && engine_has_dma(1));
         assert_eq!(engine_id(ENGINES), None);
     }
 }

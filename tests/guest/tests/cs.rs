@@ -563,7 +563,7 @@ fn refused_css_get_upstreams_errnos() {
             },
             EINVAL,
         ),
-        // Disabled queues: PDMA 0 stream 2, an MME.
+        // Disabled queues: PDMA 0 stream 2 (the ARCs' on Gaudi2), a NIC.
         (
             HlCsChunk {
                 queue_index: 2,
@@ -573,7 +573,7 @@ fn refused_css_get_upstreams_errnos() {
         ),
         (
             HlCsChunk {
-                queue_index: GAUDI2_QUEUE_ID_DCORE0_MME_0_0,
+                queue_index: 156,
                 ..good
             },
             EINVAL,
@@ -1154,4 +1154,43 @@ fn a_skipped_invalidation_lets_a_dma_reach_the_freed_page_and_is_caught() {
         d.free(h2).unwrap();
     }
     std::fs::write("/sys/kernel/debug/habanalabs_rs/0/skip_invalidations", "0").unwrap();
+}
+
+#[test]
+fn mme_and_tpc_queues_run_cbs_but_no_lin_dma() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let hw = d.hw_ip_info().unwrap();
+    assert_eq!(
+        (hw.tpc_enabled_mask, hw.tpc_enabled_mask_ext),
+        (0xFF, 0x1FF_FFFF)
+    );
+    let dst = HostBuffer::new(4096).unwrap();
+    let tm = d.map_buffer(dst.as_slice(), 0, 0).unwrap();
+    // Each of these QMANs (DCORE0 MME stream 1, DCORE0 TPC 6, DCORE3 TPC 5
+    // stream 3) writes its own word of SRAM.
+    let queues = [GAUDI2_QUEUE_ID_DCORE0_MME_0_0 + 1, 44, 155];
+    for (i, q) in queues.iter().enumerate() {
+        let cb = Cb::new()
+            .nop()
+            .msg_long(SRAM + 0x3000 + 4 * i as u64, 0x700 + i as u32);
+        assert!(
+            matches!(run(&d, *q, &cb), Ok(CsDone::Completed { .. })),
+            "queue {q}"
+        );
+    }
+    let back = Cb::new().lin_dma(SRAM + 0x3000, tm.va(), 12);
+    run(&d, PDMA, &back).unwrap();
+    for i in 0..3 {
+        let w = u32::from_le_bytes(dst.as_slice()[4 * i..4 * i + 4].try_into().unwrap());
+        assert_eq!(w, 0x700 + i as u32);
+    }
+    // No DMA core behind a TPC's QMAN: a LIN_DMA is an engine error.
+    let dma = Cb::new().lin_dma(SRAM, SRAM + 0x100, 8);
+    expect_errno(run(&d, 44, &dma), EIO);
+    // The queue runs on after it.
+    assert!(matches!(
+        run(&d, 44, &Cb::new().nop()),
+        Ok(CsDone::Completed { .. })
+    ));
 }

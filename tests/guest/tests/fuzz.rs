@@ -1,9 +1,11 @@
 //! The short, fixed-seed pass of the ioctl fuzzer that `make test` runs
 //! (`make fuzz` runs a long one): 200,000 calls on 2 devices with 2 threads
 //! each, every errno within its op's documented set, the devices idle after.
-//! The kernel side (oops, WARNING, lockdep, KFENCE, kmemleak) is judged on
-//! the guest log.
+//! On the Gaudi2 on PCI, a short pass of the sync-manager family (3,000
+//! calls). The kernel side (oops, WARNING, lockdep, KFENCE, kmemleak) is
+//! judged on the guest log.
 
+use hlrs::Device;
 use hlrs_guest_tests::guest_only;
 
 #[test]
@@ -13,8 +15,8 @@ fn fuzz_200k_calls_on_2_devices() {
         eprintln!("needs 2 devices: runs in the devices=4 pass");
         return;
     }
-    let mut child = std::process::Command::new("/bin/hlrs")
-        .args([
+    fuzz(
+        &[
             "fuzz",
             "--seed",
             "1",
@@ -26,8 +28,63 @@ fn fuzz_200k_calls_on_2_devices() {
             // progress it watches).
             "--seconds",
             "1800",
-        ])
-        .args(["--devices", "2", "--threads", "2"])
+            "--devices",
+            "2",
+            "--threads",
+            "2",
+        ],
+        200_000,
+    );
+}
+
+/// The sync-manager family alone (`--sync-only`: SOB writes, monitors,
+/// fences released and never released, nested CBs, predicates, CQs,
+/// interrupt waits) on the device that has user interrupts (the Gaudi2 on
+/// PCI: the simulated devices have no sync manager yet), 2 threads on its
+/// fd: every outcome within the contract, every fence a SOB write releases
+/// released, every fence nothing releases timed out and the device working
+/// after it.
+#[test]
+fn fuzz_sync_3000_calls_on_the_pci_device() {
+    guest_only!();
+    let pci = hlrs::device_indices().unwrap().into_iter().find(|&i| {
+        Device::open_compute(i)
+            .and_then(|d| d.hw_ip_info())
+            .is_ok_and(|h| h.number_of_user_interrupts > 0)
+    });
+    // The Device above is closed: the fuzzer opens the compute node itself.
+    let Some(pci) = pci else {
+        eprintln!("no device with user interrupts (the Gaudi2 on PCI): runs in the PCI pass");
+        return;
+    };
+    let device = pci.to_string();
+    fuzz(
+        &[
+            "--device",
+            &device,
+            "fuzz",
+            "--seed",
+            "1",
+            "--calls",
+            "3000",
+            "--seconds",
+            "1800",
+            "--devices",
+            "1",
+            "--threads",
+            "2",
+            "--sync-only",
+        ],
+        3000,
+    );
+}
+
+/// Run `/bin/hlrs` with `args` (a fuzz), its progress bar on stderr; its
+/// summary goes to the kernel log; it must succeed having made all
+/// `calls`.
+fn fuzz(args: &[&str], calls: u64) {
+    let mut child = std::process::Command::new("/bin/hlrs")
+        .args(args)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -73,7 +130,7 @@ fn fuzz_200k_calls_on_2_devices() {
     }
     assert!(out.status.success(), "{summary}");
     // The pass really made its calls (not cut short by the time bound).
-    assert!(summary.contains("200000 calls in"), "{summary}");
+    assert!(summary.contains(&format!("{calls} calls in")), "{summary}");
 }
 
 /// Each thread of process `pid`: its name, state and kernel stack, on

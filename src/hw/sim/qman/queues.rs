@@ -106,6 +106,7 @@ impl AsidQueues for SimQueues {
     fn prepare(&self, queues: &mut dyn Iterator<Item = u32>) -> Result {
         let mut w = self.workers.lock();
         for (e, _) in queues.filter_map(queue_engine) {
+            self.qman.engine(e).ok_or(EINVAL)?.ensure_scratch()?;
             w.ensure(&self.qman, e)?;
         }
         Ok(())

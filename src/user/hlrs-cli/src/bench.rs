@@ -16,7 +16,8 @@
 //! 4. parallelism: MAP+UNMAP throughput of 1 thread on one device and of 2
 //!    threads on 2 devices (one context each);
 //! 5. command submission (`bench_dma`), and with a Gaudi2 on PCI its
-//!    figures next to the simulated device's (`bench_pci`).
+//!    figures next to the simulated device's (`bench_pci`) and its sync
+//!    manager's round trips next to a NOP CS (`bench_sync`).
 //!
 //! Benchmarks never fail on a time; they fail only when an operation fails.
 
@@ -335,6 +336,10 @@ pub fn run(s: &Settings) -> io::Result<()> {
     // the figures where it differs, against simulated device 0.
     if let Some(pci) = crate::bench_pci::pci_device() {
         step("pci", &|| crate::bench_pci::run(0, pci))?;
+        // Its sync manager: a two-queue ping-pong and an interrupt wait
+        // next to a NOP CS (`bench_sync`; a device without user interrupts
+        // reports nothing).
+        step("sync", &|| crate::bench_sync::run(pci))?;
     }
     emit("bench.userspace_seconds", t.elapsed().as_secs_f64(), "s");
     Ok(())

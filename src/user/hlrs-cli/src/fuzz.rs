@@ -18,6 +18,12 @@
 //! and exit. Several threads share each device's fd, on several devices at once.
 //! Host MAPs are counted per backing in the summary.
 //!
+//! With `--sync`, devices with user interrupts (the Gaudi2 on PCI) also get
+//! the sync-manager family (`fuzz_sync`): CSs of SOB writes, monitors,
+//! fences, nested CBs and predicates, fences that never release (which must
+//! time out, the device going on), interrupt waits; `--sync-only` draws
+//! from that family alone.
+//!
 //! Each thread draws from its own fixed-seed generator (seed ^ thread), so a
 //! failure prints a reproducer: `--seed S --threads 1 --thread T --calls K`
 //! replays thread T's sequence alone up to the failing call. A failure is
@@ -31,10 +37,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// The operations, in summary order. The first [`SELECTABLE`] are drawn; the
-/// rest are the host MAPs of buffers with other backings than anonymous
-/// memory, counted apart.
-const OPS: [&str; 27] = [
+/// The operations, in summary order. The first [`SELECTABLE`] are drawn; then
+/// the host MAPs of buffers with other backings than anonymous memory,
+/// counted apart; then the sync-manager family (from [`SYNC_OP`]), drawn
+/// only with `--sync` on devices with user interrupts.
+const OPS: [&str; 30] = [
     "INFO",
     "ALLOC",
     "FREE",
@@ -62,7 +69,12 @@ const OPS: [&str; 27] = [
     "MAP thp",
     "MAP memfd",
     "MAP read-only",
+    "SYNC CS",
+    "SYNC hang",
+    "INTR WAIT",
 ];
+/// Index of "SYNC CS" in [`OPS`]; "SYNC hang" and "INTR WAIT" follow.
+const SYNC_OP: usize = 27;
 /// How many of [`OPS`] the fuzzer draws from.
 const SELECTABLE: usize = 23;
 /// Index of "MAP host" in [`OPS`].
@@ -132,6 +144,15 @@ fn allowed(op: usize, e: i32) -> bool {
         // Debug mode entered or left twice, a coresight op outside it or a
         // bad output pointer (EFAULT); the trace blocks (EOPNOTSUPP).
         "DEBUG" => matches!(e, EINVAL | EFAULT | EOPNOTSUPP | ENOMEM),
+        // A sync CS: refused at submission (a queue not enabled or past
+        // the ids: EINVAL; 64 in flight: EAGAIN; ENOMEM), or at WAIT_CS
+        // aborted (a RAZWI, a fault, an undefined opcode: EIO) or timed out
+        // (a fence never released, halted by the TDR: ETIMEDOUT).
+        "SYNC CS" => matches!(e, EINVAL | EFAULT | EAGAIN | ENOMEM | EIO | ETIMEDOUT),
+        // A hang CS refused at submission (EAGAIN, ENOMEM); its timeout and
+        // abort are its expected ends (not errors), checked in fuzz_sync.
+        "SYNC hang" => matches!(e, EINVAL | EAGAIN | ENOMEM | EFAULT),
+        "INTR WAIT" => matches!(e, EINVAL | EINTR | EFAULT | ENOMEM),
         _ => false,
     }
 }
@@ -188,6 +209,13 @@ pub struct Settings {
     pub devices: u32,
     /// Run only this thread's sequence (replay).
     pub only_thread: Option<u32>,
+    /// The first device (the run's are `first_device ..` + `devices`).
+    pub first_device: u32,
+    /// Draw the sync-manager family too, on devices with user interrupts.
+    pub sync: bool,
+    /// Draw only the sync-manager family (every device must have user
+    /// interrupts).
+    pub sync_only: bool,
 }
 
 /// Most live mappings per device before the fuzzer unmaps instead of mapping.
@@ -251,6 +279,10 @@ struct Worker<'a> {
     dram_va: u64,
     info_out: Vec<u8>,
     cs: crate::fuzz_cs::CsState,
+    /// The sync-manager family's state (None: not drawn on this device).
+    sync: Option<crate::fuzz_sync::SyncState>,
+    sync_shared: &'a crate::fuzz_sync::Shared,
+    sync_only: bool,
 }
 
 /// Lock a pool; a worker that panicked cannot leave it inconsistent (each
@@ -389,6 +421,8 @@ impl Worker<'_> {
                 *s.errnos.entry(e).or_default() += 1;
                 if allowed(op, e) {
                     Ok(())
+                } else if let Some(what) = crate::fuzz_sync::describe(e) {
+                    Err(format!("{}: {what} (check {e})", OPS[op]))
                 } else {
                     Err(format!("{} answered errno {e}", OPS[op]))
                 }
@@ -396,8 +430,40 @@ impl Worker<'_> {
         }
     }
 
+    /// One call of the sync-manager family: CSs mostly, an interrupt wait
+    /// often, a fence that never releases (a second or more) rarely.
+    fn sync_step(&mut self) -> Result<(), String> {
+        let Some(st) = self.sync.as_mut() else {
+            return Ok(());
+        };
+        let (dev, shared, rng) = (self.dev, self.sync_shared, &mut self.rng);
+        match rng.below(100) {
+            0 => {
+                let r = crate::fuzz_sync::hang(dev, st, shared, rng);
+                self.record(SYNC_OP + 1, r)
+            }
+            1..=30 => {
+                let (r, cs) = crate::fuzz_sync::interrupt_wait(dev, st, shared, rng);
+                if let Some(cs) = cs {
+                    self.record(SYNC_OP, cs)?;
+                }
+                self.record(SYNC_OP + 2, r)
+            }
+            _ => {
+                let r = crate::fuzz_sync::sync_cs(dev, st, shared, rng);
+                self.record(SYNC_OP, r)
+            }
+        }
+    }
+
     /// One random call.
     fn step(&mut self) -> Result<(), String> {
+        // The sync family: every call with --sync-only (nothing if the
+        // device reports no sync manager), one in four with --sync (no
+        // draw without it: seeds replay as before).
+        if self.sync_only || (self.sync.is_some() && self.rng.below(4) == 0) {
+            return self.sync_step();
+        }
         let mut op = self.rng.below(SELECTABLE as u64) as usize;
         // Bound what the run keeps mapped (and so pinned): past LIVE_VAS live
         // mappings, UNMAP instead. A long run without this bound pins host
@@ -917,9 +983,31 @@ pub fn run(s: &Settings, progress: &(dyn Fn(u64) + Sync)) -> std::io::Result<Rep
     let stop = AtomicBool::new(false);
     let failure: Mutex<Option<String>> = Mutex::new(None);
     let mut totals = vec![OpStats::default(); OPS.len()];
-    let devices: Vec<Device> = (0..s.devices)
-        .map(Device::open_compute)
+    let indices: Vec<u32> = (s.first_device..s.first_device + s.devices).collect();
+    let devices: Vec<Device> = indices
+        .iter()
+        .map(|&i| Device::open_compute(i))
         .collect::<Result<_, _>>()?;
+    // The sync family runs where there are user interrupts (the Gaudi2 on
+    // PCI); --sync-only needs them on every device of the run.
+    let sync_on: Vec<bool> = devices
+        .iter()
+        .map(|d| {
+            (s.sync || s.sync_only)
+                && d.hw_ip_info()
+                    .is_ok_and(|h| h.number_of_user_interrupts > 0)
+        })
+        .collect();
+    if s.sync_only {
+        if let Some(k) = sync_on.iter().position(|&on| !on) {
+            return Err(std::io::Error::other(format!(
+                "device {}: no user interrupts (no sync manager to fuzz)",
+                indices[k]
+            )));
+        }
+    }
+    let shared: Vec<crate::fuzz_sync::Shared> =
+        (0..s.devices).map(|_| Default::default()).collect();
     let pools: Vec<Mutex<Pool>> = (0..s.devices)
         .map(|_| Mutex::new(Pool::default()))
         .collect();
@@ -933,6 +1021,7 @@ pub fn run(s: &Settings, progress: &(dyn Fn(u64) + Sync)) -> std::io::Result<Rep
                 let thread_no = di as u32 * threads + t;
                 let id = s.only_thread.unwrap_or(thread_no);
                 let (pool, done, stop, failure) = (&pools[di], &done, &stop, &failure);
+                let (sync_shared, sync_on, dev_index) = (&shared[di], sync_on[di], indices[di]);
                 handles.push(scope.spawn(move || {
                     let hw = dev.hw_ip_info().ok();
                     let mut w = Worker {
@@ -944,6 +1033,13 @@ pub fn run(s: &Settings, progress: &(dyn Fn(u64) + Sync)) -> std::io::Result<Rep
                         dram_va: hw.map_or(0, |h| h.dram_base_address),
                         info_out: vec![0u8; 64 << 10],
                         cs: crate::fuzz_cs::CsState::new(),
+                        sync: if sync_on {
+                            crate::fuzz_sync::SyncState::new(dev, id, s.sync_only)
+                        } else {
+                            None
+                        },
+                        sync_shared,
+                        sync_only: s.sync_only,
                     };
                     for k in 0..per_thread {
                         if stop.load(Ordering::Relaxed) || Instant::now() > deadline {
@@ -952,9 +1048,14 @@ pub fn run(s: &Settings, progress: &(dyn Fn(u64) + Sync)) -> std::io::Result<Rep
                         if let Err(what) = w.step() {
                             stop.store(true, Ordering::Relaxed);
                             failure.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(format!(
-                                "{what} at call {k} of thread {id}; reproduce: hlrs --device {di} fuzz --seed {} --threads 1 --devices 1 --thread {id} --calls {}",
+                                "{what} at call {k} of thread {id}; reproduce: hlrs --device {dev_index} fuzz --seed {} --threads 1 --devices 1 --thread {id} --calls {}{}",
                                 s.seed,
-                                k + 1
+                                k + 1,
+                                match (s.sync_only, s.sync) {
+                                    (true, _) => " --sync-only",
+                                    (_, true) => " --sync",
+                                    _ => "",
+                                }
                             ));
                             break;
                         }
@@ -990,7 +1091,7 @@ pub fn run(s: &Settings, progress: &(dyn Fn(u64) + Sync)) -> std::io::Result<Rep
     }
     // No injected invalidation failure is left for the teardowns (a parked
     // one would keep the device's memory until the next open).
-    for i in 0..s.devices {
+    for &i in &indices {
         let _ = fail_invalidations(i, "0");
     }
     drop(devices);
@@ -1003,7 +1104,7 @@ pub fn run(s: &Settings, progress: &(dyn Fn(u64) + Sync)) -> std::io::Result<Rep
     if let Some(limit) = old_limit {
         let _ = dram_host_set_limit(limit);
     }
-    for i in 0..s.devices {
+    for &i in &indices {
         let left = dram_host_field(i, "device bytes:").unwrap_or(0);
         if left != 0 && failure.is_none() {
             failure = Some(format!(
@@ -1018,7 +1119,7 @@ pub fn run(s: &Settings, progress: &(dyn Fn(u64) + Sync)) -> std::io::Result<Rep
             ));
         }
     }
-    for i in 0..s.devices {
+    for &i in &indices {
         let ctl = Device::open_control(i)?;
         let (u, hw) = (ctl.dram_usage()?, ctl.hw_ip_info()?);
         if u.dram_free_mem != hw.dram_size && failure.is_none() {
@@ -1050,7 +1151,11 @@ fn huge_pages() -> Option<(u64, u64)> {
 /// The summary table: calls, successes and errnos per op.
 pub fn summary(r: &Report) -> String {
     let mut out = format!("{:<12} {:>10} {:>10}  errnos\n", "op", "calls", "ok");
-    for (name, s) in &r.ops {
+    for (i, (name, s)) in r.ops.iter().enumerate() {
+        // The sync family's rows only when it was drawn.
+        if i >= SYNC_OP && s.calls == 0 {
+            continue;
+        }
         let errnos: Vec<String> = s.errnos.iter().map(|(e, n)| format!("{e}:{n}")).collect();
         out += &format!(
             "{name:<12} {:>10} {:>10}  {}\n",

@@ -20,7 +20,7 @@ const SRAM: u64 = 0x1000_FFFF_FD00_0000;
 /// Bytes of the CB buffer of a thread.
 const CB_BYTES: usize = 64 << 10;
 /// The enabled queues.
-const QUEUES: [u32; 11] = [0, 1, 4, 8, 11, 12, 50, 55, 87, 120, 127];
+pub(crate) const QUEUES: [u32; 11] = [0, 1, 4, 8, 11, 12, 50, 55, 87, 120, 127];
 /// DMA sizes.
 const SIZES: [u32; 9] = [0, 1, 7, 8, 4095, 4096, 65537, 1 << 20, 3];
 

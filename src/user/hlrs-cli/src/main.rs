@@ -9,10 +9,12 @@ mod bench_common;
 mod bench_dma;
 mod bench_pci;
 mod bench_phases;
+mod bench_sync;
 mod dma;
 mod format;
 mod fuzz;
 mod fuzz_cs;
+mod fuzz_sync;
 mod sensors;
 mod shell;
 mod stress;
@@ -126,12 +128,21 @@ enum Command {
         /// Threads per device (sharing its fd).
         #[arg(long, default_value_t = 2)]
         threads: u32,
-        /// Devices (0 .. N-1), each with its own fd.
+        /// Devices (--device .. --device + N - 1), each with its own fd.
         #[arg(long, default_value_t = 1)]
         devices: u32,
         /// Replay: run only this thread's sequence (with --threads 1).
         #[arg(long)]
         thread: Option<u32>,
+        /// Also draw the sync-manager family (SOBs, monitors, fences, CQs,
+        /// interrupt waits) on devices with user interrupts (the Gaudi2 on
+        /// PCI); the run's devices start at --device.
+        #[arg(long)]
+        sync: bool,
+        /// Draw only the sync-manager family (every device of the run must
+        /// have user interrupts).
+        #[arg(long)]
+        sync_only: bool,
     },
     /// Benchmarks (`make bench` runs this in the guest): ioctl costs next to a
     /// null ioctl, MAP+UNMAP with many host mappings live and teardown, a 1 GiB
@@ -146,7 +157,7 @@ enum Command {
         #[arg(long)]
         skip_pin: bool,
         /// Run only these sections (comma-separated: ioctl, phases, scaling,
-        /// pin, parallelism, cs, pci).
+        /// pin, parallelism, cs, pci, sync).
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
     },
@@ -319,6 +330,8 @@ fn run(cli: &Cli) -> std::io::Result<String> {
             threads,
             devices,
             thread,
+            sync,
+            sync_only,
         } => {
             let settings = fuzz::Settings {
                 seed,
@@ -327,6 +340,9 @@ fn run(cli: &Cli) -> std::io::Result<String> {
                 threads,
                 devices,
                 only_thread: thread,
+                first_device: cli.device,
+                sync,
+                sync_only,
             };
             let report = fuzz::run(&settings, &|n| stress::progress_bar(n.min(calls), calls))?;
             stress::progress_bar(calls, calls);

@@ -128,6 +128,7 @@ impl Sob {
     }
 
     /// `MSG_SHORT` adding the 15-bit `value` (mode bit 31: ADD).
+    #[allow(clippy::should_implement_trait)]
     pub fn add(self, value: u32) -> [u8; 8] {
         msg_short(BASE_SOB, 4 * self.0, value & 0x7FFF | 1 << 31)
     }
