@@ -114,6 +114,32 @@ const _: () = assert!(QMANS == engines::ENGINES);
 /// Queue slots: `qman x STREAMS + stream` (the enabled ones have a PQ).
 const NQ: usize = QMANS * STREAMS;
 
+/// A set of queue slots (a bitmap of [`NQ`] bits). O(1) operations.
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
+struct QueueSet([u64; NQ.div_ceil(64)]);
+
+impl QueueSet {
+    /// Every slot.
+    const ALL: Self = Self([u64::MAX; NQ.div_ceil(64)]);
+
+    /// Add slot `i`.
+    fn add(&mut self, i: usize) {
+        if let Some(w) = self.0.get_mut(i / 64) {
+            *w |= 1 << (i % 64);
+        }
+    }
+
+    /// Whether slot `i` is in the set.
+    fn has(&self, i: usize) -> bool {
+        self.0.get(i / 64).is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+
+    /// Whether the set is empty.
+    fn is_empty(&self) -> bool {
+        self.0.iter().all(|&w| w == 0)
+    }
+}
+
 /// The queue slot of queue id `queue`, if the device runs it: its QMAN
 /// (the order of [`r::QM_BASES`] is [`queue_engine`]'s engine order) and
 /// stream. O(1).
@@ -291,7 +317,7 @@ impl PciEngines {
     /// The unbind: end every job `Halted` and free the DMA memory; every
     /// later submission fails `ENODEV`. Sleeps (the frees).
     pub(crate) fn detach(&self) {
-        self.core.halt_mask(u64::MAX);
+        self.core.halt_mask(QueueSet::ALL);
         let bufs = self.core.state.lock().bufs.take();
         drop(bufs);
     }
@@ -589,12 +615,12 @@ impl EngineCore {
     /// Halt and reset the queue slots whose bit is in `mask` that have
     /// jobs: stop and flush each stream, drain the CQ, end what is left on
     /// them `Halted`, then report. Never sleeps. O(jobs on them).
-    fn halt_mask(&self, mask: u64) {
+    fn halt_mask(&self, mask: QueueSet) {
         {
             let mut st = self.state.lock();
             let m = &self.hw.mmio;
             for i in 0..NQ {
-                if mask & (1 << i) == 0 || st.fifo.get(i).is_none_or(|f| f.len == 0) {
+                if !mask.has(i) || st.fifo.get(i).is_none_or(|f| f.len == 0) {
                     continue;
                 }
                 let Some((base, q, _)) = slot_regs(i) else {
@@ -607,7 +633,7 @@ impl EngineCore {
             }
             self.drain_cq(&mut st);
             for i in 0..NQ {
-                if mask & (1 << i) == 0 {
+                if !mask.has(i) {
                     continue;
                 }
                 while let Some(s) = st.fifo.get_mut(i).and_then(Ring::pop) {
@@ -906,7 +932,7 @@ impl AsidQueues for PciQueues {
         if jobs.len() > st.free.len {
             return Err(EAGAIN);
         }
-        let mut rung = 0u64;
+        let mut rung = QueueSet::default();
         for (n, j) in jobs.iter().enumerate() {
             if let Err(err) = st.queue_job(m, j) {
                 // Undo this batch: nothing was rung; the jobs queued are
@@ -916,9 +942,11 @@ impl AsidQueues for PciQueues {
                 }
                 return Err(err);
             }
-            rung |= queue_index(j.queue).map_or(0, |i| 1 << i);
+            if let Some(i) = queue_index(j.queue) {
+                rung.add(i);
+            }
         }
-        for i in (0..NQ).filter(|i| rung & (1 << i) != 0) {
+        for i in (0..NQ).filter(|&i| rung.has(i)) {
             let (Some((base, q, _)), Some(&pi)) = (slot_regs(i), st.pi.get(i)) else {
                 continue;
             };
@@ -937,10 +965,13 @@ impl AsidQueues for PciQueues {
 
     fn halt(&self, queues: Option<&mut dyn Iterator<Item = u32>>) {
         let mask = match queues {
-            None => u64::MAX,
-            Some(qs) => qs.filter_map(queue_index).fold(0u64, |m, i| m | 1 << i),
+            None => QueueSet::ALL,
+            Some(qs) => qs.filter_map(queue_index).fold(QueueSet::default(), |mut m, i| {
+                m.add(i);
+                m
+            }),
         };
-        if mask != 0 {
+        if !mask.is_empty() {
             self.engines.halt_mask(mask);
         }
     }
@@ -950,7 +981,7 @@ impl AsidQueues for PciQueues {
         // them before. What a submission racing the close queued meanwhile
         // is halted here.
         while self.engines.in_flight() > 0 {
-            self.engines.halt_mask(u64::MAX);
+            self.engines.halt_mask(QueueSet::ALL);
         }
     }
 
@@ -979,6 +1010,19 @@ mod tests {
         assert!(!empty.push(1));
         assert_eq!((empty.pop(), empty.pop_back()), (None, None));
         Ok(())
+    }
+
+    #[test]
+    fn a_queue_set_holds_every_slot() {
+        let mut s = QueueSet::default();
+        assert!(s.is_empty() && !s.has(0) && !QueueSet::ALL.is_empty());
+        for i in [0, 63, 64, 127, 128, NQ - 1] {
+            s.add(i);
+            assert!(s.has(i) && QueueSet::ALL.has(i));
+        }
+        assert!(!s.has(1) && !s.has(NQ) && !s.is_empty());
+        s.add(NQ + 500);
+        assert!(!s.has(NQ + 500));
     }
 
     #[test]
