@@ -966,10 +966,12 @@ impl AsidQueues for PciQueues {
     fn halt(&self, queues: Option<&mut dyn Iterator<Item = u32>>) {
         let mask = match queues {
             None => QueueSet::ALL,
-            Some(qs) => qs.filter_map(queue_index).fold(QueueSet::default(), |mut m, i| {
-                m.add(i);
-                m
-            }),
+            Some(qs) => qs
+                .filter_map(queue_index)
+                .fold(QueueSet::default(), |mut m, i| {
+                    m.add(i);
+                    m
+                }),
         };
         if !mask.is_empty() {
             self.engines.halt_mask(mask);
