@@ -10,12 +10,13 @@
 //! Without the monitor and the fence the second copy could read SRAM
 //! before the first wrote it; the output's checksum shows it did not. The
 //! SOB and monitor are the first ones the driver leaves to users
-//! (`HL_INFO_SYNC_MANAGER`).
+//! (`HL_INFO_SYNC_MANAGER`). Then an interrupt wait: a thread sleeps in
+//! WAIT_CS on user interrupt 48 until a monitor bumps a CQ counter.
 
 use crate::dma::{checksum, map_cb};
 use hlrs::{
     cs::{Cb, Cs, CsDone},
-    sync::{Fence, Monitor, Sob},
+    sync::{Cq, Fence, Monitor, Sob, FIRST_USER_INTERRUPT},
     uapi::*,
     Device, HostBuffer,
 };
@@ -70,6 +71,7 @@ pub fn run(device: u32, rounds: u32, block: u32) -> io::Result<String> {
     }
     let took = t.elapsed();
     let ok = checksum(src.as_slice()) == checksum(dst.as_slice());
+    interrupt_wait(&dev, (sob, mon), &mut out)?;
     let _ = writeln!(
         out,
         "{rounds} rounds of {block} bytes in {:.1} ms ({:.0} us a round): output {}",
@@ -81,4 +83,45 @@ pub fn run(device: u32, rounds: u32, block: u32) -> io::Result<String> {
         return Err(io::Error::other(out));
     }
     Ok(out)
+}
+
+/// A thread sleeps in WAIT_CS on user interrupt 48 while a CS on PDMA_0_0
+/// makes the first user CQ a counter in a device-mapped CB, arms a monitor
+/// adding 1 to it (with the interrupt) and signals its SOB.
+fn interrupt_wait(dev: &Device, (sob, mon): (Sob, Monitor), out: &mut String) -> io::Result<()> {
+    let cq = Cq(dev.sync_manager_info(0)?.first_available_cq);
+    let h = dev.cb_create(4096, HL_CB_FLAGS_MAP)?;
+    let va = dev.cb_device_va(h)?;
+    let next = Sob::new(sob.0 + 8);
+    let cb = Cb::new()
+        .push(&cq.counter(va, FIRST_USER_INTERRUPT))
+        .push(&mon.fire_into_cq(cq, next, 1, 1))
+        .push(&next.add(1));
+    let (_b, cb_va) = map_cb(dev, &cb)?;
+    let (w, took) = std::thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let t = Instant::now();
+            let w = dev.wait_interrupt_cb(FIRST_USER_INTERRUPT, (h, 0), 1, 30 * SEC);
+            (w, t.elapsed())
+        });
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let cs = Cs::new()
+            .chunk(GAUDI2_QUEUE_ID_PDMA_0_0, cb_va, cb.len())
+            .submit(dev)
+            .and_then(|f| f.wait(dev, 30 * SEC));
+        let (w, took) = waiter
+            .join()
+            .unwrap_or((Err(io::ErrorKind::Other.into()), Default::default()));
+        cs.map(|_| (w, took))
+    })?;
+    let w = w?;
+    let _ = writeln!(
+        out,
+        "interrupt wait: WAIT_CS on user interrupt {FIRST_USER_INTERRUPT} (CQ {} counter in CB {h:#x}) {} after {:.1} ms (the CS was submitted 100 ms into it)",
+        cq.0,
+        if w.status == HL_WAIT_CS_STATUS_COMPLETED { "completed" } else { "still busy" },
+        took.as_secs_f64() * 1e3
+    );
+    dev.cb_destroy(h)?;
+    Ok(())
 }
