@@ -71,7 +71,6 @@ pub fn run(device: u32, rounds: u32, block: u32) -> io::Result<String> {
     }
     let took = t.elapsed();
     let ok = checksum(src.as_slice()) == checksum(dst.as_slice());
-    interrupt_wait(&dev, (sob, mon), &mut out)?;
     let _ = writeln!(
         out,
         "{rounds} rounds of {block} bytes in {:.1} ms ({:.0} us a round): output {}",
@@ -82,6 +81,7 @@ pub fn run(device: u32, rounds: u32, block: u32) -> io::Result<String> {
     if !ok {
         return Err(io::Error::other(out));
     }
+    interrupt_wait(&dev, (sob, mon), &mut out)?;
     Ok(out)
 }
 
@@ -100,27 +100,32 @@ fn interrupt_wait(dev: &Device, (sob, mon): (Sob, Monitor), out: &mut String) ->
     let (_b, cb_va) = map_cb(dev, &cb)?;
     let (w, took) = std::thread::scope(|s| {
         let waiter = s.spawn(|| {
-            let t = Instant::now();
             let w = dev.wait_interrupt_cb(FIRST_USER_INTERRUPT, (h, 0), 1, 30 * SEC);
-            (w, t.elapsed())
+            (w, Instant::now())
         });
+        // The waiter is asleep by then.
         std::thread::sleep(std::time::Duration::from_millis(100));
+        let submitted = Instant::now();
         let cs = Cs::new()
             .chunk(GAUDI2_QUEUE_ID_PDMA_0_0, cb_va, cb.len())
             .submit(dev)
             .and_then(|f| f.wait(dev, 30 * SEC));
-        let (w, took) = waiter
+        let (w, woken) = waiter
             .join()
-            .unwrap_or((Err(io::ErrorKind::Other.into()), Default::default()));
-        cs.map(|_| (w, took))
+            .unwrap_or((Err(io::ErrorKind::Other.into()), submitted));
+        cs.map(|_| (w, woken.saturating_duration_since(submitted)))
     })?;
     let w = w?;
+    let state = if w.status == HL_WAIT_CS_STATUS_COMPLETED {
+        "completed"
+    } else {
+        "still busy"
+    };
     let _ = writeln!(
         out,
-        "interrupt wait: WAIT_CS on user interrupt {FIRST_USER_INTERRUPT} (CQ {} counter in CB {h:#x}) {} after {:.1} ms (the CS was submitted 100 ms into it)",
+        "interrupt wait: WAIT_CS on user interrupt {FIRST_USER_INTERRUPT} (CQ {} counter in CB {h:#x}) {state}, {:.0} us after the CS that fires it was submitted",
         cq.0,
-        if w.status == HL_WAIT_CS_STATUS_COMPLETED { "completed" } else { "still busy" },
-        took.as_secs_f64() * 1e3
+        took.as_secs_f64() * 1e6
     );
     dev.cb_destroy(h)?;
     Ok(())
