@@ -105,7 +105,9 @@ build_guest_bins() {
 		{ cat "$log"; return 1; }
 	cp "$HLRS_ROOT/target/x86_64-unknown-linux-gnu/release/hlrs" "$out/hlrs"
 	local list
-	list=$(cd "$HLRS_ROOT" && cargo test -p hlrs-guest-tests "${flags[@]}" --no-run \
+	# pipefail: a test binary that does not compile fails the build (the
+	# others' artifacts alone must not pass for all of them).
+	list=$(set -o pipefail && cd "$HLRS_ROOT" && cargo test -p hlrs-guest-tests "${flags[@]}" --no-run \
 		--message-format=json 2>>"$log" | python3 -c 'import json,sys
 for l in sys.stdin:
     m = json.loads(l)

@@ -111,6 +111,14 @@ pub(crate) const SRAM_USER_BASE_OFFSET: u64 = 0;
 /// `GAUDI2_EDMA_FULL_MASK` (gaudi2/gaudi2P.h:126): every EDMA enabled, no
 /// binning (gaudi2/gaudi2.c:3216-3219).
 pub(crate) const GAUDI2_EDMA_FULL_MASK: u32 = 0xFF;
+/// `GAUDI2_RESERVED_SOB_NUMBER` (gaudi2/gaudi2P.h:252-264): DCORE0's SOBs
+/// below it are the driver's (its CS completions use `0..64`); the
+/// sync-stream SOBs from it on (`sync_stream_first_sob`, 2 per queue) are
+/// unsecured, as upstream's protection leaves them.
+pub(crate) const GAUDI2_RESERVED_SOB_NUMBER: u32 = 85;
+/// `GAUDI2_RESERVED_MON_NUMBER` (gaudi2/gaudi2P.h:266-278): the same for
+/// monitors (`sync_stream_first_mon`, 1 per queue).
+pub(crate) const GAUDI2_RESERVED_MON_NUMBER: u32 = 125;
 /// `first_available_user_sob[0]` (gaudi2/gaudi2.c:2925-2926):
 /// `GAUDI2_RESERVED_SOB_NUMBER` (85: 64 CS completions, the KDMA's, 2 x 10
 /// decoders; gaudi2/gaudi2P.h:252-264) + 164 sync-stream queues x

@@ -39,6 +39,7 @@
 //! |---|---|---|---|
 //! | 1 | `HlDevice::state` | open/ASID bookkeeping, the parked VM | held by `open_compute` across the retry of a parked teardown (which takes 6-16) and the ASID purge (15, 16); an open clears the captured errors (18) after releasing it |
 //! | 2 | `ContextCs::restore` | a context's restore phase (upstream `restore_phase_mutex`) | held across the submission of a restore CS, the copy of its chunk array from the user included (takes 2a-5, 17, 18a) |
+//! | 2 | `ContextCs::sync` | a context's sync streams (SIGNAL and WAIT CSs, `cs/sync_stream.rs`) | held across one sync-stream CS after its user copies: the lookup of a WAIT's signal (takes 3 and 17 briefly), the creation and mapping of the context's sync CB page at its first one (takes 7-14), its watchdog (2a) and its submission (3); never together with `ContextCs::restore` |
 //! | 2a | `ContextCs::watch` | a context's watchdog thread (the TDR timer) | held by a submission while it creates the watchdog (then released before 3a and 3); by the close after its drain, to stop it (the watchdog takes 3 alone) |
 //! | 3 | `ContextCs::track` | a context's sequence numbers, window of 64 fences, CSs in flight, outcome store, the watchdog's next deadline | held across a submission, jobs queued included (takes 3a, 4, 5, 18a (the device's state), 17 (a new CS polls the fence of its window slot, a refused CS signals its own); allocates); taken alone when a CS ends (an engine reports with none of its locks held), by WAIT_CS, by an abort (to mark its CSs; the halt after it takes no lock), by the watchdog (released before it times a CS out) and by the close's drain |
 //! | 3a | `SimQueues::workers` | a context's engine threads (simulated engines) | taken alone by a submission's creation of missing threads (before 3) and by the close's quiesce (after its drain, to stop them); inside 3 to queue a batch (takes 4, 5) |
@@ -73,6 +74,7 @@
 //! | INFO arguments in and out, control node | `shell/accel.rs` `ctrl_ioctl` | none |
 //! | every INFO answer (`InfoSink::write`) | `ioctl/info.rs` | none: OPEN_STATS and LAST_ERR_OPEN_DEV_TIME are copied out after 1 is released, the captured events after 18, USER_MAPPINGS's list is taken by reference under 18 and copied after |
 //! | a CS's execute chunk array (`UserChunks::read`) | `ioctl/cs.rs` | none (read before 3) |
+//! | a SIGNAL/WAIT CS's chunk and a WAIT's `signal_seq_arr` (`ChunkSource::read_u64`) | `ioctl/cs.rs`, from `cs/sync_stream.rs` | none (read before 2) |
 //! | a CS's restore chunk array | `ioctl/cs.rs`, from `cs/submit.rs` | 2 (as upstream's `restore_phase_mutex`): only the same context's other restore CSs wait |
 //! | debugfs writes (the text) and reads (a rendering made at a read at offset 0, kept by the open file) | `ffi/debugfs.rs` | none (20 only to take a reference to the rendering) |
 //! | host MAP's `pin_user_pages_fast`, which may fault pages in | `ffi/pin.rs`, from `vm/mapping.rs` | none (the kernel takes the mm's `mmap_lock`) |

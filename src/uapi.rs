@@ -1188,6 +1188,23 @@ impl HlCsArgs {
         self.chunks_restore = seq;
         self.chunks_execute = join_u32(status, 0);
     }
+    /// Set `out.sob_base_addr_offset` and `out.sob_count_before_submission`
+    /// (a SIGNAL CS), after [`Self::set_out`].
+    pub fn set_out_sob(&mut self, addr_offset: u32, count: u16) {
+        let (status, _) = split_u64(self.chunks_execute);
+        self.chunks_execute = join_u32(status, addr_offset);
+        let [a, b] = count.to_ne_bytes();
+        self.seq = u64::from_ne_bytes([a, b, 0, 0, 0, 0, 0, 0]);
+    }
+    /// `out.sob_base_addr_offset`.
+    pub const fn out_sob_addr_offset(&self) -> u32 {
+        split_u64(self.chunks_execute).1
+    }
+    /// `out.sob_count_before_submission`.
+    pub const fn out_sob_count(&self) -> u16 {
+        let [a, b, ..] = self.seq.to_ne_bytes();
+        u16::from_ne_bytes([a, b])
+    }
 }
 
 /// `union hl_wait_cs_args` (56 bytes). In: `struct hl_wait_cs_in`; out:

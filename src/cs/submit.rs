@@ -16,8 +16,10 @@
 //! 3. By type: a default CS (`cs_ioctl_default`) as described below;
 //!    `HL_CS_FLAGS_FLUSH_PCI_HBW_WRITES` succeeds at once (the simulation
 //!    has no posted writes to flush); the sync-stream, signal-reservation
-//!    and engine-command types are not simulated: `EOPNOTSUPP` (upstream
-//!    Gaudi2 serves them). On a device whose engines the driver does not
+//!    and engine-command types are not served: `EOPNOTSUPP` (upstream
+//!    Gaudi2 serves them). SIGNAL and WAIT CSs are
+//!    [`super::sync_stream`]'s (`EOPNOTSUPP` on a device whose queues do
+//!    not run the sync manager). On a device whose engines the driver does not
 //!    drive (a PCI Gaudi2) every CS with jobs, restore phase included, is
 //!    `EOPNOTSUPP` too, before its chunks are read: nothing reaches the
 //!    hardware and no drop is counted. Unknown flag bits are ignored, as upstream, and
@@ -46,76 +48,21 @@
 //! every CS's time in flight from its submission ([`super::tracker`]): whatever
 //! the user asks, no CS runs longer on the engines.
 
+pub(crate) use crate::cs::chunks::{ChunkSource, Chunks, INLINE_CHUNKS};
 use crate::{
-    cs::tracker::Watchdog,
     cs::{
         device_cs::DropKind,
-        tracker::{ContextCs, Flight, Track},
+        sync_objects::SobOut,
+        sync_stream::cs_signal_wait,
+        tracker::{start_threads, ContextCs, Flight, Track},
         validate::check_chunk,
         wait::{wait_cs, WaitCs},
     },
-    ffi::kthread::{cs_max_run_s, KThread},
+    ffi::kthread::cs_max_run_s,
     hw::engines::{AsidQueues, EngineJob, EngineSink},
     uapi::*,
 };
-use kernel::{
-    alloc::{KVVec, KVec},
-    prelude::*,
-    str::CString,
-    sync::Arc,
-};
-
-/// Where the chunk arrays of a CS come from (the caller's memory; a slice
-/// in the tests).
-pub(crate) trait ChunkSource {
-    /// The `n` chunks at `addr`: `EFAULT` if they cannot be read, `ENOMEM`.
-    fn read(&self, addr: u64, n: u32) -> Result<Chunks>;
-}
-
-/// Chunks a CS reads without an allocation.
-pub(crate) const INLINE_CHUNKS: usize = 4;
-
-/// The chunks of a CS as read: up to [`INLINE_CHUNKS`] in place (a CS of a
-/// few jobs allocates only its record and its jobs: on the debug kernel an
-/// allocation costs twice a null ioctl), more in a vector.
-pub(crate) struct Chunks {
-    inline: [HlCsChunk; INLINE_CHUNKS],
-    /// How many of `inline` are chunks (when `heap` is empty).
-    n: usize,
-    heap: KVVec<HlCsChunk>,
-}
-
-impl Chunks {
-    /// The first `n` of `inline`.
-    pub(crate) fn inline(inline: [HlCsChunk; INLINE_CHUNKS], n: usize) -> Self {
-        Self {
-            inline,
-            n,
-            heap: KVVec::new(),
-        }
-    }
-
-    /// The chunks of `heap`.
-    pub(crate) fn heap(heap: KVVec<HlCsChunk>) -> Self {
-        Self {
-            inline: [HlCsChunk::default(); INLINE_CHUNKS],
-            n: 0,
-            heap,
-        }
-    }
-}
-
-impl core::ops::Deref for Chunks {
-    type Target = [HlCsChunk];
-
-    fn deref(&self) -> &[HlCsChunk] {
-        if self.heap.is_empty() {
-            self.inline.get(..self.n).unwrap_or(&[])
-        } else {
-            &self.heap
-        }
-    }
-}
+use kernel::{alloc::KVec, prelude::*, sync::Arc};
 
 /// The input of a CS ioctl.
 #[derive(Clone, Copy, Debug, Default)]
@@ -145,27 +92,36 @@ impl From<&HlCsArgs> for CsIn {
 }
 
 /// Serve a CS ioctl. Returns `out.seq` (`u64::MAX` when no CS was
-/// submitted) and the result; upstream leaves the arguments untouched after
-/// `EAGAIN`, the caller's part.
-pub(crate) fn cs_ioctl(ctx: &Arc<ContextCs>, a: &CsIn, src: &dyn ChunkSource) -> (u64, Result) {
+/// submitted), the result and a signal's SOB fields; upstream leaves the
+/// arguments untouched after `EAGAIN`, the caller's part.
+pub(crate) fn cs_ioctl(
+    ctx: &Arc<ContextCs>,
+    a: &CsIn,
+    src: &dyn ChunkSource,
+) -> (u64, Result, SobOut) {
     let mut seq = u64::MAX;
+    let plain = |seq, r| (seq, r, SobOut::default());
     if let Err(e) = sanity(ctx, a) {
-        return (seq, Err(e));
+        return plain(seq, Err(e));
     }
     if let Err(e) = restore_phase(ctx, a, src, &mut seq) {
-        return (seq, Err(e));
+        return plain(seq, Err(e));
     }
+    let timeout = if a.flags & HL_CS_FLAGS_CUSTOM_TIMEOUT != 0 {
+        Some(u64::from(a.timeout_s) * 1000)
+    } else {
+        ctx.dev.timeout_ms()
+    };
     match a.flags & HL_CS_FLAGS_TYPE_MASK {
         0 => {
-            let timeout = if a.flags & HL_CS_FLAGS_CUSTOM_TIMEOUT != 0 {
-                Some(u64::from(a.timeout_s) * 1000)
-            } else {
-                ctx.dev.timeout_ms()
-            };
-            cs_default(ctx, a.execute, a.flags, capped(timeout), src)
+            let (s, r) = cs_default(ctx, a.execute, a.flags, capped(timeout), src);
+            plain(s, r)
         }
-        HL_CS_FLAGS_FLUSH_PCI_HBW_WRITES => (seq, Ok(())),
-        _ => (seq, Err(EOPNOTSUPP)),
+        HL_CS_FLAGS_SIGNAL | HL_CS_FLAGS_WAIT | HL_CS_FLAGS_COLLECTIVE_WAIT => {
+            cs_signal_wait(ctx, (a.execute.0, a.flags), capped(timeout), src)
+        }
+        HL_CS_FLAGS_FLUSH_PCI_HBW_WRITES => plain(seq, Ok(())),
+        _ => plain(seq, Err(EOPNOTSUPP)),
     }
 }
 
@@ -296,33 +252,6 @@ fn cs_default(
     }
 }
 
-/// Make the queues `chunks` name ready (before the CS gets its number;
-/// chunks naming no engine are refused later), and start the context's
-/// watchdog if it has none (`watch`, released before the return). `ENOMEM`
-/// (counted), `EINTR`. Sleeps when it creates a thread; O(chunks) otherwise.
-fn start_threads(
-    ctx: &Arc<ContextCs>,
-    queues: &Arc<dyn AsidQueues>,
-    mut watch: kernel::sync::MutexGuard<'_, Option<KThread<Watchdog>>>,
-    chunks: &[HlCsChunk],
-) -> Result {
-    let count = |e: &Error| {
-        if *e == ENOMEM {
-            ctx.count_drop(DropKind::OutOfMem);
-        }
-    };
-    if watch.is_none() {
-        let pid = kernel::current!().pid();
-        let name = CString::try_from_fmt(fmt!("hlrs-tdr-{}", pid)).inspect_err(count)?;
-        let body = Watchdog::new(ctx.clone()).inspect_err(count)?;
-        *watch = Some(KThread::spawn(&name, body, false).inspect_err(count)?);
-    }
-    drop(watch);
-    queues
-        .prepare(&mut chunks.iter().map(|c| c.queue_index))
-        .inspect_err(count)
-}
-
 /// Check every chunk, make its job, and queue them all on the engines
 /// (`hl_hw_queue_schedule_cs`); on success the CS is in flight. O(chunks).
 fn queue(
@@ -357,14 +286,5 @@ fn queue(
     flight
         .expect_jobs(chunks)
         .inspect_err(|_| ctx.count_drop(DropKind::OutOfMem))?;
-    // In flight (and timed) before an engine can take a job.
-    ctx.launch(track, flight);
-    queues.submit(&mut jobs).inspect_err(|e| {
-        ctx.unlaunch(track, flight);
-        match *e {
-            EAGAIN => ctx.count_drop(DropKind::QueueFull),
-            ENOMEM => ctx.count_drop(DropKind::OutOfMem),
-            _ => {}
-        }
-    })
+    ctx.launch_jobs(track, flight, queues, &mut jobs)
 }

@@ -84,6 +84,7 @@ use crate::{
         device_cs::{CsCounters, DeviceCs, DropKind},
         fence::{completion_time, CsStatus, Fence, Finished},
         outcome::OutcomeStore,
+        sync_objects::SyncState,
     },
     ffi::{
         clock::ktime_ns,
@@ -91,14 +92,14 @@ use crate::{
     },
     hw::{
         backend::MmuKind,
-        engines::{AsidQueues, EngineEvent, EngineFault, EngineSink},
+        engines::{AsidQueues, EngineEvent, EngineFault, EngineJob, EngineSink},
     },
     small_array::SmallArray,
     uapi::HlCsChunk,
     vm::context_vm::ContextVm,
 };
 use kernel::{
-    alloc::KVVec,
+    alloc::{KVVec, KVec},
     new_condvar, new_mutex,
     prelude::*,
     sync::{
@@ -166,6 +167,10 @@ pub(crate) struct ContextCs {
     /// Wakes the watchdog (with `track`): an earlier deadline, or its end.
     #[pin]
     pub(crate) tick: CondVar,
+    /// The sync streams of SIGNAL/WAIT CSs (taken before `watch` and
+    /// `track`).
+    #[pin]
+    pub(crate) sync: Mutex<SyncState>,
 }
 
 impl ContextCs {
@@ -197,6 +202,7 @@ impl ContextCs {
                 queues,
                 watch <- new_mutex!(None),
                 tick <- new_condvar!("ContextCs::tick"),
+                sync <- new_mutex!(SyncState::default()),
             }),
             GFP_KERNEL,
         )
@@ -282,12 +288,16 @@ impl ContextCs {
         Ok(flight)
     }
 
+    /// The oldest CS in flight. O(64).
+    pub(crate) fn oldest(track: &Track) -> Option<u64> {
+        track.flights.iter().flatten().map(|f| f.seq).min()
+    }
+
     /// Tell the VM the lowest sequence not finished, after a CS left the
     /// tracker without being launched or the oldest in flight retired.
     /// O(64).
     pub(crate) fn publish_oldest(&self, track: &Track) {
-        let oldest = track.flights.iter().flatten().map(|f| f.seq).min();
-        self.vm.va_quarantine.set_oldest(oldest);
+        self.vm.va_quarantine.set_oldest(Self::oldest(track));
     }
 
     /// Put `flight` in flight, and start its timer if it is the oldest;
@@ -302,6 +312,27 @@ impl ContextCs {
             self.arm(track, flight);
         }
         self.wake_watchdog(track, flight);
+    }
+
+    /// Put `flight` in flight (timed before an engine can take a job) and
+    /// queue its `jobs` (`hl_hw_queue_schedule_cs`); if they cannot all be
+    /// queued, undone and the drop counted (`EAGAIN`: a full queue). O(jobs).
+    pub(crate) fn launch_jobs(
+        &self,
+        track: &mut Track,
+        flight: &Arc<Flight>,
+        queues: &dyn AsidQueues,
+        jobs: &mut KVec<EngineJob>,
+    ) -> Result {
+        self.launch(track, flight);
+        queues.submit(jobs).inspect_err(|e| {
+            self.unlaunch(track, flight);
+            match *e {
+                EAGAIN => self.count_drop(DropKind::QueueFull),
+                ENOMEM => self.count_drop(DropKind::OutOfMem),
+                _ => {}
+            }
+        })
     }
 
     /// Wake the watchdog if `flight`'s deadline comes before the one it
@@ -773,6 +804,34 @@ impl ThreadBody for Watchdog {
             }
         }
     }
+}
+
+/// Make the queues `chunks` name ready (before the CS gets its number;
+/// chunks naming no engine are refused later), and start the context's
+/// watchdog if it has none (`watch`, released before the return). `ENOMEM`
+/// (counted), `EINTR`. Sleeps when it creates a thread; O(chunks) otherwise.
+pub(crate) fn start_threads(
+    ctx: &Arc<ContextCs>,
+    queues: &Arc<dyn AsidQueues>,
+    mut watch: MutexGuard<'_, Option<KThread<Watchdog>>>,
+    chunks: &[HlCsChunk],
+) -> Result {
+    let count = |e: &Error| {
+        if *e == ENOMEM {
+            ctx.count_drop(DropKind::OutOfMem);
+        }
+    };
+    if watch.is_none() {
+        let pid = kernel::current!().pid();
+        let name =
+            kernel::str::CString::try_from_fmt(fmt!("hlrs-tdr-{}", pid)).inspect_err(count)?;
+        let body = Watchdog::new(ctx.clone()).inspect_err(count)?;
+        *watch = Some(KThread::spawn(&name, body, false).inspect_err(count)?);
+    }
+    drop(watch);
+    queues
+        .prepare(&mut chunks.iter().map(|c| c.queue_index))
+        .inspect_err(count)
 }
 
 #[kunit_tests(hlrs_tdr)]

@@ -237,6 +237,18 @@ pub(crate) trait AsidQueues: Send + Sync {
     /// Engine threads the queues hold (tests).
     #[cfg(CONFIG_KUNIT)]
     fn threads(&self) -> usize;
+
+    /// Whether the queues run the sync manager's packets, for SIGNAL and
+    /// WAIT CSs (`crate::cs::sync_stream`). O(1).
+    fn sync_streams(&self) -> bool {
+        false
+    }
+
+    /// Set DCORE0 sync-stream SOB `sob` to 0 (a stream's switch to its
+    /// other SOB). `EINVAL` for a SOB outside the sync streams', `ENODEV`.
+    fn reset_sob(&self, _sob: u32) -> Result {
+        Err(EOPNOTSUPP)
+    }
 }
 
 /// The first queue of each DCORE's EDMAs (8 queues each: 2 EDMAs x 4 streams).

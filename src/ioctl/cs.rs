@@ -64,19 +64,27 @@ impl ChunkSource for UserChunks {
         }
         Ok(Chunks::heap(chunks))
     }
+
+    fn read_u64(&self, addr: u64) -> Result<u64> {
+        let addr = usize::try_from(addr).map_err(|_| EFAULT)?;
+        UserSlice::new(UserPtr::from_addr(addr), 8)
+            .reader()
+            .read::<u64>()
+    }
 }
 
 /// Serve one CS ioctl of a compute file, reading its chunks from `src`.
 /// O(chunks) plus a restore CS's run.
 pub(crate) fn cs_ioctl(file: &ComputeFile, args: &mut HlCsArgs, src: &dyn ChunkSource) -> Result {
     let input = CsIn::from(&*args);
-    let (seq, rc) = submit::cs_ioctl(file.ctx.cs(), &input, src);
+    let (seq, rc, sob) = submit::cs_ioctl(file.ctx.cs(), &input, src);
     if rc != Err(EAGAIN) {
         let status = match rc {
             Ok(()) => HL_CS_STATUS_SUCCESS,
             Err(e) => e.to_errno() as u32,
         };
         args.set_out(seq, status);
+        args.set_out_sob(sob.addr_offset, sob.count);
     }
     rc
 }
@@ -169,6 +177,7 @@ pub(crate) fn wait_cs_ioctl(file: &ComputeFile, args: &mut HlWaitCsArgs) -> Resu
 #[kunit_tests(hlrs_cs_ioctl)]
 mod tests {
     use super::*;
+    use crate::cs::sync_objects::SobOut;
     use crate::{
         asic::{AsicProperties, SRAM_BASE_ADDR},
         context::Context,
@@ -425,7 +434,7 @@ mod tests {
             execute: (0xBAD, 1),
             ..CsIn::default()
         };
-        let (s, r) = submit::cs_ioctl(f.ctx.cs(), &bad_copy, &Src(&[c], &[]));
+        let (s, r, _) = submit::cs_ioctl(f.ctx.cs(), &bad_copy, &Src(&[c], &[]));
         assert_eq!((s, r), (u64::MAX, Err(EFAULT)));
         assert_eq!(f.ctx.cs().counters.values()[5], 5);
         let mut input = CsIn {
@@ -442,7 +451,7 @@ mod tests {
         ] {
             input.flags = flags;
             input.pad = pad;
-            let (s, r) = submit::cs_ioctl(f.ctx.cs(), &input, &Src(&[c], &[]));
+            let (s, r, _) = submit::cs_ioctl(f.ctx.cs(), &input, &Src(&[c], &[]));
             assert_eq!((s, r), (u64::MAX, want));
         }
         input = CsIn::default();
@@ -478,7 +487,7 @@ mod tests {
         );
         assert_eq!(
             submit::cs_ioctl(f.ctx.cs(), &input, &Src(&e, &r)),
-            (2, Ok(()))
+            (2, Ok(()), SobOut::default())
         );
         assert_eq!(wait(&f, 2, 10 * SEC).0, Ok(()));
         let mut v = [0u8; 4];
@@ -489,7 +498,7 @@ mod tests {
         let r = [chunk(bad, PDMA)];
         assert_eq!(
             submit::cs_ioctl(f.ctx.cs(), &input, &Src(&e, &r)),
-            (3, Err(ENOEXEC))
+            (3, Err(ENOEXEC), SobOut::default())
         );
         let cq_addr =
             d.cs.with_captured(|c| c.undefined_opcode.map(|u| u.cq_addr));
@@ -501,12 +510,12 @@ mod tests {
         };
         assert_eq!(
             submit::cs_ioctl(f.ctx.cs(), &only, &Src(&e, &r)),
-            (4, Ok(()))
+            (4, Ok(()), SobOut::default())
         );
         let unflagged = CsIn { flags: 0, ..input };
         assert_eq!(
             submit::cs_ioctl(f.ctx.cs(), &unflagged, &Src(&e, &r)),
-            (5, Ok(()))
+            (5, Ok(()), SobOut::default())
         );
         assert_eq!(wait(&f, 5, 10 * SEC).0, Ok(()));
         Ok(())
@@ -729,6 +738,13 @@ mod tests {
                 v.push(*c, GFP_KERNEL)?;
             }
             Ok(Chunks::heap(v))
+        }
+
+        fn read_u64(&self, addr: u64) -> Result<u64> {
+            match addr {
+                0xBAD => Err(EFAULT),
+                a => Ok(a),
+            }
         }
     }
 

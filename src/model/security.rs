@@ -7,19 +7,20 @@
 //! What is open to a user CB:
 //!
 //! - DCORE0's sync manager objects from the first ones the driver leaves
-//!   to users: SOBs from [`FIRST_USER_SOB`], the six monitor arrays
-//!   (`PAY_ADDRL`, `PAY_ADDRH`, `PAY_DATA`, `ARM`, `CONFIG`, `STATUS`) from
-//!   [`FIRST_USER_MON`], and the CQ registers of the GLBL block
-//!   (`CQ_BASE_ADDR_L/H`, `CQ_SIZE_LOG2`, `CQ_PI`, `LBW_ADDR_L/H`,
-//!   `LBW_DATA`, `CQ_INC_MODE`; not `CQ_SEC`) from CQ [`FIRST_USER_CQ`].
-//!   Upstream unsecures from `GAUDI2_RESERVED_SOB_NUMBER` /
-//!   `GAUDI2_RESERVED_MON_NUMBER` (`gaudi2_init_pb_sm_objs`,
-//!   gaudi2/gaudi2_security.c:2712-2760) and from CQ 1
-//!   (`gaudi2_pb_dcr0_sm_glbl_unsecured_regs`, :1683-1692), which leaves
-//!   the driver's sync-stream SOBs and monitors and its KDMA CQ writable;
-//!   this model keeps everything below what `HL_INFO_SYNC_MANAGER` reports
-//!   to users (`first_available_user_sob/mon`, `first_available_cq`,
-//!   gaudi2/gaudi2.c:2925-2935) for the driver.
+//!   unsecured, as upstream: SOBs from [`RESERVED_SOBS`] (85) and the six
+//!   monitor arrays (`PAY_ADDRL`, `PAY_ADDRH`, `PAY_DATA`, `ARM`,
+//!   `CONFIG`, `STATUS`) from [`RESERVED_MONS`] (125)
+//!   (`gaudi2_init_pb_sm_objs`, gaudi2/gaudi2_security.c:2712-2760): the
+//!   sync-stream objects (SOBs 85..412, monitors 125..288, which the
+//!   driver's SIGNAL and WAIT CSs use from the user's own queues) and
+//!   every object from the first one `HL_INFO_SYNC_MANAGER` reports (413,
+//!   289) on. The driver's CS-completion, KDMA and decoder objects below
+//!   stay closed. The CQ registers of the GLBL block (`CQ_BASE_ADDR_L/H`,
+//!   `CQ_SIZE_LOG2`, `CQ_PI`, `LBW_ADDR_L/H`, `LBW_DATA`, `CQ_INC_MODE`;
+//!   not `CQ_SEC`) from CQ [`FIRST_USER_CQ`]; upstream opens them from CQ
+//!   1 (`gaudi2_pb_dcr0_sm_glbl_unsecured_regs`, :1683-1692), which leaves
+//!   its KDMA CQ writable: this model keeps CQ 1 for the driver. A new
+//!   context finds all of these zeroed (the driver's restore at open).
 //! - DCORE1..3's sync manager objects, all of them (upstream writes the
 //!   whole protection array of those blocks to all-ones, :2761-2769), and
 //!   all 64 CQs' GLBL registers of those dcores
@@ -39,7 +40,10 @@
 
 use super::sm::{self, Reg};
 
-pub use super::sm::{FIRST_USER_CQ, FIRST_USER_MON, FIRST_USER_SOB};
+pub use super::sm::{FIRST_USER_CQ, RESERVED_MONS, RESERVED_SOBS};
+// Part of the API (the first objects `HL_INFO_SYNC_MANAGER` reports).
+#[allow(unused_imports)]
+pub use super::sm::{FIRST_USER_MON, FIRST_USER_SOB};
 
 /// `mmPDMA0_QM_BASE` (asic_reg/gaudi2_blocks_linux_driver.h).
 pub const PDMA0_QM: u32 = 0x4C8_A000;
@@ -98,13 +102,13 @@ fn sm_user(reg: u32) -> bool {
     }
     match r {
         Reg::AsidNonSec | Reg::MstrAsid => false,
-        Reg::Sob(s) => s >= FIRST_USER_SOB,
+        Reg::Sob(s) => s >= RESERVED_SOBS,
         Reg::PayL(m)
         | Reg::PayH(m)
         | Reg::Data(m)
         | Reg::Arm(m)
         | Reg::Config(m)
-        | Reg::Status(m) => m >= FIRST_USER_MON,
+        | Reg::Status(m) => m >= RESERVED_MONS,
         Reg::CqBaseL(c)
         | Reg::CqBaseH(c)
         | Reg::CqSize(c)

@@ -139,13 +139,20 @@ pub const CQ_LBW_DATA: u32 = 0x750;
 pub const CQ_INC_MODE: u32 = 0x850;
 /// `mmPCIE_MSIX_BASE` (gaudi2_blocks_linux_driver.h:22645): an LBW write
 /// `GAUDI2_RESERVED_SOB_NUMBER` (gaudi2/gaudi2P.h:252-263: 64 CS
-/// completions + 1 KDMA + 2 x 10 decoders = 85) plus `HL_RSVD_SOBS` (2,
+/// completions + 1 KDMA + 2 x 10 decoders): DCORE0's SOBs below it are the
+/// driver's; the sync-stream SOBs from it on are writable by user CBs
+/// (`gaudi2_init_pb_sm_objs`, gaudi2/gaudi2_security.c:2712-2760).
+pub const RESERVED_SOBS: usize = 85;
+/// `GAUDI2_RESERVED_MON_NUMBER` (gaudi2P.h:265-276: 64 + 1 + 2 x 3 x 10):
+/// DCORE0's monitors below it are the driver's (secured, written with the
+/// kernel's ASID); from it on they are unsecured.
+pub const RESERVED_MONS: usize = 125;
+/// [`RESERVED_SOBS`] plus `HL_RSVD_SOBS` (2,
 /// common/habanalabs.h:127) per sync-stream queue (164): DCORE0's first
 /// SOB a user may write (`first_available_user_sob[0]`,
 /// gaudi2/gaudi2.c:2925-2926).
 pub const FIRST_USER_SOB: usize = 413;
-/// `GAUDI2_RESERVED_MON_NUMBER` (gaudi2P.h:265-276: 64 + 1 + 2 x 3 x 10 =
-/// 125) plus `HL_RSVD_MONS` (1) per sync-stream queue (164):
+/// [`RESERVED_MONS`] plus `HL_RSVD_MONS` (1) per sync-stream queue (164):
 /// `first_available_user_mon[0]` (gaudi2.c:2928-2929).
 pub const FIRST_USER_MON: usize = 289;
 /// `GAUDI2_RESERVED_CQ_NUMBER` (gaudi2P.h:280-284: CS completion, KDMA
@@ -699,10 +706,10 @@ impl SyncManager {
         self.evaluate(d, m);
     }
 
-    /// The ASID of monitor `m` of dcore `d`'s writes: DCORE0's driver
-    /// monitors (below [`FIRST_USER_MON`]) write with the
-    /// kernel's (`GLBL_ASID_SEC`, gaudi2/gaudi2.c:5790), its user monitors
-    /// with `GLBL_ASID_NONE_SEC_PRIV` (the context's, written at
+    /// The ASID of monitor `m` of dcore `d`'s writes: DCORE0's secured
+    /// monitors (below [`RESERVED_MONS`]) write with the
+    /// kernel's (`GLBL_ASID_SEC`, gaudi2/gaudi2.c:5790), its unsecured ones
+    /// (the sync-stream monitors and the user's) with `GLBL_ASID_NONE_SEC_PRIV` (the context's, written at
     /// `gaudi2_mmu_prepare`, :7963); DCORE1..3's, all the user's, with
     /// `MSTR_IF_AXUSER_HB_ASID` (:7969-7971). O(1).
     fn asid(&self, d: usize, m: usize) -> u16 {
@@ -710,7 +717,7 @@ impl SyncManager {
             return 0;
         };
         let asid = match d {
-            0 if m < FIRST_USER_MON => 0,
+            0 if m < RESERVED_MONS => 0,
             0 => dc.asid_nonsec,
             _ => dc.mstr_asid,
         };

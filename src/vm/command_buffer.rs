@@ -171,9 +171,8 @@ impl CommandBuffer {
         self.device_va.store(va, Relaxed);
     }
 
-    /// Store `v` as the word at byte offset `8 * i`, as the device would
-    /// write it (tests). O(1).
-    #[cfg(CONFIG_KUNIT)]
+    /// Store `v` as the word at byte offset `8 * i` (the driver's own CBs,
+    /// `crate::cs::sync_objects`; tests, as the device would write it). O(1).
     pub(crate) fn set_word(&self, i: usize, v: u64) {
         if let Some(w) = self.memory.get(i) {
             w.store(v, Relaxed);

@@ -29,7 +29,8 @@
 //! doorbell, `gaudi2_ring_doorbell`). Upstream counts a whole CS on one
 //! SOB (`seq & 63`); one slot per job gives the driver's per-job events,
 //! with [`SLOTS`] jobs in flight per device (`EAGAIN` past it, counted as
-//! a full queue, as upstream's `max_pending_cs`).
+//! a full queue, as upstream's `max_pending_cs`; a CS of more jobs than
+//! [`SLOTS`] could never be queued and is `EINVAL`, see [`PciQueues`]).
 //!
 //! **Completion** (no polling): the QMAN runs the CB, its PQC increments
 //! SOB `s`, monitor `s` fires, writes the CQ entry and raises MSI-X 21.
@@ -40,7 +41,9 @@
 //!
 //! **Halt** ([`AsidQueues::halt`], the driver's TDR, an aborted CS, the
 //! close): per queue, `GLBL_CFG1` = stop | flush of its stream, then 0
-//! (the stream restarts empty: the device's CI jumps to the PI), a read
+//! (the stream restarts empty: the device's CI jumps to the PI), its
+//! sync-stream monitor disarmed and its fence 2 cleared (a halted WAIT CS,
+//! [`crate::cs::sync_stream`], leaves nothing behind), a read
 //! back of `GLBL_STS0` (the writes reached the device), the CQ drained
 //! (a job that completed before the halt reports `Done`), then `Halted`
 //! for every job still on the queue. It takes the engines' spinlock, never
@@ -73,6 +76,7 @@ use super::{mmu::descramble, regs::bump, PciGaudi2};
 use crate::asic::{
     cpucp_if::{op, CpucpPacket},
     gaudi2_regs::{self as r, qm, sm},
+    GAUDI2_FIRST_USER_SOB, GAUDI2_RESERVED_MON_NUMBER, GAUDI2_RESERVED_SOB_NUMBER,
 };
 use crate::ffi::{cpu_dma::CpuDma, irq::IrqThread};
 use crate::hw::{
@@ -92,10 +96,17 @@ use kernel::{
     sync::{Arc, SpinLock},
 };
 
-/// Completion slots: SOBs and monitors `0..SLOTS` of DCORE0 (upstream
-/// reserves the DCORE0 objects below the first user SOB 413 and monitor
-/// 289 for the driver).
-pub(crate) const SLOTS: usize = 256;
+/// Completion slots: SOBs and monitors `0..SLOTS` of DCORE0, upstream's
+/// CS-completion objects (`GAUDI2_RESERVED_SOB/MON_CS_COMPLETION_*`,
+/// gaudi2/gaudi2P.h:253-269; `GAUDI2_MAX_PENDING_CS`). The objects above
+/// them up to 85 / 125 stay unused (upstream's KDMA and decoder ones); from
+/// there on they are the sync streams' and the user's.
+pub(crate) const SLOTS: usize = 64;
+/// `MON_STATUS.PROT`: a status write without `VALID` disarms the monitor.
+const MON_STATUS_PROT: u32 = 1 << 9;
+/// `CP_FENCE2_CNT_0` of a QMAN block (stream `q` at `+ 4 q`): the counter
+/// a WAIT CS's `FENCE` waits on.
+const QM_FENCE2_CNT: u32 = 0x308;
 /// BDs per PQ (`HL_QUEUE_LENGTH`).
 const PQ_ENTRIES: u32 = 4096;
 /// log2 of [`PQ_ENTRIES`] (`PQ_SIZE`).
@@ -629,6 +640,12 @@ impl EngineCore {
                 // Errors: a dead or unbound device runs nothing any more.
                 let _ = m.wreg(base + qm::GLBL_CFG1, r::qm_stop_flush(q));
                 let _ = m.wreg(base + qm::GLBL_CFG1, 0);
+                // The stream's sync-stream monitor disarmed, then its fence
+                // 2 cleared: a halted WAIT CS leaves nothing that releases
+                // the next one early (upstream resets the device instead).
+                let mon = GAUDI2_RESERVED_MON_NUMBER + i as u32;
+                let _ = m.wreg(sm::MON_STATUS_0 + 4 * mon, MON_STATUS_PROT);
+                let _ = m.wreg(base + QM_FENCE2_CNT + 4 * q, 0);
                 let _ = m.rreg(base + qm::GLBL_STS0);
             }
             self.drain_cq(&mut st);
@@ -929,6 +946,10 @@ impl AsidQueues for PciQueues {
         if st.bufs.is_none() {
             return Err(ENODEV);
         }
+        if jobs.len() > SLOTS {
+            // More jobs than the device ever has in flight: no retry helps.
+            return Err(EINVAL);
+        }
         if jobs.len() > st.free.len {
             return Err(EAGAIN);
         }
@@ -990,6 +1011,17 @@ impl AsidQueues for PciQueues {
     #[cfg(CONFIG_KUNIT)]
     fn threads(&self) -> usize {
         0
+    }
+
+    fn sync_streams(&self) -> bool {
+        true
+    }
+
+    fn reset_sob(&self, sob: u32) -> Result {
+        if !(GAUDI2_RESERVED_SOB_NUMBER..GAUDI2_FIRST_USER_SOB).contains(&sob) {
+            return Err(EINVAL);
+        }
+        self.engines.hw.mmio.wreg(sm::SOB_OBJ_0 + 4 * sob, 0)
     }
 }
 

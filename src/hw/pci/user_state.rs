@@ -12,8 +12,12 @@
 //!   `CQ_SIZE_LOG2`) of DCORE0 from the first user CQ on, and all of them
 //!   in DCORE1..3;
 //! - `MON_STATUS` (to `PROT`) and `MON_CONFIG` (to 0) of DCORE0 from the
-//!   first user monitor on, all of DCORE1..3's;
-//! - DCORE0's SOBs from the first user SOB on, all of DCORE1..3's;
+//!   first unsecured monitor on (the sync-stream monitors, 125, where
+//!   upstream starts at the first user monitor, 289), all of DCORE1..3's;
+//! - DCORE0's SOBs from the first unsecured SOB on (the sync-stream SOBs,
+//!   85, where upstream starts at 413), all of DCORE1..3's: a user CB may
+//!   write the sync-stream objects (as on silicon), so they are reset too,
+//!   and the next context's SIGNAL CSs count from 0;
 //! - per enabled QMAN, the fence counters of its five CPs
 //!   (`gaudi2_clear_qm_fence_counters_common`) and `ARB_CFG_0`
 //!   (`gaudi2_restore_user_qm_registers`).
@@ -27,7 +31,7 @@
 use super::PciGaudi2;
 use crate::asic::{
     gaudi2_regs::{self as r, sm, DCORES, DCORE_OFFSET},
-    CFG_BASE, GAUDI2_FIRST_USER_CQ, GAUDI2_FIRST_USER_MON, GAUDI2_FIRST_USER_SOB,
+    CFG_BASE, GAUDI2_FIRST_USER_CQ, GAUDI2_RESERVED_MON_NUMBER, GAUDI2_RESERVED_SOB_NUMBER,
 };
 use kernel::prelude::*;
 
@@ -54,8 +58,8 @@ fn sm_fills(dcore: u32) -> [Fill; 9] {
     let (cq, mon, sob) = if dcore == 0 {
         (
             GAUDI2_FIRST_USER_CQ,
-            GAUDI2_FIRST_USER_MON,
-            GAUDI2_FIRST_USER_SOB,
+            GAUDI2_RESERVED_MON_NUMBER,
+            GAUDI2_RESERVED_SOB_NUMBER,
         )
     } else {
         (0, 0, 0)
@@ -101,10 +105,11 @@ mod tests {
     #[test]
     fn the_ranges_are_upstreams() {
         let d0 = sm_fills(0);
-        // DCORE0: SOB 413 up to MON_PAY_ADDRL_0, monitors 289.., CQs 2...
-        assert_eq!(d0[8], (0x410_0000 + 4 * 413, 4 * (8192 - 413), 0));
+        // DCORE0: the sync-stream SOBs (85) up to MON_PAY_ADDRL_0, the
+        // sync-stream monitors (125) on, CQs 2...
+        assert_eq!(d0[8], (0x410_0000 + 4 * 85, 4 * (8192 - 85), 0));
         assert_eq!(d0[8].0 + d0[8].1, sm::MON_PAY_ADDRL_0);
-        assert_eq!(d0[6], (0x411_2000 + 4 * 289, 4 * (2048 - 289), 1 << 9));
+        assert_eq!(d0[6], (0x411_2000 + 4 * 125, 4 * (2048 - 125), 1 << 9));
         assert_eq!(d0[0], (0x411_E550 + 8, 4 * 62, 0));
         let d3 = sm_fills(3);
         assert_eq!(d3[8], (0x470_0000, 4 * 8192, 0));

@@ -1,7 +1,8 @@
 //! The engines coordinate (issue 32): sync objects written by one queue,
 //! monitors armed on them, fences that hold a stream until a monitor
 //! releases it, what a user CB may and may not write of the sync manager,
-//! and a new context finding it reset. Through the real device nodes, with
+//! a new context finding it reset, SIGNAL and WAIT CSs, and a queue that
+//! fills. Through the real device nodes, with
 //! the CBs a runtime writes (`hlrs::sync`).
 //!
 //! Runs on the PCI device (the model core's sync manager); the in-module
@@ -236,11 +237,13 @@ fn a_new_context_finds_the_user_sobs_zeroed() {
 fn a_cb_may_not_write_the_drivers_sync_objects() {
     guest_only!();
     let d = Device::open_compute(0).unwrap();
-    // SOB 0 and monitor 0 complete the driver's own jobs.
+    // SOB 0 and monitor 0 complete the driver's own jobs; the others
+    // below the sync streams' (85, 125) stay the driver's too.
     for p in [
         Sob::new(0).set(1),
         Monitor::new(0).arm_raw(0),
-        Sob::new(412).add(1),
+        Sob::new(84).add(1),
+        Monitor::new(124).arm_raw(0),
     ] {
         let cb = host_cb(&d, &Cb::new().push(&p));
         expect_errno(d.run_cb(PDMA0, cb.va, cb.len, 10 * SEC), EIO);
@@ -440,4 +443,222 @@ fn a_timestamp_registration_is_written_when_the_counter_gets_there() {
     d.register_timestamp(irq, (h, 0), 7, (ts.handle(), 4))
         .unwrap();
     assert!(ts.get(4).unwrap() > 0);
+}
+
+/// The CS counters: (queue full, validation) drops of the context.
+fn drops(d: &Device) -> (u64, u64) {
+    let c = d.cs_counters().unwrap().counters;
+    (c[5], c[11])
+}
+
+/// Stream 0 of PDMA_0 held at a fence until [`release`].
+fn hold(d: &Device) -> (hlrs::cs::Fence, Vec<HostCb<'_>>) {
+    let fence = Fence::of(PDMA0).unwrap();
+    submit(d, &[(PDMA0, &Cb::new().push(&fence.wait(1)))])
+}
+
+/// Release what [`hold`] holds, from queue `from`.
+fn release(d: &Device, from: u32) {
+    let (sob, mon) = first(d);
+    let fence = Fence::of(PDMA0).unwrap();
+    let cb = Cb::new()
+        .push(&mon.fire_into(fence, sob, 1))
+        .push(&sob.add(1));
+    completed(run(d, &[(from, &cb)]));
+}
+
+#[test]
+fn a_wait_cs_holds_its_queue_until_the_signal_ran() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let (held, _h) = hold(&d);
+    // The signal queues behind the held CS on PDMA_0_0.
+    let sig = d.signal(PDMA0).unwrap();
+    assert_eq!((sig.sob_addr_offset, sig.sob_count), (0, 1));
+    let wait = d
+        .wait_signal(PDMA1, sig.fence.seq)
+        .unwrap()
+        .expect("a wait CS");
+    let (out, o) = host(&d, 4096);
+    let after = Cb::new()
+        .msg_long(SRAM + 0x500, 0x5161_AAAA)
+        .lin_dma(SRAM + 0x500, o, 4);
+    let (marker, _m) = submit(&d, &[(PDMA1, &after)]);
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    for f in [held, sig.fence, wait, marker] {
+        assert!(matches!(f.wait(&d, 0), Ok(CsDone::Busy)), "{f:?} ran early");
+    }
+    assert_eq!(word(&out, 0), 0);
+    release(&d, PDMA0_1);
+    for f in [held, sig.fence, wait, marker] {
+        completed(f.wait(&d, 10 * SEC));
+    }
+    assert_eq!(word(&out, 0), 0x5161_AAAA);
+}
+
+#[test]
+fn signals_count_up_and_a_finished_signal_needs_no_wait() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let a = d.signal(PDMA0).unwrap();
+    let b = d.signal(PDMA0).unwrap();
+    let c = d.signal(PDMA1).unwrap();
+    assert_eq!((a.sob_count, b.sob_count, c.sob_count), (1, 2, 1));
+    for s in [a, b, c] {
+        completed(s.fence.wait(&d, 10 * SEC));
+    }
+    // Finished: no CS, sequence ULLONG_MAX.
+    assert_eq!(d.wait_signal(PDMA1, b.fence.seq).unwrap(), None);
+    // A wait for the newest signal while it runs behind a held CS, on
+    // another stream of the same QMAN.
+    let (held, _h) = hold(&d);
+    let s = d.signal(PDMA0).unwrap();
+    assert_eq!(s.sob_count, 3);
+    let w = d
+        .wait_signal(PDMA0_1, s.fence.seq)
+        .unwrap()
+        .expect("a wait CS");
+    // Released from PDMA_1: PDMA_0_1 waits behind the wait CS.
+    release(&d, PDMA1);
+    for f in [held, s.fence, w] {
+        completed(f.wait(&d, 10 * SEC));
+    }
+}
+
+#[test]
+fn bad_signal_and_wait_css_get_upstreams_errnos() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let (_, before) = drops(&d);
+    let plain = run(&d, &[(PDMA0, &Cb::new().nop())]);
+    completed(plain);
+    let (f, _c) = submit(&d, &[(PDMA0, &Cb::new().nop())]);
+    completed(f.wait(&d, 10 * SEC));
+    let sig = d.signal(PDMA0).unwrap();
+    // Not a signal CS; a sequence not given yet; two signals.
+    expect_errno(d.wait_signal(PDMA1, f.seq), libc_einval());
+    expect_errno(d.wait_signal(PDMA1, sig.fence.seq + 100), libc_einval());
+    let two = [sig.fence.seq, sig.fence.seq];
+    expect_errno(d.wait_signals_raw(PDMA1, &two, (0, 0)), libc_einval());
+    // Queues without a stream the device runs: a NIC's, PDMA_0_2, past
+    // the last; and a collective wait.
+    for q in [156, GAUDI2_QUEUE_ID_PDMA_0_0 + 2, 300] {
+        expect_errno(d.signal(q), libc_einval());
+    }
+    // WAIT | COLLECTIVE_WAIT: two CS types, refused by the sanity checks
+    // (no drop counted).
+    let col = d.wait_signals_raw(PDMA1, &[sig.fence.seq], (HL_CS_FLAGS_COLLECTIVE_WAIT, 0));
+    expect_errno(col, libc_einval());
+    // Encapsulated signals name a reservation this driver never makes:
+    // treated as finished.
+    let encaps = d.wait_signals_raw(PDMA1, &[sig.fence.seq], (HL_CS_FLAGS_ENCAP_SIGNALS, 0));
+    assert_eq!(encaps.unwrap(), None);
+    let (_, after) = drops(&d);
+    assert_eq!(
+        after - before,
+        5,
+        "validation drops (PDMA_0_2 is a parsing drop)"
+    );
+    completed(sig.fence.wait(&d, 10 * SEC));
+}
+
+fn libc_einval() -> i32 {
+    22
+}
+
+#[test]
+fn a_new_context_counts_signals_from_one_on_a_zeroed_sob() {
+    guest_only!();
+    {
+        let d = Device::open_compute(0).unwrap();
+        for _ in 0..3 {
+            let s = d.signal(PDMA0).unwrap();
+            completed(s.fence.wait(&d, 10 * SEC));
+        }
+    }
+    let d = Device::open_compute(0).unwrap();
+    let (held, _h) = hold(&d);
+    let s = d.signal(PDMA0).unwrap();
+    assert_eq!(s.sob_count, 1);
+    // Had the last context's 3 stayed in the SOB, this would run at once.
+    let w = d
+        .wait_signal(PDMA1, s.fence.seq)
+        .unwrap()
+        .expect("a wait CS");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(matches!(w.wait(&d, 0), Ok(CsDone::Busy)));
+    release(&d, PDMA0_1);
+    for f in [held, s.fence, w] {
+        completed(f.wait(&d, 10 * SEC));
+    }
+}
+
+#[test]
+fn a_full_device_queue_is_eagain_and_counted() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let (held, _h) = hold(&d);
+    let (full_before, _) = drops(&d);
+    let nop = host_cb(&d, &Cb::new().nop());
+    let two = Cs::new()
+        .chunk(PDMA0, nop.va, nop.len)
+        .chunk(PDMA0, nop.va, nop.len);
+    // 64 jobs in flight per device: the held one and 31 CSs of two.
+    let mut queued = Vec::new();
+    let err = loop {
+        match two.submit(&d) {
+            Ok(f) => queued.push(f),
+            Err(e) => break e,
+        }
+        assert!(queued.len() <= 64, "the queue never filled");
+    };
+    assert_eq!(err.raw_os_error(), Some(11), "{err}");
+    assert_eq!(queued.len(), 31);
+    let (full_after, _) = drops(&d);
+    assert_eq!(full_after - full_before, 1);
+    // More jobs than the device ever holds: no retry helps.
+    let big = (0..65).fold(Cs::new(), |cs, _| cs.chunk(PDMA0, nop.va, nop.len));
+    expect_errno(big.submit(&d), libc_einval());
+    release(&d, PDMA0_1);
+    completed(held.wait(&d, 10 * SEC));
+    for f in queued {
+        completed(f.wait(&d, 10 * SEC));
+    }
+}
+
+#[test]
+fn threads_ping_pong_through_signals_and_waits() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let rounds = 6;
+    std::thread::scope(|s| {
+        for t in 0..16u32 {
+            let d = &d;
+            s.spawn(move || {
+                let (from, to) = if t % 2 == 0 {
+                    (PDMA0, PDMA1)
+                } else {
+                    (PDMA1, PDMA0_1)
+                };
+                for _ in 0..rounds {
+                    let sig = retry(|| d.signal(from));
+                    let w = retry(|| d.wait_signal(to, sig.fence.seq));
+                    completed(sig.fence.wait(d, 30 * SEC));
+                    if let Some(w) = w {
+                        completed(w.wait(d, 30 * SEC));
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// `f` until it is not `EAGAIN` (more than 64 CSs in flight).
+fn retry<T>(mut f: impl FnMut() -> io::Result<T>) -> T {
+    loop {
+        match f() {
+            Err(e) if e.raw_os_error() == Some(11) => std::thread::yield_now(),
+            r => return r.unwrap(),
+        }
+    }
 }

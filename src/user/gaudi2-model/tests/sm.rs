@@ -5,7 +5,7 @@
 //! (a register write, as the driver's or an engine's LBW write) and
 //! `Gaudi2::step`.
 
-use gaudi2_model::security::{self, user_writable, FIRST_USER_CQ, FIRST_USER_MON, FIRST_USER_SOB};
+use gaudi2_model::security::{self, user_writable, FIRST_USER_CQ, RESERVED_MONS, RESERVED_SOBS};
 use gaudi2_model::sm::{self, DCORE_STRIDE, FIFO, FIRE_BUDGET, GLBL_BASE, OBJS_BASE};
 use gaudi2_model::{regs, BusFault, Config, Env, Gaudi2};
 
@@ -508,10 +508,13 @@ fn dcore_1_has_its_own_sobs_monitors_and_cqs() {
 #[test]
 fn user_writable_follows_the_protection_upstream_sets() {
     let d0 = |arr, i: usize| mon(0, arr, i as u32);
-    // DCORE0 SOBs, monitors and CQs: the driver's below the first user's.
+    // DCORE0 SOBs and monitors: the driver's below the sync-stream ones
+    // (open to the user's queues, as upstream), CQs below the first user's.
     assert!(!user_writable(sob(0, 0)));
-    assert!(!user_writable(sob(0, FIRST_USER_SOB as u32 - 1)));
-    assert!(user_writable(sob(0, FIRST_USER_SOB as u32)));
+    assert!(!user_writable(sob(0, 63)), "a CS-completion SOB");
+    assert!(!user_writable(sob(0, RESERVED_SOBS as u32 - 1)));
+    assert!(user_writable(sob(0, RESERVED_SOBS as u32)));
+    assert!(user_writable(sob(0, 413)));
     assert!(user_writable(sob(0, 8191)));
     for arr in [
         sm::MON_PAY_ADDRL,
@@ -522,8 +525,10 @@ fn user_writable_follows_the_protection_upstream_sets() {
         sm::MON_STATUS,
     ] {
         assert!(!user_writable(d0(arr, 0)));
-        assert!(!user_writable(d0(arr, FIRST_USER_MON - 1)));
-        assert!(user_writable(d0(arr, FIRST_USER_MON)));
+        assert!(!user_writable(d0(arr, 63)));
+        assert!(!user_writable(d0(arr, RESERVED_MONS - 1)));
+        assert!(user_writable(d0(arr, RESERVED_MONS)));
+        assert!(user_writable(d0(arr, 289)));
         assert!(user_writable(d0(arr, 2047)));
     }
     for arr in [

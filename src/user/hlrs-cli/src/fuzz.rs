@@ -41,7 +41,7 @@ use std::time::{Duration, Instant};
 /// the host MAPs of buffers with other backings than anonymous memory,
 /// counted apart; then the sync-manager family (from [`SYNC_OP`]), drawn
 /// only with `--sync` on devices with user interrupts.
-const OPS: [&str; 30] = [
+const OPS: [&str; 31] = [
     "INFO",
     "ALLOC",
     "FREE",
@@ -72,8 +72,10 @@ const OPS: [&str; 30] = [
     "SYNC CS",
     "SYNC hang",
     "INTR WAIT",
+    "SIGNAL/WAIT",
 ];
-/// Index of "SYNC CS" in [`OPS`]; "SYNC hang" and "INTR WAIT" follow.
+/// Index of "SYNC CS" in [`OPS`]; "SYNC hang", "INTR WAIT" and
+/// "SIGNAL/WAIT" follow.
 const SYNC_OP: usize = 27;
 /// How many of [`OPS`] the fuzzer draws from.
 const SELECTABLE: usize = 23;
@@ -153,6 +155,11 @@ fn allowed(op: usize, e: i32) -> bool {
         // abort are its expected ends (not errors), checked in fuzz_sync.
         "SYNC hang" => matches!(e, EINVAL | EAGAIN | ENOMEM | EFAULT),
         "INTR WAIT" => matches!(e, EINVAL | EINTR | EFAULT | ENOMEM),
+        // A SIGNAL or WAIT refused (a queue without a stream, a sequence
+        // that is no signal: EINVAL; EAGAIN; ENOMEM), or ended aborted
+        // (halted behind another thread's CS: EIO) or timed out (its
+        // signal never ran: ETIMEDOUT).
+        "SIGNAL/WAIT" => matches!(e, EINVAL | EAGAIN | ENOMEM | EIO | ETIMEDOUT),
         _ => false,
     }
 }
@@ -442,7 +449,11 @@ impl Worker<'_> {
                 let r = crate::fuzz_sync::hang(dev, st, shared, rng);
                 self.record(SYNC_OP + 1, r)
             }
-            1..=30 => {
+            1..=10 => {
+                let r = crate::fuzz_sync::signal_wait(dev, shared, rng);
+                self.record(SYNC_OP + 3, r)
+            }
+            11..=35 => {
                 let (r, cs) = crate::fuzz_sync::interrupt_wait(dev, st, shared, rng);
                 if let Some(cs) = cs {
                     self.record(SYNC_OP, cs)?;

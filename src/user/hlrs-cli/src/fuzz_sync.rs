@@ -2,7 +2,7 @@
 //! devices with user interrupts (the Gaudi2 on PCI: the simulated devices
 //! have no sync manager yet).
 //!
-//! Three ops:
+//! Four ops:
 //!
 //! - `SYNC CS`: a CS of 1..3 chunks. Half of them are *clean*: writes only
 //!   to the thread's own SOBs and monitors, fences that a SOB write in the
@@ -25,6 +25,8 @@
 //!   (counter 3: no other op of this family writes it), with a 1 s timeout:
 //!   it must end ETIMEDOUT (or EIO), never complete; then a NOP CS on the
 //!   same queue must complete (the device keeps working).
+//! - `SIGNAL/WAIT`: a SIGNAL CS and a WAIT CS for it (or for a bad
+//!   sequence) on queues no clean CS uses; see [`signal_wait`].
 //! - `INTR WAIT`: WAIT_CS with `HL_WAIT_CS_FLAGS_INTERRUPT` on random
 //!   interrupt ids (user ones mostly, the common CQ id, others: EINVAL),
 //!   counters (the thread's CQ counter CB at a random index, bad handles,
@@ -103,6 +105,14 @@ pub const DEAD: i32 = 1004;
 /// An interrupt wait succeeded with a status other than BUSY or COMPLETED.
 pub const BAD_STATUS: i32 = 1005;
 
+/// DCORE0's objects no user CB may write (upstream's CS-completion, KDMA
+/// and decoder SOBs and monitors): a loose CS's writes to them are RAZWIs.
+/// Between them and the first user objects lie the sync streams' (SIGNAL
+/// and WAIT CSs, which the `SIGNAL`/`WAIT` ops submit): writable, as on
+/// silicon, and left alone by loose CSs.
+const DRIVER_SOBS: u32 = 85;
+const DRIVER_MONS: u32 = 125;
+
 /// What a sentinel errno of this family means.
 pub fn describe(e: i32) -> Option<&'static str> {
     Some(match e {
@@ -152,9 +162,8 @@ pub struct SyncState {
     /// Its first SOB (a group boundary), first monitor.
     sob0: u32,
     mon0: u32,
-    /// The driver's first user SOB, monitor, CQ.
+    /// The driver's first user SOB, CQ.
     first_sob: u32,
-    first_mon: u32,
     first_cq: u32,
     /// Whether a timeout of a clean CS alone on the device is a failure
     /// (not when the run mixes in the CS op's random packets).
@@ -178,7 +187,6 @@ impl SyncState {
             sob0: first_sob.div_ceil(8) * 8 + block * SOBS_PER,
             mon0: sm.first_available_monitor + block * MONS_PER,
             first_sob,
-            first_mon: sm.first_available_monitor,
             first_cq: sm.first_available_cq,
             strict,
             mem: None,
@@ -352,10 +360,10 @@ fn loose_packet(st: &SyncState, rng: &mut Rng, va: u64, counter: Option<(u64, u6
         // SOB writes: the thread's own mostly; the driver's (RAZWI).
         1..=3 => {
             let sob = match rng.below(8) {
-                0 => Sob::new(rng.below(u64::from(st.first_sob.saturating_sub(3))) as u32),
+                0 => Sob::new(rng.below(u64::from(DRIVER_SOBS - 3)) as u32),
                 // Past the 8,192 SOBs: the driver's monitors' PAY_ADDRL.
                 // (A long set writes 4: it stays below the users' ones.)
-                1 => Sob::new(8192 + rng.below(u64::from(st.first_mon.saturating_sub(3))) as u32),
+                1 => Sob::new(8192 + rng.below(u64::from(DRIVER_MONS - 3)) as u32),
                 _ => st.loose_sob(rng, 4),
             };
             match rng.below(5) {
@@ -369,7 +377,7 @@ fn loose_packet(st: &SyncState, rng: &mut Rng, va: u64, counter: Option<(u64, u6
         // A monitor's payload: the thread's loose ones mostly.
         4..=5 => {
             let (mon, idx) = match rng.below(10) {
-                0 => (Monitor::new(rng.below(u64::from(st.first_mon)) as u32), 7),
+                0 => (Monitor::new(rng.below(u64::from(DRIVER_MONS)) as u32), 7),
                 _ => {
                     let i = rng.below(8) as u32;
                     (Monitor::new(st.mon0 + 8 + i), i)
@@ -653,6 +661,63 @@ fn clean_cs(
     }
 }
 
+/// Queues of the `SIGNAL/WAIT` op: none a clean CS runs on (a WAIT CS's
+/// monitor pays into fence 2 of its stream, which clean CSs also use).
+const SIGNAL_QUEUES: [u32; 4] = [
+    GAUDI2_QUEUE_ID_DCORE0_EDMA_0_0 + 4,
+    GAUDI2_QUEUE_ID_DCORE0_EDMA_0_0 + 5,
+    GAUDI2_QUEUE_ID_DCORE1_EDMA_0_0,
+    GAUDI2_QUEUE_ID_DCORE1_EDMA_0_0 + 1,
+];
+
+/// The `SIGNAL/WAIT` op: a SIGNAL CS on a queue (now and then one without
+/// a sync stream the device runs: EINVAL), then a WAIT CS on another for
+/// it, or for a sequence that is no signal, not given yet, two of them or
+/// encapsulated signals; both with a short timeout, both waited for. A
+/// signal behind another thread's CS that the TDR halts is aborted (EIO),
+/// and the waits for it (and for its queue's later signals, whose values
+/// it never reached) time out: risky, as a loose CS.
+pub fn signal_wait(dev: &Device, shared: &Shared, rng: &mut Rng) -> Result<(), i32> {
+    let pick = |rng: &mut Rng| match rng.below(16) {
+        0 => rng.below(300) as u32,
+        _ => SIGNAL_QUEUES[rng.below(SIGNAL_QUEUES.len() as u64) as usize],
+    };
+    let _risk = shared.risk();
+    let flags = HL_CS_FLAGS_CUSTOM_TIMEOUT
+        | if rng.below(4) == 0 {
+            HL_CS_FLAGS_TIMESTAMP
+        } else {
+            0
+        };
+    let sig = dev
+        .signal_with(pick(rng), flags, 2)
+        .map_err(|e| errno(&e))?;
+    let seq = sig.fence.seq;
+    let signals: Vec<u64> = match rng.below(10) {
+        0 => vec![rng.below(seq + 64)],
+        1 => vec![seq, seq],
+        2 => vec![],
+        _ => vec![seq],
+    };
+    let wflags = flags
+        | if rng.below(10) == 0 {
+            HL_CS_FLAGS_ENCAP_SIGNALS
+        } else {
+            0
+        };
+    let w = dev.wait_signals_raw(pick(rng), &signals, (wflags, 2));
+    let ended = |f: hlrs::cs::Fence| match f.wait(dev, WAIT_US).map_err(|e| errno(&e))? {
+        CsDone::Completed { .. } => Ok(()),
+        CsDone::Busy => Err(HUNG),
+    };
+    let first = ended(sig.fence);
+    match w {
+        Ok(Some(f)) => ended(f).and(first),
+        Ok(None) => first,
+        Err(e) => first.and(Err(errno(&e))),
+    }
+}
+
 /// The `SYNC hang` op: a fence nothing releases, then a CS that must
 /// complete on the same queue.
 pub fn hang(dev: &Device, st: &mut SyncState, shared: &Shared, rng: &mut Rng) -> Result<(), i32> {
@@ -808,7 +873,6 @@ mod tests {
             sob0: 416 + block * SOBS_PER,
             mon0: 289 + block * MONS_PER,
             first_sob: 413,
-            first_mon: 289,
             first_cq: 2,
             strict: true,
             mem: None,
@@ -900,10 +964,10 @@ mod tests {
                         let sm = (0x410_0000..0x412_0000).contains(&reg);
                         assert!(sm || !(0x290..0x300).contains(&(reg & 0xFFF)), "{reg:#x}");
                         if let Some(id) = sob_of(reg) {
-                            assert!(id < st.first_sob || own_sobs.contains(&id), "SOB {id}");
+                            assert!(id < DRIVER_SOBS || own_sobs.contains(&id), "SOB {id}");
                         }
                         if let Some((array, id)) = mon_of(reg) {
-                            assert!(id < st.first_mon || own_mons.contains(&id), "monitor {id}");
+                            assert!(id < DRIVER_MONS || own_mons.contains(&id), "monitor {id}");
                             if array == 0 && op == PACKET_MSG_SHORT {
                                 assert!(!hang.contains(&word(p, 0)), "payload into counter 3");
                             }

@@ -10,8 +10,12 @@
 //! Without the monitor and the fence the second copy could read SRAM
 //! before the first wrote it; the output's checksum shows it did not. The
 //! SOB and monitor are the first ones the driver leaves to users
-//! (`HL_INFO_SYNC_MANAGER`). Then an interrupt wait: a thread sleeps in
-//! WAIT_CS on user interrupt 48 until a monitor bumps a CQ counter.
+//! (`HL_INFO_SYNC_MANAGER`). Then the same pipeline with the driver's
+//! sync streams: per round a copy CS on PDMA_0_0, a SIGNAL CS on it, a
+//! WAIT CS on PDMA_1_0 for that signal and a copy CS on PDMA_1_0, all in
+//! flight at once (only the last is waited for). Then an interrupt wait:
+//! a thread sleeps in WAIT_CS on user interrupt 48 until a monitor bumps a
+//! CQ counter.
 
 use crate::dma::{checksum, map_cb};
 use hlrs::{
@@ -39,7 +43,7 @@ pub fn run(device: u32, rounds: u32, block: u32) -> io::Result<String> {
     for (i, b) in src.as_mut_slice().iter_mut().enumerate() {
         *b = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15).to_le_bytes()[7];
     }
-    let dst = HostBuffer::new(size.max(1))?;
+    let mut dst = HostBuffer::new(size.max(1))?;
     let s = dev.map_host(src.addr(), src.len() as u64, 0, 0)?;
     let d = dev.map_host(dst.addr(), dst.len() as u64, 0, 0)?;
     let mut out = String::new();
@@ -81,8 +85,70 @@ pub fn run(device: u32, rounds: u32, block: u32) -> io::Result<String> {
     if !ok {
         return Err(io::Error::other(out));
     }
+    // The second pipeline starts from a zeroed output.
+    dst.as_mut_slice().fill(0);
+    signal_wait(&dev, (&src, s), (&dst, d), (rounds, block), &mut out)?;
     interrupt_wait(&dev, (sob, mon), &mut out)?;
     Ok(out)
+}
+
+/// The pipeline through SIGNAL and WAIT CSs (`HL_CS_FLAGS_SIGNAL`,
+/// `HL_CS_FLAGS_WAIT`): the driver's CBs order the two queues.
+fn signal_wait(
+    dev: &Device,
+    (src, s): (&HostBuffer, u64),
+    (dst, d): (&HostBuffer, u64),
+    (rounds, block): (u32, u32),
+    out: &mut String,
+) -> io::Result<()> {
+    let (q0, q1) = (GAUDI2_QUEUE_ID_PDMA_0_0, GAUDI2_QUEUE_ID_PDMA_1_0);
+    let t = Instant::now();
+    let mut cbs = Vec::new();
+    let mut last = None;
+    let mut first_count = None;
+    for r in 0..rounds {
+        let off = u64::from(r) * u64::from(block);
+        let sram = SRAM + 0x10_0000 + off;
+        let put = Cb::new().lin_dma(s + off, sram, block);
+        let get = Cb::new().lin_dma(sram, d + off, block);
+        let (a, va_p) = map_cb(dev, &put)?;
+        let (b, va_g) = map_cb(dev, &get)?;
+        Cs::new().chunk(q0, va_p, put.len()).submit(dev)?;
+        let sig = dev.signal(q0)?;
+        first_count.get_or_insert(sig.sob_count);
+        dev.wait_signal(q1, sig.fence.seq)?;
+        last = Some(Cs::new().chunk(q1, va_g, get.len()).submit(dev)?);
+        cbs.push((a, va_p));
+        cbs.push((b, va_g));
+        // At most 8 rounds (32 CSs) in flight: the window is 64.
+        if r % 8 == 7 {
+            if let Some(f) = last {
+                f.wait(dev, 30 * SEC)?;
+            }
+        }
+    }
+    if let Some(f) = last {
+        if f.wait(dev, 30 * SEC)? == CsDone::Busy {
+            return Err(io::ErrorKind::TimedOut.into());
+        }
+    }
+    let took = t.elapsed();
+    for (_, va) in &cbs {
+        dev.unmap(*va)?;
+    }
+    let ok = checksum(src.as_slice()) == checksum(dst.as_slice());
+    let _ = writeln!(
+        out,
+        "sync streams: {rounds} x (copy on PDMA_0_0, SIGNAL on PDMA_0_0 (first SOB count {}), WAIT on PDMA_1_0, copy on PDMA_1_0) in {:.1} ms: output {}",
+        first_count.unwrap_or(0),
+        took.as_secs_f64() * 1e3,
+        if ok { "matches the input" } else { "DIFFERS" }
+    );
+    if ok {
+        Ok(())
+    } else {
+        Err(io::Error::other(out.clone()))
+    }
 }
 
 /// A thread sleeps in WAIT_CS on user interrupt 48 while a CS on PDMA_0_0

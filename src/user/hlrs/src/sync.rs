@@ -512,6 +512,95 @@ impl crate::Device {
     }
 }
 
+/// What a SIGNAL CS returned (`hl_cs_out`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Signaled {
+    /// The signal CS.
+    pub fence: crate::cs::Fence,
+    /// `sob_base_addr_offset` (0 on Gaudi2).
+    pub sob_addr_offset: u32,
+    /// `sob_count_before_submission`: the stream's SOB value once this
+    /// signal ran (upstream's `next_sob_val - 1`; 0 at a SOB switch).
+    pub sob_count: u16,
+}
+
+impl crate::Device {
+    /// A CS of the one chunk `c` (what it points to outlives the call).
+    fn sync_stream_cs(
+        &self,
+        c: HlCsChunk,
+        flags: u32,
+        timeout_s: u32,
+    ) -> std::io::Result<HlCsArgs> {
+        let c = [c];
+        let mut a = HlCsArgs {
+            chunks_execute: c.as_ptr() as u64,
+            num_chunks_execute: 1,
+            cs_flags: flags,
+            timeout: timeout_s,
+            ..Default::default()
+        };
+        self.cs_args(&mut a)?;
+        Ok(a)
+    }
+
+    /// A SIGNAL CS on `queue` (`HL_CS_FLAGS_SIGNAL`): the driver's CB
+    /// increments the queue's sync-stream SOB once the queue's earlier
+    /// work ran. `EOPNOTSUPP` on a device whose queues do not run the sync
+    /// manager.
+    pub fn signal(&self, queue: u32) -> std::io::Result<Signaled> {
+        self.signal_with(queue, 0, 0)
+    }
+
+    /// [`Self::signal`] with more `HL_CS_FLAGS_*` (a timestamp;
+    /// `HL_CS_FLAGS_CUSTOM_TIMEOUT` with `timeout_s`).
+    pub fn signal_with(&self, queue: u32, flags: u32, timeout_s: u32) -> std::io::Result<Signaled> {
+        let c = HlCsChunk {
+            queue_index: queue,
+            ..Default::default()
+        };
+        let a = self.sync_stream_cs(c, HL_CS_FLAGS_SIGNAL | flags, timeout_s)?;
+        Ok(Signaled {
+            fence: crate::cs::Fence { seq: a.out_seq() },
+            sob_addr_offset: a.out_sob_addr_offset(),
+            sob_count: a.out_sob_count(),
+        })
+    }
+
+    /// A WAIT CS on `queue` for the signal CS `signal` (`HL_CS_FLAGS_WAIT`,
+    /// one sequence in `signal_seq_arr`): the queue's later work runs once
+    /// the signal ran. `None` when the signal had finished (nothing to
+    /// wait for: no CS, as upstream's `ULLONG_MAX`); `EINVAL` for a
+    /// sequence not given yet or a CS that is no signal.
+    pub fn wait_signal(
+        &self,
+        queue: u32,
+        signal: u64,
+    ) -> std::io::Result<Option<crate::cs::Fence>> {
+        self.wait_signals_raw(queue, &[signal], (0, 0))
+    }
+
+    /// A WAIT CS with a raw signal array, more flags and a timeout (as
+    /// [`Self::signal_with`]); tests: the driver takes exactly one signal.
+    pub fn wait_signals_raw(
+        &self,
+        queue: u32,
+        signals: &[u64],
+        (flags, timeout_s): (u32, u32),
+    ) -> std::io::Result<Option<crate::cs::Fence>> {
+        let c = HlCsChunk {
+            cb_handle: signals.as_ptr() as u64,
+            queue_index: queue,
+            cb_size: signals.len() as u32,
+            ..Default::default()
+        };
+        let a = self.sync_stream_cs(c, HL_CS_FLAGS_WAIT | flags, timeout_s)?;
+        Ok(Some(a.out_seq())
+            .filter(|&s| s != u64::MAX)
+            .map(|seq| crate::cs::Fence { seq }))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
