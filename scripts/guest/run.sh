@@ -93,7 +93,7 @@ if grep -q 'hlrs.pci=1' /proc/cmdline; then
 		hlrs dma --device $n --size 1048576 --via sram --queue 8 2>&1 | sed 's/^/  /'
 		echo "  a DMA to an unmapped VA: the event queue (MSI-X 0) reports the page fault (hlrs dma --fault):"
 		hlrs dma --device $n --fault 2>&1 | sed 's/^/    /'
-		say "Two queues ordered by the sync manager: a SOB, a monitor and a FENCE (hlrs sync --device $n)"
+		say "Two queues ordered by the sync manager: a SOB, a monitor and a FENCE, then SIGNAL and WAIT CSs (hlrs sync --device $n)"
 		hlrs sync --device $n 2>&1 | sed 's/^/  /'
 		echo "  -- the CS counters (debugfs $n/pci):"
 		grep -E '^(cs_|doorbells|cq_|eq_)' /sys/kernel/debug/habanalabs_rs/$n/pci | sed 's/^/     /'
