@@ -178,7 +178,8 @@ def pci(get, row):
 
 def sync(get, row):
     """The sync section (`bench_sync.rs`), on the Gaudi2 on PCI only: the
-    two-queue ping-pong (SOB -> monitor -> FENCE) and the wait for a user
+    two-queue ping-pong (SOB -> monitor -> FENCE), the same ordering through
+    SIGNAL and WAIT CSs, and the wait for a user
     interrupt a monitor raises through a CQ, each against a NOP CS +
     WAIT_CS on the same device in the same run (baseline; ratio = figure /
     NOP round trip)."""
@@ -186,6 +187,8 @@ def sync(get, row):
     nop = get("sync.nop.ns")
     row(sec, "ping-pong, 2 queues: CS+WAIT (SOB->monitor->FENCE)",
         get("sync.pingpong.ns"), "ns", nop)
+    row(sec, "sync streams: SIGNAL, WAIT, NOP CS + WAIT_CS (3 CS ioctls)",
+        get("sync.stream.ns"), "ns", nop)
     row(sec, "interrupt: submit -> waiter woken (monitor->CQ->MSI-X)",
         get("sync.interrupt.ns"), "ns", nop)
 

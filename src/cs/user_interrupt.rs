@@ -39,8 +39,10 @@
 //! user is left for the next).
 //!
 //! Complexity: a wait is O(1) per interrupt; an interrupt is O(waiters of
-//! its id) wake-ups plus O(registrations) checks, and a registration
-//! O(registrations) (a scan for the element it replaces), registrations
+//! its id) wake-ups plus O(registrations on its id and the common id)
+//! checks (a tree keyed by interrupt, buffer and element: upstream keeps a
+//! list per interrupt), and a registration O(log registrations) (the
+//! element it replaces looked up under each of the 66 ids), registrations
 //! bounded by [`MAX_REGISTRATIONS`] per device (`ENOMEM` past it; upstream
 //! bounds them only by the elements of the buffers, 2^20 each).
 
@@ -50,9 +52,9 @@ use crate::{
     vm::{command_buffer::CommandBuffer, ts_buffer::TsBuffer},
 };
 use kernel::{
-    alloc::KVVec,
     new_condvar, new_mutex, new_spinlock,
     prelude::*,
+    rbtree::{RBTree, RBTreeNodeReservation},
     sync::{Arc, CondVar, CondVarTimeoutResult, Mutex, SpinLock},
     time::{msecs_to_jiffies, Jiffies},
     uaccess::{UserPtr, UserSlice},
@@ -139,18 +141,30 @@ pub(crate) struct Waited {
 struct TsReg {
     /// The context it belongs to (its close drops it).
     owner: usize,
-    slot: usize,
+    /// Its buffer (the key holds its address).
     buf: Arc<TsBuffer>,
-    element: usize,
+    /// The CB of its counter.
     cb: Arc<CommandBuffer>,
+    /// The counter's u64 index in the CB.
     index: usize,
+    /// The value the counter must reach.
     target: u64,
+}
+
+/// A registration's key: its interrupt slot, its buffer's address, the
+/// element.
+type RegKey = (usize, usize, usize);
+
+/// The registrations of a device and their count.
+struct Regs {
+    tree: RBTree<RegKey, TsReg>,
+    len: usize,
 }
 
 /// A device's user interrupts.
 pub(crate) struct UserInterrupts {
     ints: KVec<Pin<KBox<UserInterrupt>>>,
-    regs: Pin<KBox<Mutex<KVVec<TsReg>>>>,
+    regs: Pin<KBox<Mutex<Regs>>>,
 }
 
 impl UserInterrupts {
@@ -163,7 +177,11 @@ impl UserInterrupts {
                 GFP_KERNEL,
             )?;
         }
-        let regs = KBox::pin_init(new_mutex!(KVVec::new(), "UserInterrupts::regs"), GFP_KERNEL)?;
+        let regs = Regs {
+            tree: RBTree::new(),
+            len: 0,
+        };
+        let regs = KBox::pin_init(new_mutex!(regs, "UserInterrupts::regs"), GFP_KERNEL)?;
         Ok(Arc::new(Self { ints, regs }, GFP_KERNEL)?)
     }
 
@@ -196,14 +214,10 @@ impl UserInterrupts {
             }
         }
         let mut regs = self.regs.lock();
-        regs.retain(|r| {
-            let hit = (r.slot == k || r.slot == COMMON_CQ_SLOT)
-                && r.cb.word(r.index).is_some_and(|v| v >= r.target);
-            if hit {
-                r.buf.set_timestamp(r.element, now as u64);
-            }
-            !hit
-        });
+        fire_slot(&mut regs, k, now as u64);
+        if k != COMMON_CQ_SLOT {
+            fire_slot(&mut regs, COMMON_CQ_SLOT, now as u64);
+        }
     }
 
     /// Wait on interrupt `slot` until `counter` is at least `target`, at
@@ -265,7 +279,7 @@ impl UserInterrupts {
     /// Register element `element` of `buf` for the time the counter `index`
     /// of `cb` reaches `target` on interrupt `slot`, for the context
     /// `owner`. `EINVAL` for an element outside the buffer, `ENOMEM` past
-    /// [`MAX_REGISTRATIONS`]. O(registrations).
+    /// [`MAX_REGISTRATIONS`]. O(log registrations).
     pub(crate) fn register(
         &self,
         owner: usize,
@@ -277,41 +291,83 @@ impl UserInterrupts {
         if element >= buf.elements() as usize || slot >= SLOTS {
             return Err(EINVAL);
         }
+        let node = RBTreeNodeReservation::new(GFP_KERNEL)?;
+        let b = Arc::as_ptr(&buf) as usize;
         let mut regs = self.regs.lock();
-        // A registration of the same element is replaced.
-        regs.retain(|r| !(Arc::ptr_eq(&r.buf, &buf) && r.element == element));
+        // A registration of the same element (on any interrupt) is replaced.
+        for s in 0..SLOTS {
+            if regs.tree.remove(&(s, b, element)).is_some() {
+                regs.len = regs.len.saturating_sub(1);
+            }
+        }
         if cb.word(index).ok_or(EINVAL)? >= target {
             buf.set_timestamp(element, ktime_ns() as u64);
             return Ok(());
         }
-        if regs.len() >= MAX_REGISTRATIONS {
+        if regs.len >= MAX_REGISTRATIONS {
             return Err(ENOMEM);
         }
         let r = TsReg {
             owner,
-            slot,
             buf,
-            element,
             cb,
             index,
             target,
         };
-        regs.push(r, GFP_KERNEL)?;
+        regs.tree.insert(node.into_node((slot, b, element), r));
+        regs.len = regs.len.saturating_add(1);
         Ok(())
     }
 
     /// Drop the registrations of context `owner` (its close). O(registrations).
     pub(crate) fn forget(&self, owner: usize) {
-        self.regs.lock().retain(|r| r.owner != owner);
+        let mut regs = self.regs.lock();
+        let mut gone = 0usize;
+        let mut cur = regs.tree.cursor_front_mut();
+        while let Some(c) = cur {
+            let (&key, r) = c.current();
+            if r.owner != owner {
+                cur = c.move_next();
+                continue;
+            }
+            let (next, _node) = c.remove_current();
+            gone = gone.saturating_add(1);
+            // Past the last node, the cursor comes back to the one before.
+            cur = next.filter(|n| *n.current().0 > key);
+        }
+        regs.len = regs.len.saturating_sub(gone);
     }
 
     /// Registrations kept (debugfs, tests). O(1).
     pub(crate) fn registrations(&self) -> usize {
-        self.regs.lock().len()
+        self.regs.lock().len
     }
 }
 
 /// The IRQ thread of user interrupt `k` (MSI-X `48 + k`).
+/// Write the timestamps of interrupt `slot`'s registrations whose counter
+/// reached its target, and drop them. O(registrations on `slot` + log n).
+fn fire_slot(regs: &mut Regs, slot: usize, now: u64) {
+    let mut gone = 0usize;
+    let mut cur = regs.tree.cursor_lower_bound_mut(&(slot, 0, 0));
+    while let Some(c) = cur {
+        let (&key, r) = c.current();
+        if key.0 != slot {
+            break;
+        }
+        if r.cb.word(r.index).is_none_or(|v| v < r.target) {
+            cur = c.move_next();
+            continue;
+        }
+        r.buf.set_timestamp(key.2, now);
+        let (next, _node) = c.remove_current();
+        gone = gone.saturating_add(1);
+        // Past the last node, the cursor comes back to the one before.
+        cur = next.filter(|n| *n.current().0 > key);
+    }
+    regs.len = regs.len.saturating_sub(gone);
+}
+
 pub(crate) struct UserInterruptIrq {
     ints: Arc<UserInterrupts>,
     k: usize,
@@ -418,6 +474,39 @@ mod tests {
         assert!(buf.timestamp(6).is_some_and(|t| t > 0));
         ints.register(1, 7, (buf.clone(), 7), (cb.clone(), 0), 2)?;
         ints.forget(1);
+        assert_eq!(ints.registrations(), 0);
+        Ok(())
+    }
+
+    #[test]
+    fn registrations_move_between_ids_fire_on_the_common_one_and_go_by_owner() -> Result {
+        let ints = UserInterrupts::new()?;
+        let (cb, buf) = (cb()?, ts(16)?);
+        // Element 0 on interrupt 1, then on 5: one registration, on 5.
+        ints.register(1, 1, (buf.clone(), 0), (cb.clone(), 0), 1)?;
+        ints.register(1, 5, (buf.clone(), 0), (cb.clone(), 0), 1)?;
+        assert_eq!(ints.registrations(), 1);
+        // Owner 1's on the common id: the tree's last key.
+        ints.register(1, COMMON_CQ_SLOT, (buf.clone(), 1), (cb.clone(), 0), 1)?;
+        for e in 2..10 {
+            ints.register(1 + e % 2, 9, (buf.clone(), e), (cb.clone(), 0), 1)?;
+        }
+        assert_eq!(ints.registrations(), 10);
+        // Owner 1's go (the first, every other one, the last).
+        ints.forget(1);
+        assert_eq!(ints.registrations(), 4);
+        cb.set_word(0, 1);
+        ints.fire(9);
+        assert_eq!(ints.registrations(), 0);
+        for e in [3, 5, 7, 9] {
+            assert!(buf.timestamp(e).is_some_and(|t| t > 0));
+        }
+        assert_eq!(buf.timestamp(2), Some(0));
+        // One on the common id fires with any user interrupt.
+        ints.register(3, COMMON_CQ_SLOT, (buf.clone(), 10), (cb.clone(), 0), 2)?;
+        cb.set_word(0, 2);
+        ints.fire(0);
+        assert!(buf.timestamp(10).is_some_and(|t| t > 0));
         assert_eq!(ints.registrations(), 0);
         Ok(())
     }

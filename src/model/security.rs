@@ -94,29 +94,12 @@ fn sm_user(reg: u32) -> bool {
     };
     // The ASID registers stay the driver's in every dcore (GLBL and
     // MSTR_IF blocks: only their CQ registers are unsecured).
-    if matches!(r, Reg::AsidNonSec | Reg::MstrAsid) {
-        return false;
-    }
-    if d != 0 {
-        return true;
-    }
     match r {
         Reg::AsidNonSec | Reg::MstrAsid => false,
+        _ if d != 0 => true,
         Reg::Sob(s) => s >= RESERVED_SOBS,
-        Reg::PayL(m)
-        | Reg::PayH(m)
-        | Reg::Data(m)
-        | Reg::Arm(m)
-        | Reg::Config(m)
-        | Reg::Status(m) => m >= RESERVED_MONS,
-        Reg::CqBaseL(c)
-        | Reg::CqBaseH(c)
-        | Reg::CqSize(c)
-        | Reg::CqPi(c)
-        | Reg::LbwL(c)
-        | Reg::LbwH(c)
-        | Reg::LbwData(c)
-        | Reg::IncMode(c) => c >= FIRST_USER_CQ,
+        Reg::Mon(_, m) => m >= RESERVED_MONS,
+        Reg::Cq(_, c) => c >= FIRST_USER_CQ,
     }
 }
 

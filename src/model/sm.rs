@@ -424,24 +424,39 @@ pub struct SyncManager {
     dropped: u64,
 }
 
-/// A register of the sync managers.
+/// A register of a monitor (its six arrays, in address order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum MonReg {
+    PayL,
+    PayH,
+    Data,
+    Arm,
+    Config,
+    Status,
+}
+
+/// A register of a CQ (its GLBL arrays the model interprets).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum CqReg {
+    BaseL,
+    BaseH,
+    Size,
+    Pi,
+    LbwL,
+    LbwH,
+    LbwData,
+    IncMode,
+}
+
+/// A register of the sync managers: the object it belongs to (its index
+/// in its dcore) and which of the object's registers it is. The one
+/// classifier both the model ([`SyncManager::read`] and
+/// [`SyncManager::write`]) and the protection (`super::security`) use.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Reg {
     Sob(usize),
-    PayL(usize),
-    PayH(usize),
-    Data(usize),
-    Arm(usize),
-    Config(usize),
-    Status(usize),
-    CqBaseL(usize),
-    CqBaseH(usize),
-    CqSize(usize),
-    CqPi(usize),
-    LbwL(usize),
-    LbwH(usize),
-    LbwData(usize),
-    IncMode(usize),
+    Mon(MonReg, usize),
+    Cq(CqReg, usize),
     /// `GLBL_ASID_NONE_SEC_PRIV`: the ASID of the user's (non-secured)
     /// monitors' writes.
     AsidNonSec,
@@ -469,33 +484,33 @@ pub(super) fn decode(reg: u32) -> Option<(usize, Reg)> {
         Reg::Sob(arr(SOB_OBJ, SOBS)?)
     } else if off < MON_STATUS + 4 * MONS as u32 {
         let i = arr(MON_PAY_ADDRL, 6 * MONS)?;
-        let m = i % MONS;
-        match i / MONS {
-            0 => Reg::PayL(m),
-            1 => Reg::PayH(m),
-            2 => Reg::Data(m),
-            3 => Reg::Arm(m),
-            4 => Reg::Config(m),
-            _ => Reg::Status(m),
-        }
+        let f = match i / MONS {
+            0 => MonReg::PayL,
+            1 => MonReg::PayH,
+            2 => MonReg::Data,
+            3 => MonReg::Arm,
+            4 => MonReg::Config,
+            _ => MonReg::Status,
+        };
+        Reg::Mon(f, i % MONS)
     } else if off == glbl + ASID_NONE_SEC_PRIV {
         Reg::AsidNonSec
     } else if off == glbl + MSTR_IF_AXUSER_HB_ASID {
         Reg::MstrAsid
     } else if off >= glbl + CQ_BASE_ADDR_L {
         let i = arr(glbl + CQ_BASE_ADDR_L, 9 * CQS)?;
-        let c = i % CQS;
-        match i / CQS {
-            0 => Reg::CqBaseL(c),
-            1 => Reg::CqBaseH(c),
-            2 => Reg::CqSize(c),
-            3 => Reg::CqPi(c),
+        let f = match i / CQS {
+            0 => CqReg::BaseL,
+            1 => CqReg::BaseH,
+            2 => CqReg::Size,
+            3 => CqReg::Pi,
             4 => return None, // GLBL_CQ_SEC: the register file's.
-            5 => Reg::LbwL(c),
-            6 => Reg::LbwH(c),
-            7 => Reg::LbwData(c),
-            _ => Reg::IncMode(c),
-        }
+            5 => CqReg::LbwL,
+            6 => CqReg::LbwH,
+            7 => CqReg::LbwData,
+            _ => CqReg::IncMode,
+        };
+        Reg::Cq(f, i % CQS)
     } else {
         return None;
     };
@@ -547,20 +562,24 @@ impl SyncManager {
         let cq = |c: usize| dc.cqs.get(c);
         match r {
             Reg::Sob(s) => dc.sobs.get(s).map(|&v| u32::from(v)),
-            Reg::PayL(m) => mon(m).map(|x| x.pay_lo),
-            Reg::PayH(m) => mon(m).map(|x| x.pay_hi),
-            Reg::Data(m) => mon(m).map(|x| x.data),
-            Reg::Arm(m) => mon(m).map(|x| x.arm),
-            Reg::Config(m) => mon(m).map(|x| x.config),
-            Reg::Status(m) => mon(m).map(|x| u32::from(x.armed()) | u32::from(dc.pending(m)) << 1),
-            Reg::CqBaseL(c) => cq(c).map(|q| q.base as u32),
-            Reg::CqBaseH(c) => cq(c).map(|q| (q.base >> 32) as u32),
-            Reg::CqSize(c) => cq(c).map(|q| q.size_log2),
-            Reg::CqPi(c) => cq(c).map(|q| q.pi),
-            Reg::LbwL(c) => cq(c).map(|q| q.lbw_addr as u32),
-            Reg::LbwH(c) => cq(c).map(|q| (q.lbw_addr >> 32) as u32),
-            Reg::LbwData(c) => cq(c).map(|q| q.lbw_data),
-            Reg::IncMode(c) => cq(c).map(|q| q.inc_mode),
+            Reg::Mon(f, m) => mon(m).map(|x| match f {
+                MonReg::PayL => x.pay_lo,
+                MonReg::PayH => x.pay_hi,
+                MonReg::Data => x.data,
+                MonReg::Arm => x.arm,
+                MonReg::Config => x.config,
+                MonReg::Status => u32::from(x.armed()) | u32::from(dc.pending(m)) << 1,
+            }),
+            Reg::Cq(f, c) => cq(c).map(|q| match f {
+                CqReg::BaseL => q.base as u32,
+                CqReg::BaseH => (q.base >> 32) as u32,
+                CqReg::Size => q.size_log2,
+                CqReg::Pi => q.pi,
+                CqReg::LbwL => q.lbw_addr as u32,
+                CqReg::LbwH => (q.lbw_addr >> 32) as u32,
+                CqReg::LbwData => q.lbw_data,
+                CqReg::IncMode => q.inc_mode,
+            }),
             Reg::AsidNonSec => Some(dc.asid_nonsec),
             Reg::MstrAsid => Some(dc.mstr_asid),
         }
@@ -579,44 +598,37 @@ impl SyncManager {
         };
         match r {
             Reg::Sob(s) => self.sob_write(d, s, val),
-            Reg::Arm(m) => self.arm(d, m, val),
-            Reg::PayL(m) | Reg::PayH(m) | Reg::Data(m) | Reg::Config(m) | Reg::Status(m) => {
+            Reg::Mon(MonReg::Arm, m) => self.arm(d, m, val),
+            Reg::Mon(f, m) => {
                 if let Some(x) = dc.mons.get_mut(m) {
-                    match r {
-                        Reg::PayL(_) => x.pay_lo = val,
-                        Reg::PayH(_) => x.pay_hi = val,
-                        Reg::Data(_) => x.data = val,
-                        Reg::Config(_) => x.config = val,
-                        _ => {}
+                    match f {
+                        MonReg::PayL => x.pay_lo = val,
+                        MonReg::PayH => x.pay_hi = val,
+                        MonReg::Data => x.data = val,
+                        MonReg::Config => x.config = val,
+                        MonReg::Arm | MonReg::Status => {}
                     }
                 }
                 // A STATUS write without VALID disarms (upstream's context
                 // init writes PROT alone to every user monitor,
                 // gaudi2/gaudi2.c:10899-10911).
-                if matches!(r, Reg::Status(_)) && val & 1 == 0 {
+                if f == MonReg::Status && val & 1 == 0 {
                     dc.unlink(m);
                 }
             }
             Reg::AsidNonSec => dc.asid_nonsec = val & 0x3FF,
             Reg::MstrAsid => dc.mstr_asid = val,
-            Reg::CqBaseL(c)
-            | Reg::CqBaseH(c)
-            | Reg::CqSize(c)
-            | Reg::CqPi(c)
-            | Reg::LbwL(c)
-            | Reg::LbwH(c)
-            | Reg::LbwData(c)
-            | Reg::IncMode(c) => {
+            Reg::Cq(f, c) => {
                 if let Some(q) = dc.cqs.get_mut(c) {
-                    match r {
-                        Reg::CqBaseL(_) => half(&mut q.base, false, val),
-                        Reg::CqBaseH(_) => half(&mut q.base, true, val),
-                        Reg::CqSize(_) => q.size_log2 = val & 0xFF,
-                        Reg::CqPi(_) => q.pi = val,
-                        Reg::LbwL(_) => half(&mut q.lbw_addr, false, val),
-                        Reg::LbwH(_) => half(&mut q.lbw_addr, true, val),
-                        Reg::LbwData(_) => q.lbw_data = val,
-                        _ => q.inc_mode = val & 1,
+                    match f {
+                        CqReg::BaseL => half(&mut q.base, false, val),
+                        CqReg::BaseH => half(&mut q.base, true, val),
+                        CqReg::Size => q.size_log2 = val & 0xFF,
+                        CqReg::Pi => q.pi = val,
+                        CqReg::LbwL => half(&mut q.lbw_addr, false, val),
+                        CqReg::LbwH => half(&mut q.lbw_addr, true, val),
+                        CqReg::LbwData => q.lbw_data = val,
+                        CqReg::IncMode => q.inc_mode = val & 1,
                     }
                 }
             }

@@ -43,6 +43,11 @@ use kernel::{
 pub(crate) const KDMA_CHUNK: usize = 2 << 20;
 /// The completion word's offset in the buffer.
 const COMP_OFF: usize = KDMA_CHUNK;
+/// Between two polls of a job's completion word (host memory: a poll
+/// costs no bus traffic). Upstream polls `KDMA_CFG_1` every 1 ms; a job of
+/// the register restore takes well under that, and 75 of them run per
+/// context open.
+const KDMA_POLL_US: i64 = 50;
 /// `KDMA_TIMEOUT_USEC` (gaudi2/gaudi2.c:87).
 const KDMA_TIMEOUT_US: i64 = 1_000_000;
 
@@ -93,24 +98,14 @@ impl PciGaudi2 {
         self.kdma_commit(mem, (src, mem.bus()), len, k::COMMIT_LIN)
     }
 
-    /// Fill `bytes` at the device address `dst` with the u32 `val` (a
-    /// memset job, `gaudi2_send_job_to_kdma(.., is_memset)`), the KDMA
-    /// with the kernel ASID and the MMU bypassed: how the driver writes
-    /// ranges of registers (`dst` in the register space, `CFG_BASE` + `mm*`),
-    /// where upstream's `gaudi2_memset_device_lbw` writes them one by one
-    /// (one KDMA job instead of `bytes / 4` MMIO writes over the bus).
-    /// `ENODEV` once unbound or dead, `ETIMEDOUT`. Sleeps; O(1) jobs.
-    pub(crate) fn kdma_memset(&self, dst: u64, bytes: u32, val: u32) -> Result {
+    /// Run `f` with the KDMA held: one lock and one liveness check for a
+    /// series of jobs (a context's restore, [`super::user_state`]).
+    /// `ENODEV` once unbound or dead. Sleeps.
+    pub(crate) fn with_kdma(&self, f: impl FnOnce(&Kdma<'_>) -> Result) -> Result {
         let guard = self.kdma.lock();
         let mem = guard.as_ref().ok_or(ENODEV)?;
         self.alive()?;
-        let fill = u64::from(val) << 32 | u64::from(val);
-        self.kdma_commit(
-            mem,
-            (fill, dst),
-            bytes as usize,
-            k::COMMIT_LIN | k::COMMIT_MEM_SET,
-        )
+        f(&Kdma { hw: self, mem })
     }
 
     /// One KDMA job of `len` bytes `src` -> `dst` with `COMMIT` flags
@@ -136,7 +131,7 @@ impl PciGaudi2 {
         let done = read_poll_timeout(
             || mem.read32(COMP_OFF),
             |v| *v == 1,
-            Delta::from_micros(1000),
+            Delta::from_micros(KDMA_POLL_US),
             Delta::from_micros(KDMA_TIMEOUT_US),
         );
         if done.is_err() {
@@ -146,5 +141,30 @@ impl PciGaudi2 {
             return Err(ETIMEDOUT);
         }
         Ok(())
+    }
+}
+
+/// The KDMA, held for a series of jobs ([`PciGaudi2::with_kdma`]).
+pub(crate) struct Kdma<'a> {
+    hw: &'a PciGaudi2,
+    mem: &'a CpuDma,
+}
+
+impl Kdma<'_> {
+    /// Fill `bytes` at the device address `dst` with the u32 `val` (a
+    /// memset job, `gaudi2_send_job_to_kdma(.., is_memset)`), the KDMA
+    /// with the kernel ASID and the MMU bypassed: how the driver writes
+    /// ranges of registers (`dst` in the register space, `CFG_BASE` + `mm*`),
+    /// where upstream's `gaudi2_memset_device_lbw` writes them one by one
+    /// (one KDMA job instead of `bytes / 4` MMIO writes over the bus).
+    /// `ENODEV` once unbound or dead, `ETIMEDOUT`. Sleeps; O(1) jobs.
+    pub(crate) fn memset(&self, dst: u64, bytes: u32, val: u32) -> Result {
+        let fill = u64::from(val) << 32 | u64::from(val);
+        self.hw.kdma_commit(
+            self.mem,
+            (fill, dst),
+            bytes as usize,
+            k::COMMIT_LIN | k::COMMIT_MEM_SET,
+        )
     }
 }

@@ -81,20 +81,22 @@ fn sm_fills(dcore: u32) -> [Fill; 9] {
 
 impl PciGaudi2 {
     /// Reset what users may have left in the sync managers and the QMANs
-    /// (the module doc), before a context runs. Sleeps; O(dcores + QMANs)
-    /// KDMA jobs.
+    /// (the module doc), before a context runs, with the KDMA held once.
+    /// Sleeps; O(dcores + QMANs) KDMA jobs.
     pub(crate) fn restore_user_registers(&self) -> Result {
-        for dcore in 0..DCORES {
-            for (reg, bytes, val) in sm_fills(dcore) {
-                self.kdma_memset(CFG_BASE + u64::from(reg), bytes, val)?;
+        self.with_kdma(|k| {
+            for dcore in 0..DCORES {
+                for (reg, bytes, val) in sm_fills(dcore) {
+                    k.memset(CFG_BASE + u64::from(reg), bytes, val)?;
+                }
             }
-        }
-        for &base in r::QM_BASES.iter() {
-            let (off, bytes) = QM_FENCE_CNT;
-            self.kdma_memset(CFG_BASE + u64::from(base + off), bytes, 0)?;
-            self.mmio.wreg(base + QM_ARB_CFG_0, 0)?;
-        }
-        Ok(())
+            for &base in r::QM_BASES.iter() {
+                let (off, bytes) = QM_FENCE_CNT;
+                k.memset(CFG_BASE + u64::from(base + off), bytes, 0)?;
+                self.mmio.wreg(base + QM_ARB_CFG_0, 0)?;
+            }
+            Ok(())
+        })
     }
 }
 

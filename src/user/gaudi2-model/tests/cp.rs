@@ -9,15 +9,10 @@
 //! writes 1 to host memory at `DONE + 4 x COMP_OFFSET`.
 
 use gaudi2_model::packets::{self, build};
-use gaudi2_model::{qman, regs, BusFault, Config, Env, Gaudi2};
+use gaudi2_model::{qman, regs, Config, Gaudi2};
 
-/// Host memory: one window at [`HOST`]; SRAM; a small DRAM.
-struct TestEnv {
-    host: Vec<u8>,
-    sram: Vec<u8>,
-    dram: Vec<u8>,
-    now: u64,
-}
+mod common;
+use common::TestEnv;
 
 const HOST: u64 = 0x400_0000;
 const HOST_LEN: usize = 4 << 20;
@@ -30,69 +25,6 @@ const CB: u64 = HOST + 0x20_0000;
 const DATA: u64 = HOST + 0x30_0000;
 const DONE: u64 = HOST + 0x38_0000;
 
-impl TestEnv {
-    fn at(&mut self, addr: u64, len: usize) -> Result<&mut [u8], BusFault> {
-        let off = addr.checked_sub(HOST).ok_or(BusFault { addr })? as usize;
-        self.host
-            .get_mut(off..off.saturating_add(len))
-            .ok_or(BusFault { addr })
-    }
-    fn write(&mut self, addr: u64, data: &[u8]) {
-        self.at(addr, data.len()).unwrap().copy_from_slice(data);
-    }
-    fn u32(&mut self, addr: u64) -> u32 {
-        u32::from_le_bytes(self.at(addr, 4).unwrap().try_into().unwrap())
-    }
-    fn sram_put(&mut self, addr: u64, data: &[u8]) {
-        let off = (addr - regs::SRAM_BASE_ADDR) as usize;
-        self.sram[off..off + data.len()].copy_from_slice(data);
-    }
-    fn sram_u32(&self, addr: u64) -> u32 {
-        let off = (addr - regs::SRAM_BASE_ADDR) as usize;
-        u32::from_le_bytes(self.sram[off..off + 4].try_into().unwrap())
-    }
-    fn mem(&mut self, pa: u64, base: u64, len: usize, sram: bool) -> Result<&mut [u8], BusFault> {
-        let off = pa.checked_sub(base).ok_or(BusFault { addr: pa })? as usize;
-        let v = if sram { &mut self.sram } else { &mut self.dram };
-        v.get_mut(off..off.saturating_add(len))
-            .ok_or(BusFault { addr: pa })
-    }
-}
-
-impl Env for TestEnv {
-    fn dma_read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), BusFault> {
-        buf.copy_from_slice(self.at(addr, buf.len())?);
-        Ok(())
-    }
-    fn dma_write(&mut self, addr: u64, data: &[u8]) -> Result<(), BusFault> {
-        self.at(addr, data.len())?.copy_from_slice(data);
-        Ok(())
-    }
-    fn dram_read(&mut self, pa: u64, buf: &mut [u8]) -> Result<(), BusFault> {
-        buf.copy_from_slice(self.mem(pa, regs::DRAM_PHYS_BASE, buf.len(), false)?);
-        Ok(())
-    }
-    fn dram_write(&mut self, pa: u64, data: &[u8]) -> Result<(), BusFault> {
-        self.mem(pa, regs::DRAM_PHYS_BASE, data.len(), false)?
-            .copy_from_slice(data);
-        Ok(())
-    }
-    fn sram_read(&mut self, pa: u64, buf: &mut [u8]) -> Result<(), BusFault> {
-        buf.copy_from_slice(self.mem(pa, regs::SRAM_BASE_ADDR, buf.len(), true)?);
-        Ok(())
-    }
-    fn sram_write(&mut self, pa: u64, data: &[u8]) -> Result<(), BusFault> {
-        self.mem(pa, regs::SRAM_BASE_ADDR, data.len(), true)?
-            .copy_from_slice(data);
-        Ok(())
-    }
-    fn msix(&mut self, _vector: u16) {}
-    fn now_ns(&mut self) -> u64 {
-        self.now += 1000;
-        self.now
-    }
-}
-
 /// QMAN block bases (gaudi2_blocks_linux_driver.h).
 const PDMA0: u32 = 0x4C8_A000;
 const EDMA0: u32 = 0x41C_A000;
@@ -103,12 +35,8 @@ const DCORE3_TPC5: u32 = 0x465_A000;
 /// A device with its CPU queues up (events reach `CPU_EQ`).
 fn device() -> (Gaudi2, TestEnv) {
     let mut g = Gaudi2::new(&Config::with_dram(1 << 20));
-    let mut env = TestEnv {
-        host: vec![0; HOST_LEN],
-        sram: vec![0; 1 << 20],
-        dram: vec![0; 1 << 20],
-        now: 0,
-    };
+    let mut env = TestEnv::new(1 << 20);
+    env.map(HOST, HOST_LEN);
     for (reg, v) in [
         (regs::CPU_IF_PQ_BASE_ADDR_LOW, CPU_PQ as u32),
         (regs::CPU_IF_PQ_BASE_ADDR_HIGH, 0),
@@ -164,12 +92,12 @@ fn submit(
     cb: &[u8],
     sob: u32,
 ) {
-    env.write(at, cb);
+    env.host_write(at, cb);
     let mut bd = [0u8; 16];
     bd[0..8].copy_from_slice(&at.to_le_bytes());
     bd[8..12].copy_from_slice(&(cb.len() as u32).to_le_bytes());
     bd[12..16].copy_from_slice(&(sob << 16).to_le_bytes());
-    env.write(pq(base, q) + u64::from(pi % 16) * 16, &bd);
+    env.host_write(pq(base, q) + u64::from(pi % 16) * 16, &bd);
     g.reg_write(env, base + 0x080 + 4 * q, pi + 1);
 }
 
@@ -185,7 +113,7 @@ fn run(g: &mut Gaudi2, env: &mut TestEnv) {
 /// The event ids on the event queue so far.
 fn events(env: &mut TestEnv) -> Vec<u16> {
     (0..64)
-        .map(|n| env.u32(CPU_EQ + n * 64 + 4))
+        .map(|n| env.host_read_u32(CPU_EQ + n * 64 + 4))
         .take_while(|ctl| ctl & 1 << 31 != 0)
         .map(|ctl| (ctl >> 16 & 0xFFF) as u16)
         .collect()
@@ -226,16 +154,24 @@ fn cp_dma_hands_a_cb_to_the_lower_cp_whose_fence_an_rdata_write_releases() {
     let (mut g, mut env) = device();
     qman_up(&mut g, &mut env, PDMA0);
     let lower = cat(&[&build::fence(0, 1, 1), &build::msg_long(DATA, 0xAA)]);
-    env.write(CB + 0x1000, &lower);
+    env.host_write(CB + 0x1000, &lower);
     let upper = cat(&[
         &build::cp_dma(CB + 0x1000, lower.len() as u32, false),
         &build::msg_long(DATA + 4, 0xBB),
     ]);
     submit(&mut g, &mut env, (PDMA0, 0, 0), CB, &upper, 1);
     run(&mut g, &mut env);
-    assert_eq!(env.u32(DATA + 4), 0xBB, "the upper CP went on");
-    assert_eq!(env.u32(DATA), 0, "the lower CP waits at its fence");
-    assert_eq!(env.u32(DONE + 4), 0, "the BD waits for the lower CP");
+    assert_eq!(env.host_read_u32(DATA + 4), 0xBB, "the upper CP went on");
+    assert_eq!(
+        env.host_read_u32(DATA),
+        0,
+        "the lower CP waits at its fence"
+    );
+    assert_eq!(
+        env.host_read_u32(DONE + 4),
+        0,
+        "the BD waits for the lower CP"
+    );
     assert_eq!(
         g.reg_read(&mut env, PDMA0 + 0x01C) & 1 << 13,
         0,
@@ -244,8 +180,8 @@ fn cp_dma_hands_a_cb_to_the_lower_cp_whose_fence_an_rdata_write_releases() {
     // CP_FENCE0_RDATA_4: the lower CP's counter.
     g.reg_write(&mut env, PDMA0 + 0x290 + 4 * 4, 1);
     run(&mut g, &mut env);
-    assert_eq!(env.u32(DATA), 0xAA);
-    assert_eq!(env.u32(DONE + 4), 1);
+    assert_eq!(env.host_read_u32(DATA), 0xAA);
+    assert_eq!(env.host_read_u32(DONE + 4), 1);
     assert_eq!(g.reg_read(&mut env, PDMA0 + 0x2E0 + 4 * 4), 0);
     assert_ne!(g.reg_read(&mut env, PDMA0 + 0x01C) & 1 << 13, 0, "idle");
 }
@@ -261,21 +197,27 @@ fn a_full_lower_cp_queue_stalls_the_upper_cp_until_there_is_room() {
             cb.splice(0..0, build::fence(1, 1, 1));
         }
         let at = CB + 0x1000 + 0x100 * i;
-        env.write(at, &cb);
+        env.host_write(at, &cb);
         upper.extend_from_slice(&build::cp_dma(at, cb.len() as u32, false));
     }
     upper.extend_from_slice(&build::msg_long(DATA + 0x100, 9));
     submit(&mut g, &mut env, (EDMA0, 2, 0), CB, &upper, 3);
     run(&mut g, &mut env);
     assert!(!g.pending(), "the stalled upper CP waits for room");
-    assert_eq!(env.u32(DATA + 0x100), 0, "the upper CP stalls");
-    assert_eq!(env.u32(DATA), 0);
+    assert_eq!(env.host_read_u32(DATA + 0x100), 0, "the upper CP stalls");
+    assert_eq!(env.host_read_u32(DATA), 0);
     g.reg_write(&mut env, EDMA0 + 0x290 + 0x14 + 4 * 4, 1);
     run(&mut g, &mut env);
     for i in 0..(qman::LOWER_FIFO as u64 + 2) {
-        assert_eq!(env.u32(DATA + 4 * i), i as u32 + 1);
+        assert_eq!(env.host_read_u32(DATA + 4 * i), i as u32 + 1);
     }
-    assert_eq!((env.u32(DATA + 0x100), env.u32(DONE + 12)), (9, 1));
+    assert_eq!(
+        (
+            env.host_read_u32(DATA + 0x100),
+            env.host_read_u32(DONE + 12)
+        ),
+        (9, 1)
+    );
 }
 
 #[test]
@@ -284,13 +226,13 @@ fn cp_dma_to_the_upper_cp_nests_and_returns() {
     qman_up(&mut g, &mut env, PDMA0);
     let (b, c) = (CB + 0x1000, CB + 0x2000);
     let cb_c = build::msg_long(DATA + 12, 4);
-    env.write(c, &cb_c);
+    env.host_write(c, &cb_c);
     let cb_b = cat(&[
         &build::msg_long(DATA, 2),
         &build::cp_dma(c, 16, true),
         &build::msg_long(DATA + 4, 3),
     ]);
-    env.write(b, &cb_b);
+    env.host_write(b, &cb_b);
     let cb_a = cat(&[
         &build::msg_long(DATA, 1),
         &build::cp_dma(b, cb_b.len() as u32, true),
@@ -298,9 +240,9 @@ fn cp_dma_to_the_upper_cp_nests_and_returns() {
     ]);
     submit(&mut g, &mut env, (PDMA0, 1, 0), CB, &cb_a, 2);
     run(&mut g, &mut env);
-    let got: Vec<u32> = (0..4).map(|i| env.u32(DATA + 4 * i)).collect();
+    let got: Vec<u32> = (0..4).map(|i| env.host_read_u32(DATA + 4 * i)).collect();
     assert_eq!(got, vec![2, 3, 5, 4]);
-    assert_eq!(env.u32(DONE + 8), 1);
+    assert_eq!(env.host_read_u32(DONE + 8), 1);
 }
 
 #[test]
@@ -325,10 +267,10 @@ fn a_cb_list_chain_of_ten_runs_in_tail_calls() {
     submit(&mut g, &mut env, (PDMA0, 0, 0), CB, &ext, 5);
     run(&mut g, &mut env);
     for i in 0..N {
-        assert_eq!(env.u32(DATA + 4 * i), i as u32 + 1, "CB {i}");
+        assert_eq!(env.host_read_u32(DATA + 4 * i), i as u32 + 1, "CB {i}");
     }
     assert_eq!(env.sram_u32(index), N as u32 - 1);
-    assert_eq!(env.u32(DONE + 20), 1);
+    assert_eq!(env.host_read_u32(DONE + 20), 1);
     assert!(events(&mut env).is_empty());
 }
 
@@ -350,7 +292,7 @@ fn a_predicated_msg_long_is_skipped_until_load_and_exe_sets_its_predicate() {
     for (pmap, set) in [(false, sparse), (true, bitmap)] {
         for loaded in [vec![0u8; 128], set] {
             let want = if loaded.iter().any(|&b| b != 0) { 6 } else { 5 };
-            env.write(pred, &loaded);
+            env.host_write(pred, &loaded);
             let cb = cat(&[
                 &build::msg_long(DATA, 5),
                 &lae(pmap),
@@ -366,14 +308,14 @@ fn a_predicated_msg_long_is_skipped_until_load_and_exe_sets_its_predicate() {
             );
             pi += 1;
             run(&mut g, &mut env);
-            assert_eq!(env.u32(DATA), want, "pmap {pmap}, loaded {want}");
+            assert_eq!(env.host_read_u32(DATA), want, "pmap {pmap}, loaded {want}");
         }
     }
     // Predicate 0 is always true.
     let cb = build::with_pred(build::msg_long(DATA + 4, 1), 0);
     submit(&mut g, &mut env, (PDMA0, 0, pi), CB + 0x800, &cb, 0);
     run(&mut g, &mut env);
-    assert_eq!(env.u32(DATA + 4), 1);
+    assert_eq!(env.host_read_u32(DATA + 4), 1);
 }
 
 #[test]
@@ -384,19 +326,19 @@ fn loaded_scalars_execute_as_a_msg_long_and_as_a_msg_short() {
     let (load, exe) = (packets::LAE_LOAD | packets::LAE_DST, packets::LAE_EXE);
     // ETYPE 0: R0..R3 hold a MSG_LONG; load and execute in one packet,
     // then in two.
-    env.write(scalars, &build::msg_long(DATA, 0x77));
+    env.host_write(scalars, &build::msg_long(DATA, 0x77));
     let one = build::load_and_exe(load | exe, scalars);
     submit(&mut g, &mut env, (EDMA0, 0, 0), CB, &one, 0);
     run(&mut g, &mut env);
-    assert_eq!(env.u32(DATA), 0x77);
-    env.write(scalars, &build::msg_long(DATA + 4, 0x78));
+    assert_eq!(env.host_read_u32(DATA), 0x77);
+    env.host_write(scalars, &build::msg_long(DATA + 4, 0x78));
     let two = cat(&[
         &build::load_and_exe(load, scalars),
         &build::load_and_exe(exe, 0),
     ]);
     submit(&mut g, &mut env, (EDMA0, 0, 1), CB + 0x100, &two, 0);
     run(&mut g, &mut env);
-    assert_eq!(env.u32(DATA + 4), 0x78);
+    assert_eq!(env.host_read_u32(DATA + 4), 0x78);
     // A MSG_SHORT through the stream CP's message base 2: in R2-R3
     // (ETYPE 1), then in R0-R1 (ETYPE 0).
     let q = 0;
@@ -408,18 +350,18 @@ fn loaded_scalars_execute_as_a_msg_long_and_as_a_msg_short() {
     g.reg_write(&mut env, EDMA0 + 0x204 + 0x28 * 2 + 4 * q, 0);
     let mut regs16 = [0u8; 16];
     regs16[8..].copy_from_slice(&build::msg_short(2, 0x10, 0x99));
-    env.write(scalars, &regs16);
+    env.host_write(scalars, &regs16);
     let upper = build::load_and_exe(load | exe | packets::LAE_ETYPE, scalars);
     submit(&mut g, &mut env, (EDMA0, 0, 2), CB + 0x200, &upper, 0);
     run(&mut g, &mut env);
-    assert_eq!(env.u32(DATA + 0x210), 0x99);
+    assert_eq!(env.host_read_u32(DATA + 0x210), 0x99);
     let mut regs16 = [0u8; 16];
     regs16[..8].copy_from_slice(&build::msg_short(2, 0x14, 0x9A));
-    env.write(scalars, &regs16);
+    env.host_write(scalars, &regs16);
     let lower = build::load_and_exe(load | exe, scalars);
     submit(&mut g, &mut env, (EDMA0, 0, 3), CB + 0x300, &lower, 0);
     run(&mut g, &mut env);
-    assert_eq!(env.u32(DATA + 0x214), 0x9A);
+    assert_eq!(env.host_read_u32(DATA + 0x214), 0x9A);
     assert!(events(&mut env).is_empty());
 }
 
@@ -432,11 +374,17 @@ fn a_fence_on_stream_0_stalls_only_stream_0() {
     let other = cat(&[&build::nop(), &build::msg_long(DATA + 4, 2)]);
     submit(&mut g, &mut env, (PDMA0, 1, 0), CB + 0x100, &other, 1);
     run(&mut g, &mut env);
-    assert_eq!((env.u32(DATA), env.u32(DATA + 4)), (0, 2));
-    assert_eq!((env.u32(DONE), env.u32(DONE + 4)), (0, 1));
+    assert_eq!(
+        (env.host_read_u32(DATA), env.host_read_u32(DATA + 4)),
+        (0, 2)
+    );
+    assert_eq!(
+        (env.host_read_u32(DONE), env.host_read_u32(DONE + 4)),
+        (0, 1)
+    );
     g.reg_write(&mut env, PDMA0 + 0x290, 1);
     run(&mut g, &mut env);
-    assert_eq!((env.u32(DATA), env.u32(DONE)), (1, 1));
+    assert_eq!((env.host_read_u32(DATA), env.host_read_u32(DONE)), (1, 1));
 }
 
 #[test]
@@ -464,8 +412,8 @@ fn mme_and_tpc_qmans_run_nop_and_msg_long_cbs() {
     }
     run(&mut g, &mut env);
     for i in 0..3 {
-        assert_eq!(env.u32(DATA + 4 * i), 0x10 + i as u32);
-        assert_eq!(env.u32(DONE + 4 * (8 + i)), 1);
+        assert_eq!(env.host_read_u32(DATA + 4 * i), 0x10 + i as u32);
+        assert_eq!(env.host_read_u32(DONE + 4 * (8 + i)), 1);
     }
     // No DMA core behind a TPC QMAN: a LIN_DMA is its QMAN's error.
     let dma = build::lin_dma(DATA, DATA + 0x100, 8, false);
@@ -473,7 +421,7 @@ fn mme_and_tpc_qmans_run_nop_and_msg_long_cbs() {
     run(&mut g, &mut env);
     assert_eq!(g.reg_read(&mut env, DCORE0_TPC6 + 0x024), 1, "halted");
     assert_eq!(events(&mut env), vec![1230]);
-    assert_eq!(env.u32(DONE + 80), 0);
+    assert_eq!(env.host_read_u32(DONE + 80), 0);
 }
 
 #[test]
@@ -512,7 +460,7 @@ fn a_wreg_or_message_into_a_register_users_may_not_write_is_a_razwi() {
         "PQ_BASE_LO unchanged"
     );
     // The WREG_32's address: the QMAN's block + its offset.
-    let data = u64::from_le_bytes(env.at(CPU_EQ + 8, 8).unwrap().try_into().unwrap());
+    let data = env.host_read_u64(CPU_EQ + 8);
     assert_eq!(data, regs::CFG_BASE + u64::from(EDMA0) + 0x050);
 }
 
@@ -544,7 +492,7 @@ fn nesting_deeper_than_the_frame_stack_is_a_qman_error() {
     run(&mut g, &mut env);
     assert_eq!(g.reg_read(&mut env, DCORE1_MME + 0x024), 1, "halted");
     assert_eq!(events(&mut env), vec![1233]);
-    assert_eq!(env.u32(DONE + 4), 0);
+    assert_eq!(env.host_read_u32(DONE + 4), 0);
     // Released: the stream goes on with its next BD.
     g.reg_write(&mut env, DCORE1_MME + 0x004, 0);
     submit(
@@ -556,7 +504,7 @@ fn nesting_deeper_than_the_frame_stack_is_a_qman_error() {
         1,
     );
     run(&mut g, &mut env);
-    assert_eq!(env.u32(DONE + 4), 1);
+    assert_eq!(env.host_read_u32(DONE + 4), 1);
 }
 
 #[test]
@@ -567,7 +515,7 @@ fn an_error_of_the_lower_cp_halts_it_and_the_stream_that_handed_the_cb() {
     let mut bad = build::nop().to_vec();
     bad.extend_from_slice(&0u32.to_le_bytes());
     bad.extend_from_slice(&build::ctl(6).to_le_bytes());
-    env.write(CB + 0x1000, &bad);
+    env.host_write(CB + 0x1000, &bad);
     let upper = build::cp_dma(CB + 0x1000, 16, false);
     submit(&mut g, &mut env, (PDMA0, 0, 0), CB, &upper, 1);
     run(&mut g, &mut env);
@@ -583,14 +531,17 @@ fn an_error_of_the_lower_cp_halts_it_and_the_stream_that_handed_the_cb() {
         (CB + 0x1008) as u32,
         "the failing packet"
     );
-    assert_eq!(env.u32(DONE + 4), 0);
+    assert_eq!(env.host_read_u32(DONE + 4), 0);
     // Released: both drop their work; the next BD runs on.
     g.reg_write(&mut env, PDMA0 + 0x004, 0);
     assert_eq!(g.reg_read(&mut env, PDMA0 + 0x024 + 4 * 4), 0);
     let ok = build::msg_long(DATA, 3);
     submit(&mut g, &mut env, (PDMA0, 0, 1), CB + 0x100, &ok, 1);
     run(&mut g, &mut env);
-    assert_eq!((env.u32(DATA), env.u32(DONE + 4)), (3, 1));
+    assert_eq!(
+        (env.host_read_u32(DATA), env.host_read_u32(DONE + 4)),
+        (3, 1)
+    );
 }
 
 #[test]

@@ -7,78 +7,20 @@
 
 use gaudi2_model::security::{self, user_writable, FIRST_USER_CQ, RESERVED_MONS, RESERVED_SOBS};
 use gaudi2_model::sm::{self, DCORE_STRIDE, FIFO, FIRE_BUDGET, GLBL_BASE, OBJS_BASE};
-use gaudi2_model::{regs, BusFault, Config, Env, Gaudi2};
+use gaudi2_model::{regs, Config, Gaudi2};
+
+mod common;
+use common::TestEnv;
 
 /// Host memory the monitors write: one window at [`HOST`].
 const HOST: u64 = 0x10_0000;
 const HOST_LEN: usize = 0x1_0000;
 
-struct TestEnv {
-    host: Vec<u8>,
-    msix: Vec<u16>,
-    now: u64,
-}
-
-impl TestEnv {
-    fn host(&mut self, addr: u64, len: usize) -> Result<&mut [u8], BusFault> {
-        let off = addr
-            .checked_sub(HOST)
-            .and_then(|o| usize::try_from(o).ok())
-            .ok_or(BusFault { addr })?;
-        off.checked_add(len)
-            .and_then(|end| self.host.get_mut(off..end))
-            .ok_or(BusFault { addr })
-    }
-
-    fn u32_at(&mut self, addr: u64) -> u32 {
-        u32::from_le_bytes(self.host(addr, 4).unwrap().try_into().unwrap())
-    }
-
-    fn u64_at(&mut self, addr: u64) -> u64 {
-        u64::from_le_bytes(self.host(addr, 8).unwrap().try_into().unwrap())
-    }
-}
-
-impl Env for TestEnv {
-    fn dma_read(&mut self, addr: u64, buf: &mut [u8]) -> Result<(), BusFault> {
-        buf.copy_from_slice(self.host(addr, buf.len())?);
-        Ok(())
-    }
-    fn dma_write(&mut self, addr: u64, data: &[u8]) -> Result<(), BusFault> {
-        self.host(addr, data.len())?.copy_from_slice(data);
-        Ok(())
-    }
-    fn dram_read(&mut self, pa: u64, _: &mut [u8]) -> Result<(), BusFault> {
-        Err(BusFault { addr: pa })
-    }
-    fn dram_write(&mut self, pa: u64, _: &[u8]) -> Result<(), BusFault> {
-        Err(BusFault { addr: pa })
-    }
-    fn sram_read(&mut self, pa: u64, _: &mut [u8]) -> Result<(), BusFault> {
-        Err(BusFault { addr: pa })
-    }
-    fn sram_write(&mut self, pa: u64, _: &[u8]) -> Result<(), BusFault> {
-        Err(BusFault { addr: pa })
-    }
-    fn msix(&mut self, vector: u16) {
-        self.msix.push(vector);
-    }
-    fn now_ns(&mut self) -> u64 {
-        self.now += 1000;
-        self.now
-    }
-}
-
 /// A device on the heap (about 360 KiB) and its environment.
 fn device() -> (Box<Gaudi2>, TestEnv) {
-    (
-        Box::new(Gaudi2::new(&Config::with_dram(1 << 20))),
-        TestEnv {
-            host: vec![0; HOST_LEN],
-            msix: Vec::new(),
-            now: 0,
-        },
-    )
+    let mut env = TestEnv::new(0);
+    env.map(HOST, HOST_LEN);
+    (Box::new(Gaudi2::new(&Config::with_dram(1 << 20))), env)
 }
 
 /// SOB `i` of dcore `d`.
@@ -238,10 +180,10 @@ fn a_long_monitor_fires_at_exactly_its_60_bit_value() {
     // SOB 0 equal to a high SOD part fires nothing.
     g.reg_write(&mut env, sob(0, 0), ((target >> 15) & 0x7FFF) as u32);
     g.reg_write(&mut env, sob(0, s), LONG | INC | 1);
-    assert_eq!(env.u32_at(HOST), 0, "one short of the value");
+    assert_eq!(env.host_read_u32(HOST), 0, "one short of the value");
     assert_eq!(status(&mut g, &mut env, 0, m) & 1, 1);
     g.reg_write(&mut env, sob(0, s), LONG | INC | 1);
-    assert_eq!(env.u32_at(HOST), 0xABCD, "fired at the value");
+    assert_eq!(env.host_read_u32(HOST), 0xABCD, "fired at the value");
     assert_eq!(
         g.reg_read(&mut env, sob(0, 8184)),
         0,
@@ -256,18 +198,18 @@ fn a_monitor_armed_after_its_sob_is_set_fires_at_arming() {
     let (mut g, mut env) = device();
     g.reg_write(&mut env, sob(0, 600), 10);
     monitor(&mut g, &mut env, 0, 300, 600, 7, 0, HOST + 8, 0x55);
-    assert_eq!(env.u32_at(HOST + 8), 0x55, ">= holds at arming");
+    assert_eq!(env.host_read_u32(HOST + 8), 0x55, ">= holds at arming");
     assert_eq!(status(&mut g, &mut env, 0, 300) & 1, 0);
     // Equal does not hold for 10 vs 7: it waits.
     monitor(&mut g, &mut env, 0, 301, 600, 7, EQ, HOST + 12, 0x66);
-    assert_eq!(env.u32_at(HOST + 12), 0);
+    assert_eq!(env.host_read_u32(HOST + 12), 0);
     assert_eq!(
         status(&mut g, &mut env, 0, 301),
         1 | 1 << 1, // PENDING bit 1 + (600 % 8)
         "VALID, PENDING"
     );
     g.reg_write(&mut env, sob(0, 600), 7);
-    assert_eq!(env.u32_at(HOST + 12), 0x66);
+    assert_eq!(env.host_read_u32(HOST + 12), 0x66);
 }
 
 #[test]
@@ -276,13 +218,22 @@ fn two_monitors_on_one_sob_both_fire_once() {
     monitor(&mut g, &mut env, 0, 300, 700, 2, 0, HOST, 1);
     monitor(&mut g, &mut env, 0, 301, 700, 2, EQ, HOST + 4, 2);
     g.reg_write(&mut env, sob(0, 700), INC | 1);
-    assert_eq!((env.u32_at(HOST), env.u32_at(HOST + 4)), (0, 0));
+    assert_eq!(
+        (env.host_read_u32(HOST), env.host_read_u32(HOST + 4)),
+        (0, 0)
+    );
     g.reg_write(&mut env, sob(0, 700), INC | 1);
-    assert_eq!((env.u32_at(HOST), env.u32_at(HOST + 4)), (1, 2));
+    assert_eq!(
+        (env.host_read_u32(HOST), env.host_read_u32(HOST + 4)),
+        (1, 2)
+    );
     // Fired once: a later change does not fire them again.
-    env.host(HOST, 8).unwrap().fill(0);
+    env.host_write(HOST, &[0; 8]);
     g.reg_write(&mut env, sob(0, 700), INC | 1);
-    assert_eq!((env.u32_at(HOST), env.u32_at(HOST + 4)), (0, 0));
+    assert_eq!(
+        (env.host_read_u32(HOST), env.host_read_u32(HOST + 4)),
+        (0, 0)
+    );
     assert_eq!(g.stats().monitors_fired, 2);
 }
 
@@ -296,11 +247,15 @@ fn re_arming_moves_a_monitor_to_its_new_group() {
     g.reg_write(&mut env, mon(0, sm::MON_ARM, 371), arm_val(200, 5, EQ));
     g.reg_write(&mut env, sob(0, 100), 5);
     assert_eq!(
-        (env.u32_at(HOST), env.u32_at(HOST + 4), env.u32_at(HOST + 8)),
+        (
+            env.host_read_u32(HOST),
+            env.host_read_u32(HOST + 4),
+            env.host_read_u32(HOST + 8)
+        ),
         (370, 0, 372)
     );
     g.reg_write(&mut env, sob(0, 200), 5);
-    assert_eq!(env.u32_at(HOST + 4), 371);
+    assert_eq!(env.host_read_u32(HOST + 4), 371);
     for m in 370..373 {
         assert_eq!(status(&mut g, &mut env, 0, m), 0, "all disarmed");
     }
@@ -316,10 +271,10 @@ fn a_monitor_ignores_sobs_outside_its_mask_and_group() {
     }
     // Same SOB index on another dcore.
     g.reg_write(&mut env, sob(1, 808), 5);
-    assert_eq!(env.u32_at(HOST), 0);
+    assert_eq!(env.host_read_u32(HOST), 0);
     assert_eq!(status(&mut g, &mut env, 0, 320), 1 | 1 << 1);
     g.reg_write(&mut env, sob(0, 808), 1);
-    assert_eq!(env.u32_at(HOST), 9);
+    assert_eq!(env.host_read_u32(HOST), 9);
 }
 
 #[test]
@@ -328,9 +283,9 @@ fn a_monitor_on_a_high_group_uses_msb_sid() {
     // SOB 8000: group 1000 = SID 0xE8 | MSB_SID 3 << 8.
     monitor(&mut g, &mut env, 0, 330, 8000, 1, 0, HOST, 3);
     g.reg_write(&mut env, sob(0, 8000 % 2048), 1);
-    assert_eq!(env.u32_at(HOST), 0, "same SID, other MSB_SID");
+    assert_eq!(env.host_read_u32(HOST), 0, "same SID, other MSB_SID");
     g.reg_write(&mut env, sob(0, 8000), 1);
-    assert_eq!(env.u32_at(HOST), 3);
+    assert_eq!(env.host_read_u32(HOST), 3);
 }
 
 #[test]
@@ -341,7 +296,7 @@ fn wr_num_1_sends_two_messages_from_m_and_m_plus_1() {
     payload(&mut g, &mut env, 0, 340, HOST + 0x10, 0x1111);
     g.reg_write(&mut env, mon(0, sm::MON_ARM, 340), arm_val(850, 1, 0));
     g.reg_write(&mut env, sob(0, 850), 1);
-    assert_eq!(env.u32_at(HOST + 0x10), 0x1111);
+    assert_eq!(env.host_read_u32(HOST + 0x10), 0x1111);
     assert_eq!(
         g.reg_read(&mut env, sob(0, 900)),
         4,
@@ -392,29 +347,27 @@ fn a_cq_in_mode_0_takes_ring_entries_at_pi_and_wraps() {
         assert_eq!(g.reg_read(&mut env, cq(0, sm::CQ_PI, 5)), i as u32 + 1);
     }
     assert_eq!(
-        env.u32_at(HOST + 0x1000),
+        env.host_read_u32(HOST + 0x1000),
         0xA2,
         "entry 0 again after the wrap"
     );
-    assert_eq!(env.u32_at(HOST + 0x1004), 0xA1);
-    assert_eq!(env.u32_at(HOST + 0x1008), 0, "nothing past the ring");
+    assert_eq!(env.host_read_u32(HOST + 0x1004), 0xA1);
+    assert_eq!(env.host_read_u32(HOST + 0x1008), 0, "nothing past the ring");
 }
 
 #[test]
 fn a_cq_in_mode_1_adds_to_a_64_bit_counter() {
     let (mut g, mut env) = device();
-    env.host(HOST + 0x2000, 8)
-        .unwrap()
-        .copy_from_slice(&0xFFFF_FFFFu64.to_le_bytes());
+    env.host_u64(HOST + 0x2000, 0xFFFF_FFFF);
     cq_setup(&mut g, &mut env, 0, 6, HOST + 0x2000, 2, 1);
     cq_fire(&mut g, &mut env, 0, 351, 1208, 6, 1, CQ_EN);
     assert_eq!(
-        env.u64_at(HOST + 0x2000),
+        env.host_read_u64(HOST + 0x2000),
         0x1_0000_0000,
         "carry into the high word"
     );
     cq_fire(&mut g, &mut env, 0, 351, 1208, 6, 100, CQ_EN);
-    assert_eq!(env.u64_at(HOST + 0x2000), 0x1_0000_0064);
+    assert_eq!(env.host_read_u64(HOST + 0x2000), 0x1_0000_0064);
     assert_eq!(g.reg_read(&mut env, cq(0, sm::CQ_INC_MODE, 6)), 1);
 }
 
@@ -428,7 +381,7 @@ fn lbw_en_raises_the_msix_vector_at_pcie_msix_or_writes_plain() {
     g.reg_write(&mut env, cq(0, sm::CQ_LBW_DATA, 7), 77);
     cq_fire(&mut g, &mut env, 0, 352, 1216, 7, 5, CQ_EN | LBW_EN);
     assert_eq!(env.msix, [77]);
-    assert_eq!(env.u32_at(HOST + 0x3000), 5);
+    assert_eq!(env.host_read_u32(HOST + 0x3000), 5);
     // Without LBW_EN, no interrupt.
     cq_fire(&mut g, &mut env, 0, 352, 1216, 7, 6, CQ_EN);
     assert_eq!(env.msix, [77]);
@@ -440,7 +393,7 @@ fn lbw_en_raises_the_msix_vector_at_pcie_msix_or_writes_plain() {
     );
     g.reg_write(&mut env, cq(0, sm::CQ_LBW_ADDR_H, 7), 0);
     cq_fire(&mut g, &mut env, 0, 352, 1216, 7, 7, CQ_EN | LBW_EN);
-    assert_eq!(env.u32_at(HOST + 0x3100), 77);
+    assert_eq!(env.host_read_u32(HOST + 0x3100), 77);
     assert_eq!(env.msix, [77]);
 }
 
@@ -468,7 +421,7 @@ fn a_cycle_of_monitors_is_bounded_per_call_and_per_step() {
         g.step(&mut env);
     }
     assert!(!g.pending());
-    assert_eq!(env.u32_at(HOST + 0x20), 0xB);
+    assert_eq!(env.host_read_u32(HOST + 0x20), 0xB);
     assert_eq!(g.stats().sm_dropped, 0);
 }
 
@@ -492,15 +445,15 @@ fn dcore_1_has_its_own_sobs_monitors_and_cqs() {
     let (mut g, mut env) = device();
     monitor(&mut g, &mut env, 1, 5, 16, 3, EQ, HOST + 0x5000, 0xD1);
     g.reg_write(&mut env, sob(0, 16), 3);
-    assert_eq!(env.u32_at(HOST + 0x5000), 0, "dcore 0's SOB 16");
+    assert_eq!(env.host_read_u32(HOST + 0x5000), 0, "dcore 0's SOB 16");
     g.reg_write(&mut env, sob(1, 16), 3);
-    assert_eq!(env.u32_at(HOST + 0x5000), 0xD1);
+    assert_eq!(env.host_read_u32(HOST + 0x5000), 0xD1);
     assert_eq!(g.reg_read(&mut env, sob(1, 16)), 3);
     assert_eq!(g.reg_read(&mut env, mon(1, sm::MON_PAY_DATA, 5)), 0xD1);
     // Dcore 3's CQ 63, through its monitor 2047.
     cq_setup(&mut g, &mut env, 3, 63, HOST + 0x6000, 4, 0);
     cq_fire(&mut g, &mut env, 3, 2047, 8191, 63, 0x33, CQ_EN);
-    assert_eq!(env.u32_at(HOST + 0x6000), 0x33);
+    assert_eq!(env.host_read_u32(HOST + 0x6000), 0x33);
     assert_eq!(g.reg_read(&mut env, cq(3, sm::CQ_PI, 63)), 1);
     assert_eq!(g.reg_read(&mut env, cq(0, sm::CQ_PI, 63)), 0);
 }
@@ -590,7 +543,7 @@ fn a_status_write_without_valid_disarms_and_the_asids_are_the_drivers() {
     assert_eq!(status(&mut g, &mut env, 0, 400) & 1, 0);
     g.reg_write(&mut env, sob(0, 700), 1);
     g.step(&mut env);
-    assert_eq!(env.u32_at(HOST + 0x40), 0);
+    assert_eq!(env.host_read_u32(HOST + 0x40), 0);
     // The ASID registers read back, and no user CB may write them.
     for d in 0..4 {
         let nonsec = GLBL_BASE + d * DCORE_STRIDE + sm::ASID_NONE_SEC_PRIV;

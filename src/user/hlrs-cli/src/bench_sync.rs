@@ -12,10 +12,15 @@
 //!   interrupt, then adding 1 to its SOB; timed from the CS ioctl to the
 //!   return of the `wait_interrupt_cb` that waits for the counter to reach
 //!   the round (the CS's own WAIT_CS comes after, untimed);
+//! - `sync.stream.ns`: the same ordering through the driver's sync
+//!   streams: a SIGNAL CS on PDMA_0_0, a WAIT CS on PDMA_1_0 for it, a NOP
+//!   CS on PDMA_1_0 after it, and WAIT_CS on that NOP (three CS ioctls a
+//!   round where the ping-pong takes one);
 //! - `sync.nop.ns`: CS + WAIT_CS of one NOP on PDMA_0_0 (the baseline).
 //!
 //! Each figure is the median of [`BATCHES`] batches, ns per round; the
-//! ratios `sync.pingpong.ratio` and `sync.interrupt.ratio` are to the NOP's
+//! ratios `sync.pingpong.ratio`, `sync.stream.ratio` and
+//! `sync.interrupt.ratio` are to the NOP's
 //! median. Runs only on a device with user interrupts.
 
 use crate::bench_common::{emit, median_best, BATCHES};
@@ -128,6 +133,14 @@ pub fn run(index: u32) -> io::Result<()> {
             .submit(&dev)?;
         completed(&dev, f)
     };
+    let stream = || -> io::Result<()> {
+        let sig = dev.signal(PDMA0)?;
+        dev.wait_signal(PDMA1, sig.fence.seq)?;
+        completed(
+            &dev,
+            Cs::new().chunk(PDMA1, nop_va, nop.len()).submit(&dev)?,
+        )
+    };
     // Submit to wake, in ns; the CS is waited for after.
     let interrupt = |r: usize| -> io::Result<f64> {
         let va = fire_va + (r * SLOT) as u64;
@@ -148,9 +161,10 @@ pub fn run(index: u32) -> io::Result<()> {
     // Warm-up: one of each (round 1).
     nop_cs()?;
     pingpong(round)?;
+    stream()?;
     interrupt(round)?;
     round += 1;
-    let (mut n, mut p, mut i) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut n, mut p, mut i, mut st) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for _ in 0..BATCHES {
         let t = Instant::now();
         for _ in 0..PER {
@@ -162,6 +176,11 @@ pub fn run(index: u32) -> io::Result<()> {
             pingpong(round + k)?;
         }
         p.push(t.elapsed().as_nanos() as f64 / f64::from(PER));
+        let t = Instant::now();
+        for _ in 0..PER {
+            stream()?;
+        }
+        st.push(t.elapsed().as_nanos() as f64 / f64::from(PER));
         let mut sum = 0.0;
         for k in 0..PER as usize {
             sum += interrupt(round + k)?;
@@ -170,13 +189,17 @@ pub fn run(index: u32) -> io::Result<()> {
         round += PER as usize;
     }
     let ((nm, nb), (pm, pb), (im, ib)) = (median_best(n), median_best(p), median_best(i));
+    let (sm_, sb) = median_best(st);
     emit("sync.nop.ns", nm, "ns");
     emit("sync.nop.best", nb, "ns");
     emit("sync.pingpong.ns", pm, "ns");
     emit("sync.pingpong.best", pb, "ns");
+    emit("sync.stream.ns", sm_, "ns");
+    emit("sync.stream.best", sb, "ns");
     emit("sync.interrupt.ns", im, "ns");
     emit("sync.interrupt.best", ib, "ns");
     emit("sync.pingpong.ratio", pm / nm.max(1.0), "x");
+    emit("sync.stream.ratio", sm_ / nm.max(1.0), "x");
     emit("sync.interrupt.ratio", im / nm.max(1.0), "x");
     let _ = dev.cb_destroy(counter);
     Ok(())
