@@ -228,6 +228,12 @@ impl Gaudi2 {
         }
     }
 
+    /// QMAN `m` (`m` = its first queue id / 4): its CPs' state, for a
+    /// host's diagnostics. O(1).
+    pub fn qman(&self, m: usize) -> Option<&qman::Qman> {
+        self.qmans.get(m)
+    }
+
     /// The configuration the model was built with.
     pub fn config(&self) -> &Config {
         &self.cfg

@@ -226,7 +226,41 @@ impl Device {
         if let Some(b) = self.counts.reg_writes.get_mut(stats::block(reg)) {
             *b = b.saturating_add(1);
         }
+        self.log_halt(reg, val);
         self.model.reg_write(&mut self.env, reg, val);
+    }
+
+    /// A `GLBL_CFG1` write that flushes a stream with work (the driver's
+    /// halt: a CS timed out or was aborted): what the stream's CP and the
+    /// QMAN's lower CP were doing, on the model's log (one line each), so
+    /// a CS that should have completed can be followed to the packet it
+    /// stopped at. O(streams).
+    fn log_halt(&self, reg: u32, val: u32) {
+        let Some((m, off)) = gaudi2_model::qman::decode(reg) else {
+            return;
+        };
+        if off != gaudi2_model::regs::qm::GLBL_CFG1 || val == 0 {
+            return;
+        }
+        let Some(qm) = self.model.qman(m) else {
+            return;
+        };
+        for c in 0..gaudi2_model::qman::CPS {
+            let flushed = c == gaudi2_model::qman::LOWER || val & (1 << (16 + c)) != 0;
+            let Some(cp) = qm.cp(c).filter(|cp| flushed && cp.depth > 0) else {
+                continue;
+            };
+            eprintln!(
+                "gaudi2-model: halt: QMAN {m} CP {c}: depth {}, fenced {}, stalled {}, halted {}, fences {:?}, frame {:x?}, pred {:#x}",
+                cp.depth,
+                cp.fenced,
+                cp.stalled,
+                cp.halted,
+                cp.fence,
+                cp.top(),
+                cp.pred
+            );
+        }
     }
 
     /// Engine work is queued.

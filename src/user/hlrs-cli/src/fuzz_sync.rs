@@ -384,7 +384,10 @@ fn loose_packet(st: &SyncState, rng: &mut Rng, va: u64, counter: Option<(u64, u6
                 }
             };
             let mut cfg = 0;
-            if rng.below(4) == 0 {
+            // A long monitor takes the ARMs of the next three as its high
+            // SOD bits (they arm nothing): its tail stays in the block, or
+            // the next thread's first (clean) monitors would never arm.
+            if rng.below(4) == 0 && idx + 3 < 8 {
                 cfg |= config::LONG_SOB;
             }
             if rng.below(4) == 0 {
@@ -510,20 +513,40 @@ fn run(
     st: &mut SyncState,
     va: u64,
     chunks: &[(u32, Cb)],
-    timeout_s: u32,
+    (timeout_s, diag): (u32, bool),
 ) -> Result<bool, i32> {
     let cbs: Vec<Cb> = chunks.iter().map(|(_, c)| c.clone()).collect();
     let placed = st.place(va, &cbs);
     let cs = chunks
         .iter()
-        .zip(placed)
-        .fold(Cs::new(), |cs, ((q, _), (cva, len))| cs.chunk(*q, cva, len))
+        .zip(&placed)
+        .fold(Cs::new(), |cs, ((q, _), &(cva, len))| {
+            cs.chunk(*q, cva, len)
+        })
         .timeout(timeout_s);
     let f = cs.submit(dev).map_err(|e| errno(&e))?;
-    match f.wait(dev, WAIT_US).map_err(|e| errno(&e))? {
-        CsDone::Completed { .. } => Ok(true),
-        CsDone::Busy => Ok(false),
+    let r = match f.wait(dev, WAIT_US).map_err(|e| errno(&e)) {
+        Ok(CsDone::Completed { .. }) => Ok(true),
+        Ok(CsDone::Busy) => Ok(false),
+        Err(e) => Err(e),
+    };
+    if diag && st.strict && r == Err(110) {
+        // A timed-out clean CS of a strict run: its chunks on the log, to follow
+        // next to the model's record of the halt (`gaudi2-model: halt`).
+        for ((q, cb), (cva, len)) in chunks.iter().zip(&placed) {
+            let words: Vec<String> = cb
+                .bytes()
+                .chunks(4)
+                .map(|w| format!("{:08x}", u32::from_le_bytes(w.try_into().unwrap_or([0; 4]))))
+                .collect();
+            eprintln!(
+                "hlrs-fuzz: timed out: CS {} queue {q} CB {cva:#x}+{len}: {}",
+                f.seq,
+                words.join(" ")
+            );
+        }
     }
+    r
 }
 
 /// The `SYNC CS` op.
@@ -542,7 +565,7 @@ pub fn sync_cs(
         let counter = st.counter(dev);
         let chunks = loose_chunks(st, rng, va, counter);
         let _risk = shared.risk();
-        match run(dev, st, va, &chunks, 1 + rng.below(2) as u32)? {
+        match run(dev, st, va, &chunks, (1 + rng.below(2) as u32, false))? {
             true => Ok(()),
             false => Err(HUNG),
         }
@@ -650,7 +673,7 @@ fn clean_cs(
 ) -> Result<(), i32> {
     let chunks = clean_chunks(st, rng, va);
     let before = shared.snapshot();
-    let r = run(dev, st, va, &chunks, 10);
+    let r = run(dev, st, va, &chunks, (10, true));
     let after = shared.snapshot();
     let alone = st.strict && before.0 == 0 && after.0 == 0 && before.1 == after.1;
     match r {
@@ -739,7 +762,7 @@ pub fn hang(dev: &Device, st: &mut SyncState, shared: &Shared, rng: &mut Rng) ->
         .nop();
     {
         let _risk = shared.risk();
-        match run(dev, st, va, &[(q, cb)], 1) {
+        match run(dev, st, va, &[(q, cb)], (1, false)) {
             Ok(true) => return Err(RELEASED),
             Ok(false) => return Err(HUNG),
             Err(ETIMEDOUT | EIO) => {}
@@ -751,7 +774,7 @@ pub fn hang(dev: &Device, st: &mut SyncState, shared: &Shared, rng: &mut Rng) ->
     // another thread's CS may fault or time out meanwhile).
     for _ in 0..3 {
         let before = shared.snapshot();
-        let r = run(dev, st, va, &[(q, Cb::new().nop())], 10);
+        let r = run(dev, st, va, &[(q, Cb::new().nop())], (10, true));
         let after = shared.snapshot();
         let alone = st.strict && before.0 == 0 && after.0 == 0 && before.1 == after.1;
         match r {
@@ -970,6 +993,11 @@ mod tests {
                             assert!(id < DRIVER_MONS || own_mons.contains(&id), "monitor {id}");
                             if array == 0 && op == PACKET_MSG_SHORT {
                                 assert!(!hang.contains(&word(p, 0)), "payload into counter 3");
+                            }
+                            // A long monitor's tail (the next three) in the block.
+                            let long = word(p, 0) & config::LONG_SOB != 0;
+                            if array == 4 && op == PACKET_MSG_SHORT && long && id >= DRIVER_MONS {
+                                assert!(id + 3 < own_mons.end, "long monitor {id}");
                             }
                         }
                     }
