@@ -279,10 +279,6 @@ fn queue(
         // Room for every chunk was reserved.
         let _ = jobs.push_within_capacity(job);
     }
-    if !ctx.dev.operational() {
-        ctx.count_drop(DropKind::DeviceInReset);
-        return Err(EPERM);
-    }
     flight
         .expect_jobs(chunks)
         .inspect_err(|_| ctx.count_drop(DropKind::OutOfMem))?;

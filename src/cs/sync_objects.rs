@@ -24,7 +24,7 @@ use crate::{
     vm::{
         command_buffer::{cb_create_unpublished, cb_withdraw, CommandBuffer},
         context_vm::ContextVm,
-        mapping::map_cb_va,
+        mapping::{map_cb_va, unmap_cb_va},
     },
 };
 use kernel::{prelude::*, sync::Arc};
@@ -243,6 +243,7 @@ pub(crate) fn wait_cb(q: u32, sob: u32, val: u16, mon: u32) -> Option<[u64; 5]> 
 /// The context's sync-stream CB page and its device VA.
 pub(crate) struct SyncPool {
     cb: Arc<CommandBuffer>,
+    handle: u64,
     va: u64,
 }
 
@@ -252,12 +253,22 @@ impl SyncPool {
     pub(crate) fn new(vm: &ContextVm) -> Result<Self> {
         let (h, cb) = cb_create_unpublished(&vm.cbs, 4096)?;
         match map_cb_va(vm, &cb) {
-            Ok(va) => Ok(Self { cb, va }),
+            Ok(va) => Ok(Self { cb, handle: h, va }),
             Err(e) => {
                 drop(cb_withdraw(&vm.cbs, h));
                 Err(e)
             }
         }
+    }
+
+    /// Unmap and drop the page (a context's first sync-stream CS failed
+    /// after making it: the context is left as before the call). Sleeps;
+    /// O(log n).
+    pub(crate) fn release(self, vm: &ContextVm) {
+        // An unmap whose invalidation fails keeps the page quarantined
+        // until a later one succeeds (`unmap_cb_va`).
+        let _ = unmap_cb_va(vm, &self.cb);
+        drop(cb_withdraw(&vm.cbs, self.handle));
     }
 
     /// Write CS `seq`'s CB; its device address and size. O(words).

@@ -36,8 +36,9 @@
 //!
 //! **CBs.** Upstream runs them from its internal CB pool, mapped into
 //! every context. Here: one page of the context's CB memory, created and
-//! mapped into its device VA space at its first sync-stream CS and never
-//! published (no handle names it, so no ioctl can destroy or mmap it);
+//! mapped into its device VA space at its first sync-stream CS (unmapped
+//! and dropped again if that CS fails) and never published (no handle
+//! names it, so no ioctl can destroy or mmap it);
 //! CS `seq` uses the 64 bytes at `seq % 64`, free again because the CS 64
 //! sequences back finished before this one got its number.
 //!
@@ -121,6 +122,9 @@ pub(crate) fn cs_signal_wait(
         Ok(p) => p,
         Err(r) => return refuse(r),
     };
+    // A context's first sync-stream CS makes the CB page: if the CS then
+    // fails, the page goes again (the context as before the call).
+    let fresh = sync.pool.is_none();
     if let Err(e) = ready(ctx, &mut sync) {
         return refuse((e, Some(DropKind::OutOfMem)));
     }
@@ -133,10 +137,16 @@ pub(crate) fn cs_signal_wait(
         ..Default::default()
     };
     let watch = ctx.watch.lock();
-    if let Err(e) = start_threads(ctx, queues, watch, core::slice::from_ref(&chunk)) {
-        return none(Err(e));
+    let out = match start_threads(ctx, queues, watch, core::slice::from_ref(&chunk)) {
+        Ok(()) => submit(ctx, (&mut *sync, &**queues), plan, flags, timeouts),
+        Err(e) => none(Err(e)),
+    };
+    if out.1.is_err() && fresh {
+        if let Some(pool) = sync.pool.take() {
+            pool.release(&ctx.vm);
+        }
     }
-    submit(ctx, (&mut *sync, &**queues), plan, flags, timeouts)
+    out
 }
 
 /// The checks of `cs_ioctl_signal_wait` that need no state, in upstream's
@@ -355,9 +365,5 @@ fn queue_one(
         tag: 0,
         sink,
     });
-    if !ctx.dev.operational() {
-        ctx.count_drop(DropKind::DeviceInReset);
-        return Err(EPERM);
-    }
     ctx.launch_jobs(track, flight, queues, &mut jobs)
 }

@@ -315,8 +315,9 @@ impl ContextCs {
     }
 
     /// Put `flight` in flight (timed before an engine can take a job) and
-    /// queue its `jobs` (`hl_hw_queue_schedule_cs`); if they cannot all be
-    /// queued, undone and the drop counted (`EAGAIN`: a full queue). O(jobs).
+    /// queue its `jobs` (`hl_hw_queue_schedule_cs`): `EPERM` (counted) if
+    /// the device is not operational; if they cannot all be queued, undone
+    /// and the drop counted (`EAGAIN`: a full queue). O(jobs).
     pub(crate) fn launch_jobs(
         &self,
         track: &mut Track,
@@ -324,6 +325,10 @@ impl ContextCs {
         queues: &dyn AsidQueues,
         jobs: &mut KVec<EngineJob>,
     ) -> Result {
+        if !self.dev.operational() {
+            self.count_drop(DropKind::DeviceInReset);
+            return Err(EPERM);
+        }
         self.launch(track, flight);
         queues.submit(jobs).inspect_err(|e| {
             self.unlaunch(track, flight);

@@ -322,20 +322,7 @@ impl UserInterrupts {
     /// Drop the registrations of context `owner` (its close). O(registrations).
     pub(crate) fn forget(&self, owner: usize) {
         let mut regs = self.regs.lock();
-        let mut gone = 0usize;
-        let mut cur = regs.tree.cursor_front_mut();
-        while let Some(c) = cur {
-            let (&key, r) = c.current();
-            if r.owner != owner {
-                cur = c.move_next();
-                continue;
-            }
-            let (next, _node) = c.remove_current();
-            gone = gone.saturating_add(1);
-            // Past the last node, the cursor comes back to the one before.
-            cur = next.filter(|n| *n.current().0 > key);
-        }
-        regs.len = regs.len.saturating_sub(gone);
+        regs.remove_where(None, |_| true, |_, r| r.owner == owner);
     }
 
     /// Registrations kept (debugfs, tests). O(1).
@@ -348,24 +335,49 @@ impl UserInterrupts {
 /// Write the timestamps of interrupt `slot`'s registrations whose counter
 /// reached its target, and drop them. O(registrations on `slot` + log n).
 fn fire_slot(regs: &mut Regs, slot: usize, now: u64) {
-    let mut gone = 0usize;
-    let mut cur = regs.tree.cursor_lower_bound_mut(&(slot, 0, 0));
-    while let Some(c) = cur {
-        let (&key, r) = c.current();
-        if key.0 != slot {
-            break;
+    regs.remove_where(
+        Some((slot, 0, 0)),
+        |key| key.0 == slot,
+        |key, r| {
+            let hit = r.cb.word(r.index).is_some_and(|v| v >= r.target);
+            if hit {
+                r.buf.set_timestamp(key.2, now);
+            }
+            hit
+        },
+    );
+}
+
+impl Regs {
+    /// Drop the registrations `take` picks, walking the keys from `from`
+    /// (the first without) while `within` holds. O(keys walked + log n).
+    fn remove_where(
+        &mut self,
+        from: Option<RegKey>,
+        within: impl Fn(&RegKey) -> bool,
+        mut take: impl FnMut(&RegKey, &TsReg) -> bool,
+    ) {
+        let mut gone = 0usize;
+        let mut cur = match from {
+            Some(k) => self.tree.cursor_lower_bound_mut(&k),
+            None => self.tree.cursor_front_mut(),
+        };
+        while let Some(c) = cur {
+            let (&key, r) = c.current();
+            if !within(&key) {
+                break;
+            }
+            if !take(&key, r) {
+                cur = c.move_next();
+                continue;
+            }
+            let (next, _node) = c.remove_current();
+            gone = gone.saturating_add(1);
+            // Past the last node, the cursor comes back to the one before.
+            cur = next.filter(|n| *n.current().0 > key);
         }
-        if r.cb.word(r.index).is_none_or(|v| v < r.target) {
-            cur = c.move_next();
-            continue;
-        }
-        r.buf.set_timestamp(key.2, now);
-        let (next, _node) = c.remove_current();
-        gone = gone.saturating_add(1);
-        // Past the last node, the cursor comes back to the one before.
-        cur = next.filter(|n| *n.current().0 > key);
+        self.len = self.len.saturating_sub(gone);
     }
-    regs.len = regs.len.saturating_sub(gone);
 }
 
 pub(crate) struct UserInterruptIrq {

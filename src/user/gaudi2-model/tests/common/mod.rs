@@ -88,16 +88,27 @@ impl TestEnv {
         u64::from_le_bytes(self.host_read(addr, 8).try_into().unwrap())
     }
 
+    /// SRAM bytes `[pa, pa + len)`.
+    pub fn sram_range(&mut self, pa: u64, len: usize) -> Result<&mut [u8], BusFault> {
+        let off = pa
+            .checked_sub(regs::SRAM_BASE_ADDR)
+            .and_then(|o| usize::try_from(o).ok())
+            .ok_or(BusFault { addr: pa })?;
+        off.checked_add(len)
+            .and_then(|end| self.sram.get_mut(off..end))
+            .ok_or(BusFault { addr: pa })
+    }
+
     /// Store `data` in SRAM at `addr` (an SRAM address).
     pub fn sram_put(&mut self, addr: u64, data: &[u8]) {
-        let off = (addr - regs::SRAM_BASE_ADDR) as usize;
-        self.sram[off..off + data.len()].copy_from_slice(data);
+        self.sram_range(addr, data.len())
+            .unwrap()
+            .copy_from_slice(data);
     }
 
     /// The u32 in SRAM at `addr`.
-    pub fn sram_u32(&self, addr: u64) -> u32 {
-        let off = (addr - regs::SRAM_BASE_ADDR) as usize;
-        u32::from_le_bytes(self.sram[off..off + 4].try_into().unwrap())
+    pub fn sram_u32(&mut self, addr: u64) -> u32 {
+        u32::from_le_bytes(self.sram_range(addr, 4).unwrap().try_into().unwrap())
     }
 
     /// Store the u64 `v` in DRAM at `pa`.
@@ -126,25 +137,11 @@ impl Env for TestEnv {
         Ok(())
     }
     fn sram_read(&mut self, pa: u64, buf: &mut [u8]) -> Result<(), BusFault> {
-        let off = pa
-            .checked_sub(regs::SRAM_BASE_ADDR)
-            .ok_or(BusFault { addr: pa })? as usize;
-        let s = self
-            .sram
-            .get(off..off + buf.len())
-            .ok_or(BusFault { addr: pa })?;
-        buf.copy_from_slice(s);
+        buf.copy_from_slice(self.sram_range(pa, buf.len())?);
         Ok(())
     }
     fn sram_write(&mut self, pa: u64, data: &[u8]) -> Result<(), BusFault> {
-        let off = pa
-            .checked_sub(regs::SRAM_BASE_ADDR)
-            .ok_or(BusFault { addr: pa })? as usize;
-        let s = self
-            .sram
-            .get_mut(off..off + data.len())
-            .ok_or(BusFault { addr: pa })?;
-        s.copy_from_slice(data);
+        self.sram_range(pa, data.len())?.copy_from_slice(data);
         Ok(())
     }
     fn msix(&mut self, vector: u16) {
