@@ -271,15 +271,35 @@ impl SyncPool {
         drop(cb_withdraw(&vm.cbs, self.handle));
     }
 
-    /// Write CS `seq`'s CB; its device address and size. O(words).
-    pub(crate) fn put(&self, seq: u64, words: &[u64]) -> (u64, u32) {
-        let slot = (seq % WINDOW) as usize * CB_SLOT;
-        for (i, &w) in words.iter().enumerate() {
-            self.cb.set_word(slot / 8 + i, w);
+    /// Write CS `seq`'s CB; its device address and size, and the slot's
+    /// earlier words (for [`Self::restore`]). O(1).
+    pub(crate) fn put(&self, seq: u64, words: &[u64]) -> (u64, u32, SlotWords) {
+        let first = (seq % WINDOW) as usize * CB_SLOT / 8;
+        let mut saved = SlotWords::default();
+        for (i, w) in saved.0.iter_mut().enumerate() {
+            *w = self.cb.word(first + i).unwrap_or(0);
         }
-        (self.va + slot as u64, (words.len() * 8) as u32)
+        for (i, &w) in words.iter().take(CB_SLOT / 8).enumerate() {
+            self.cb.set_word(first + i, w);
+        }
+        let size = (words.len().min(CB_SLOT / 8) * 8) as u32;
+        (self.va + (first * 8) as u64, size, saved)
+    }
+
+    /// Put back the words a [`Self::put`] of `seq` replaced: its CS failed
+    /// before the device saw the CB, and the page is as before the call.
+    /// O(1).
+    pub(crate) fn restore(&self, seq: u64, saved: &SlotWords) {
+        let first = (seq % WINDOW) as usize * CB_SLOT / 8;
+        for (i, &w) in saved.0.iter().enumerate() {
+            self.cb.set_word(first + i, w);
+        }
     }
 }
+
+/// The words of one CB slot.
+#[derive(Default)]
+pub(crate) struct SlotWords([u64; CB_SLOT / 8]);
 
 /// The sync-stream state of a context (under `ContextCs::sync`, taken
 /// before the tracker).

@@ -57,7 +57,7 @@ use crate::{
         chunks::ChunkSource,
         device_cs::DropKind,
         sync_objects::{
-            signal_cb, wait_cb, Signal, SobOut, SyncPool, SyncState, SyncStreams, Undo,
+            signal_cb, wait_cb, Signal, SlotWords, SobOut, SyncPool, SyncState, SyncStreams, Undo,
             SYNC_QUEUES, WINDOW,
         },
         tracker::{start_threads, ContextCs, Flight, Track, MAX_PENDING_CS},
@@ -253,6 +253,7 @@ fn submit(
         cb,
         out,
         undo,
+        saved,
     } = match built {
         Ok(b) => b,
         Err(e) => {
@@ -279,6 +280,7 @@ fn submit(
             if let Some(u) = undo {
                 streams.undo(u, seq);
             }
+            pool.restore(seq, &saved);
             reject(ctx, &track, &flight, e)
         }
     }
@@ -301,6 +303,8 @@ struct Built {
     out: SobOut,
     /// A signal's undo.
     undo: Option<Undo>,
+    /// The CB slot's words before, put back if the CS fails.
+    saved: SlotWords,
 }
 
 /// The CB of CS `seq` for `plan`, written into the pool (a signal's stream
@@ -322,26 +326,29 @@ fn build(
                     return Err(e);
                 }
             }
-            let cb = pool.put(seq, &signal_cb(sig.sob()));
+            let (addr, size, saved) = pool.put(seq, &signal_cb(sig.sob()));
             let out = SobOut {
                 addr_offset: 0,
                 count,
             };
             Ok(Built {
                 queue: q,
-                cb,
+                cb: (addr, size),
                 out,
                 undo: Some(undo),
+                saved,
             })
         }
         Plan::Wait(q, sig) => {
             let mon = GAUDI2_RESERVED_MON_NUMBER + q;
             let words = wait_cb(q, sig.sob(), sig.val, mon).ok_or(EINVAL)?;
+            let (addr, size, saved) = pool.put(seq, &words);
             Ok(Built {
                 queue: q,
-                cb: pool.put(seq, &words),
+                cb: (addr, size),
                 out: SobOut::default(),
                 undo: None,
+                saved,
             })
         }
         Plan::Nothing => Err(EINVAL),
