@@ -148,7 +148,11 @@ impl HlDevice {
         let (sim, mmu, vm) = DeviceVm::simulated(&asic)?;
         let hw: Arc<dyn Backend> = sim.clone();
         let engines: Arc<dyn Engines> = SimEngines::new(&sim)?;
-        let cs = DeviceCs::new(hw.clone(), Some(engines), None)?;
+        // The sync manager's CQ interrupts (MSI-X 48..111) reach the
+        // user interrupts as the PCI device's vectors do.
+        let interrupts = UserInterrupts::new()?;
+        sim.sync.connect(interrupts.clone());
+        let cs = DeviceCs::new(hw.clone(), Some(engines), Some(interrupts))?;
         let fw: Arc<dyn CpuCp> = Arc::new(SimCpuCp::new(asic.dram_size), GFP_KERNEL)?;
         Self::assemble(
             index,

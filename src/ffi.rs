@@ -29,6 +29,8 @@
 //! - [`sched`]: `cond_resched` and `fatal_signal_pending` for long loops.
 //! - [`vmalloc`]: the physical pages behind vmalloc memory.
 //! - [`workqueue`]: whether the current task is alone on its CPU (polls).
+//! - [`zeroable`]: the model core's sync manager made in place, zeroed
+//!   (its idle state).
 //!
 //! `ffi/helpers.c` (prototypes in `ffi/helpers.h`) wraps the static inlines
 //! these and the shell need (`page_to_phys`, `totalram_pages`,
@@ -61,3 +63,4 @@ pub(crate) mod register_page;
 pub(crate) mod sched;
 pub(crate) mod vmalloc;
 pub(crate) mod workqueue;
+pub(crate) mod zeroable;

@@ -50,6 +50,9 @@ echo "  host memory behind the simulated DRAM after those DMAs (hlrs dram-host):
 echo "  the opener's memory cgroup, given back when the pages return to the pool:"
 hlrs dram-host | sed 's/^/    /'
 
+say "Two queues ordered by the sync manager on the simulated device: a SOB, a monitor and a FENCE, an interrupt wait, then SIGNAL and WAIT CSs (hlrs sync)"
+hlrs sync 2>&1 | sed 's/^/  /'
+
 say "A walk through the memory ioctls (hlrs walk)"
 hlrs walk >/tmp/walk.txt 2>&1
 rc=$?

@@ -19,10 +19,10 @@
 //!    and engine-command types are not served: `EOPNOTSUPP` (upstream
 //!    Gaudi2 serves them). SIGNAL and WAIT CSs are
 //!    [`super::sync_stream`]'s (`EOPNOTSUPP` on a device whose queues do
-//!    not run the sync manager). On a device whose engines the driver does not
-//!    drive (a PCI Gaudi2) every CS with jobs, restore phase included, is
-//!    `EOPNOTSUPP` too, before its chunks are read: nothing reaches the
-//!    hardware and no drop is counted. Unknown flag bits are ignored, as upstream, and
+//!    not run the sync manager). On a device without engines the driver
+//!    drives every CS with jobs, restore phase included, is `EOPNOTSUPP`
+//!    too, before its chunks are read: nothing reaches the hardware and no
+//!    drop is counted. Unknown flag bits are ignored, as upstream, and
 //!    so are `HL_CS_FLAGS_SKIP_RESET_ON_TIMEOUT` (no reset follows a timeout
 //!    here) and `HL_CS_FLAGS_ENCAP_SIGNALS` without a staged submission.
 //!

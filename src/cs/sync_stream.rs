@@ -42,9 +42,9 @@
 //! CS `seq` uses the 64 bytes at `seq % 64`, free again because the CS 64
 //! sequences back finished before this one got its number.
 //!
-//! **Where it runs.** Only on a device whose queues run the sync manager
-//! (the PCI Gaudi2, [`AsidQueues::sync_streams`]); the in-module
-//! simulation answers `EOPNOTSUPP` before reading anything.
+//! **Where it runs.** On a device whose queues run the sync manager
+//! ([`AsidQueues::sync_streams`]: the PCI Gaudi2 and the in-module
+//! simulation); any other answers `EOPNOTSUPP` before reading anything.
 //!
 //! **Limits.** A signal halted by the TDR never increments its SOB: waits
 //! for it or later signals of its queue time out too (upstream resets the

@@ -48,6 +48,7 @@
 
 use crate::{
     ffi::{clock::ktime_ns, irq::IrqThread},
+    hw::engines::MsixSink,
     uapi::*,
     vm::{command_buffer::CommandBuffer, ts_buffer::TsBuffer},
 };
@@ -328,6 +329,18 @@ impl UserInterrupts {
     /// Registrations kept (debugfs, tests). O(1).
     pub(crate) fn registrations(&self) -> usize {
         self.regs.lock().len
+    }
+}
+
+impl MsixSink for UserInterrupts {
+    /// The simulated device's CQ interrupt: MSI-X `48 + k` fires user
+    /// interrupt `k` (any other vector is none of the user's). O(waiters +
+    /// registrations).
+    fn raise(&self, vector: u16) {
+        let v = u32::from(vector);
+        if (FIRST_USER_INTERRUPT..FIRST_USER_INTERRUPT + USER_INTERRUPTS).contains(&v) {
+            self.fire((v - FIRST_USER_INTERRUPT) as usize);
+        }
     }
 }
 

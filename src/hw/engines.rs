@@ -181,6 +181,13 @@ pub(crate) trait EngineSink: Send + Sync {
     fn event(&self, engine: u16, tag: u64, event: EngineEvent);
 }
 
+/// Where a simulated device's MSI-X vectors go (the driver's user
+/// interrupts; on PCI the vectors are real interrupts instead).
+pub(crate) trait MsixSink: Send + Sync {
+    /// MSI-X `vector` raised. Process context, no lock of the device held.
+    fn raise(&self, vector: u16);
+}
+
 /// One job: a CB on a queue, for the ASID of the [`AsidQueues`] it is
 /// submitted to.
 pub(crate) struct EngineJob {

@@ -57,6 +57,7 @@ pub(crate) mod job;
 pub(crate) mod packets;
 pub(crate) mod qman;
 pub(crate) mod stlb;
+pub(crate) mod sync_manager;
 
 use crate::asic::{AsicProperties, MAX_ASID, SRAM_BASE_ADDR, SRAM_SIZE};
 use crate::hw::backend::{Backend, BusAddrs, DeviceStatus, MmuKind};
@@ -162,6 +163,9 @@ pub(crate) struct SimGaudi2 {
     /// The registers behind the user-mappable HW blocks.
     #[pin]
     pub(crate) cfg_space: cfg_space::CfgSpace,
+    /// The sync manager and the QMANs' CP registers.
+    #[pin]
+    pub(crate) sync: sync_manager::SimSync,
 }
 
 impl SimGaudi2 {
@@ -193,6 +197,7 @@ impl SimGaudi2 {
             dram_fill_from: Atomic::new(u64::MAX),
             sram_fill: Atomic::new(0),
             cfg_space <- cfg_space::CfgSpace::new(),
+            sync <- sync_manager::SimSync::new(),
         })
     }
 

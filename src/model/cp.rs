@@ -487,14 +487,7 @@ impl Gaudi2 {
         let (asid, _, _) = self.asids(m);
         if cfg & packets::LAE_LOAD != 0 {
             let mut b = [0u8; 128];
-            let n = if cfg & packets::LAE_DST != 0 {
-                16
-            } else if cfg & packets::LAE_PMAP != 0 {
-                4
-            } else {
-                128
-            };
-            let Some(win) = b.get_mut(..n) else {
+            let Some(win) = b.get_mut(..packets::lae_load_len(cfg)) else {
                 return Flow::Error;
             };
             if self.engine_read(env, asid, src, win).is_err() {
@@ -503,15 +496,7 @@ impl Gaudi2 {
             let Some(cp) = self.qmans.get_mut(m).and_then(|x| x.cp_mut(c)) else {
                 return Flow::Error;
             };
-            if cfg & packets::LAE_DST != 0 {
-                for (i, r) in cp.scalars.iter_mut().enumerate() {
-                    *r = packets::le32(&b, 4 * i);
-                }
-            } else if cfg & packets::LAE_PMAP != 0 {
-                cp.pred = packets::le32(&b, 0) | 1;
-            } else {
-                cp.pred = (1..32).fold(1, |acc, p| acc | (packets::le32(&b, 4 * p) & 1) << p);
-            }
+            packets::lae_load(cfg, &b, (&mut cp.pred, &mut cp.scalars));
         }
         if cfg & packets::LAE_EXE != 0 && !self.exe(env, m, c, cfg & packets::LAE_ETYPE != 0) {
             return Flow::Error;
@@ -525,25 +510,10 @@ impl Gaudi2 {
         let Some(cp) = self.cp_of(m, c) else {
             return false;
         };
-        let mut b = [0u8; 16];
-        for (d, s) in b.chunks_exact_mut(4).zip(cp.scalars) {
-            d.copy_from_slice(&s.to_le_bytes());
-        }
-        let bytes = if upper { b.get(8..) } else { b.get(..) }.unwrap_or(&[]);
-        let Ok((p, _)) = packets::decode(bytes, bytes.len() as u64) else {
+        let Some((p, ctl)) = packets::lae_exe(cp.scalars, upper) else {
             return false;
         };
-        if !self.predicate(m, c, packets::le32(bytes, 4)) {
-            return true;
-        }
-        match p {
-            Packet::Nop
-            | Packet::ArbPoint
-            | Packet::Wreg32 { .. }
-            | Packet::MsgLong { .. }
-            | Packet::MsgShort { .. } => self.exec(env, m, c, 0, p),
-            _ => false,
-        }
+        !self.predicate(m, c, ctl) || self.exec(env, m, c, 0, p)
     }
 
     /// The register and message packets of CP `c`; `at` is the packet's

@@ -204,7 +204,7 @@ impl Gaudi2 {
             q.eq_dropped = q.eq_dropped.wrapping_add(1);
             return;
         }
-        q.eq_pi = ((u64::from(q.eq_pi) + 1) % entries) as u32;
+        q.eq_pi = (u64::from(q.eq_pi) + 1).checked_rem(entries).unwrap_or(0) as u32;
         self.stats.dma_write_bytes = self.stats.dma_write_bytes.wrapping_add(entry.len() as u64);
         self.raise(env, MSIX_EVENT_QUEUE);
     }

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! One engine's command processor running a job to its end: how a QMAN
+//! One stream's command processor running a job to its end: how a QMAN
 //! stream of host 1 (the in-module simulation, one kernel thread per
-//! engine and context) executes a CB. Host 2 steps the same packets per
-//! stream in slices (`super::cp`).
+//! stream and context) executes a CB. Host 2 steps the same packets per
+//! stream in slices, round robin over every CP (`super::cp`).
 //!
 //! A job is `size` bytes of packets at the device address `base` (host VA,
 //! DRAM VA or SRAM, any alignment), read through the host's [`EngineBus`]
@@ -14,10 +14,24 @@
 //! exactly the packet it announces. Each packet is decoded
 //! (`super::packets`) and executed before the next is read.
 //!
-//! The packets an engine runs without a sync manager: `NOP`, `MSG_LONG`
-//! (the u32 written at its address) and `LIN_DMA` (copy, memset, byte
-//! swaps). Every other opcode is refused as undefined before more than its
-//! header is fetched; the sync manager's packets come with it (issue 32).
+//! The packets every engine runs: `NOP`, `MSG_LONG` (the u32 written at
+//! its address) and `LIN_DMA` (copy, memset, byte swaps). With a sync
+//! manager behind the host ([`EngineBus::sync_manager`]) also, as
+//! `super::cp` runs them: `MSG_SHORT` (to `CP_MSG_BASE[base] + offset`),
+//! `WREG_32` (to the QMAN's block), `FENCE` (the host sleeps until the
+//! counter reaches the target: [`EngineBus::fence`]), `ARB_POINT` (orders
+//! nothing), `CP_DMA` and `CB_LIST` (calls, [`DEPTH`] frames deep, a call
+//! that is its frame's last packet a tail call) and `LOAD_AND_EXE`
+//! (predicates and scalars, kept in the CP's registers across jobs:
+//! [`EngineBus::cp_regs`]); a packet whose `pred` names a clear predicate
+//! is skipped. Every other opcode is refused as undefined before more than
+//! its header is fetched.
+//!
+//! **No lower CP.** A `CP_DMA` with `upper_cp` clear hands its CB to the
+//! QMAN's lower CP on silicon (and in `super::cp`), and the upper CP goes
+//! on; here the stream calls it and goes on after it. What tells the two
+//! apart: a CB handed to the lower CP that waits for something only the
+//! upper CP's later packets do (a deadlock here, until the CS times out).
 //!
 //! A `LIN_DMA` moves its bytes through the host's bounce buffer, one chunk
 //! at a time: read, swapped, written, so a transfer of up to 4 GiB - 1
@@ -25,18 +39,22 @@
 //! packet, the job asks the host whether to stop ([`EngineBus::stop`]).
 //!
 //! **Reschedule points** ([`EngineBus::point`]): every [`RESCHED_PACKETS`]
-//! packets and between the chunks of a DMA: a CB of any length never runs
-//! for more than one chunk of copying or 64 packets without one.
+//! packets and between the chunks of a DMA: a CB of any length (and any
+//! chain of calls) never runs for more than one chunk of copying or 64
+//! packets without one.
 //!
 //! A job ends at the first fault (the pieces before it were done), at the
 //! first packet it cannot execute, when told to stop, or after its last
-//! packet; [`JobEnd`] says which. It waits for nothing but memory.
+//! packet; [`JobEnd`] says which.
 
 use super::packets::{self, op, LinDma, Packet, PacketError};
 
 /// Packets between two reschedule points of a job: a CB of millions of
 /// NOPs or MSG_LONGs gives the CPU up as often as a DMA does.
 pub const RESCHED_PACKETS: u32 = 64;
+/// CB frames a CP nests (`CP_DMA`, `CB_LIST`), as the stepped CPs'
+/// (`super::qman::DEPTH`); a call deeper is refused.
+pub const DEPTH: usize = super::qman::DEPTH;
 /// Bytes of a CB fetch window: one page.
 pub const CB_WINDOW: usize = 4096;
 const CB_WINDOW_U64: u64 = CB_WINDOW as u64;
@@ -65,6 +83,32 @@ pub trait EngineBus {
     fn dma_core(&self) -> bool {
         true
     }
+    /// Whether the host has a sync manager and the CP's registers behind
+    /// it: then `MSG_SHORT`, `FENCE`, `WREG_32` and `ARB_POINT` run and
+    /// the `pred` field counts (else they are refused as undefined).
+    fn sync_manager(&self) -> bool {
+        false
+    }
+    /// `CP_MSG_BASE[base]` of the executing CP (a `MSG_SHORT`'s base).
+    fn msg_base(&mut self, _base: u32) -> u64 {
+        0
+    }
+    /// The executing QMAN's block address (a `WREG_32`'s base).
+    fn qman_block(&self) -> u64 {
+        0
+    }
+    /// `FENCE`: wait until fence counter `id` of the executing CP reaches
+    /// `target`, then take `dec` off it (the host sleeps meanwhile and
+    /// polls [`Self::stop`]). `Err`: stopped first.
+    fn fence(&mut self, _id: u32, _target: u32, _dec: u32) -> Result<(), Self::Stop> {
+        Ok(())
+    }
+    /// The executing CP's predicates and scalars, at a job's start.
+    fn cp_regs(&mut self) -> CpRegs {
+        CpRegs::IDLE
+    }
+    /// The executing CP's predicates and scalars, at a job's end.
+    fn set_cp_regs(&mut self, _regs: CpRegs) {}
 }
 
 /// How a job ended.
@@ -86,8 +130,8 @@ pub enum JobEnd<F, S> {
 }
 
 /// Bytes of the packet whose first 8 bytes are `head`, if an engine runs
-/// it (see the module doc). O(1).
-pub fn packet_size(head: &[u8]) -> Result<u64, PacketError> {
+/// it (see the module doc; `sync`: the host has a sync manager). O(1).
+pub fn packet_size(head: &[u8], sync: bool) -> Result<u64, PacketError> {
     let opcode = packets::opcode(packets::le32(head, 4));
     let head: &[u8; 8] = head
         .get(..8)
@@ -95,14 +139,25 @@ pub fn packet_size(head: &[u8]) -> Result<u64, PacketError> {
         .ok_or(PacketError::Truncated { opcode, need: 8 })?;
     match opcode {
         op::NOP | op::MSG_LONG | op::LIN_DMA => packets::packet_size(head),
+        op::MSG_SHORT
+        | op::FENCE
+        | op::WREG_32
+        | op::ARB_POINT
+        | op::CP_DMA
+        | op::CB_LIST
+        | op::LOAD_AND_EXE
+            if sync =>
+        {
+            packets::packet_size(head)
+        }
         opcode => Err(PacketError::Undefined { opcode }),
     }
 }
 
 /// Decode the packet at the start of `bytes` (the rest of the CB) if an
 /// engine runs it; returns it and its size. O(1).
-pub fn decode(bytes: &[u8]) -> Result<(Packet, u64), PacketError> {
-    packet_size(bytes)?;
+pub fn decode(bytes: &[u8], sync: bool) -> Result<(Packet, u64), PacketError> {
+    packet_size(bytes, sync)?;
     packets::decode(bytes, bytes.len() as u64)
 }
 
@@ -139,71 +194,333 @@ impl CbReader<'_> {
     }
 }
 
+/// One CB a CP runs: its device address, bytes, and the offset of the
+/// next packet.
+#[derive(Clone, Copy, Debug, Default)]
+struct Frame {
+    cb: u64,
+    len: u32,
+    pc: u32,
+}
+
+/// What a packet asks of the job's CP.
+enum Flow {
+    /// Done: on to the next packet.
+    Next,
+    /// Call the CB `[cb, cb + len)` (`CP_DMA`, a `CB_LIST` entry).
+    Call { cb: u64, len: u32 },
+}
+
 /// Run the job of `size` bytes of CB at `base` on `bus`, with `window` (at
 /// least [`CB_WINDOW`] bytes) for the CB and `data` (a whole number of
 /// u64s) as the DMA bounce buffer: fetch, decode and execute its packets
-/// in order. O(size + bytes moved).
+/// in order, the CBs it calls ([`DEPTH`] deep) in theirs. O(packets run +
+/// bytes moved).
 pub fn execute<B: EngineBus>(
     bus: &mut B,
     (window, data): (&mut [u8], &mut [u8]),
     (base, size): (u64, u32),
 ) -> JobEnd<B::Fault, B::Stop> {
-    let mut reader = CbReader {
-        base,
-        size,
-        win: (0, 0),
-        buf: window,
+    let sync = bus.sync_manager();
+    let mut regs = if sync { bus.cp_regs() } else { CpRegs::IDLE };
+    let mut cp = Cp {
+        frames: [Frame::default(); DEPTH],
+        depth: 1,
+        reader: CbReader {
+            base,
+            size,
+            win: (0, 0),
+            buf: window,
+        },
+        count: 0,
+        sync,
     };
-    let mut pc = 0u32;
-    let mut count = 0u32;
-    while pc < size {
-        if let Some(stop) = bus.stop() {
-            return JobEnd::Stopped(stop);
+    if let Some(f) = cp.frames.first_mut() {
+        *f = Frame {
+            cb: base,
+            len: size,
+            pc: 0,
+        };
+    }
+    let end = cp.run(bus, data, &mut regs);
+    if sync {
+        bus.set_cp_regs(regs);
+    }
+    end
+}
+
+/// The CB frames of a job's CP (the CP's own registers are the caller's).
+struct Cp<'w> {
+    frames: [Frame; DEPTH],
+    /// Frames in use; `frames[depth - 1]` runs.
+    depth: usize,
+    /// The running frame's fetch window.
+    reader: CbReader<'w>,
+    /// Packets run, for the reschedule points.
+    count: u32,
+    /// The host has a sync manager (see [`EngineBus::sync_manager`]).
+    sync: bool,
+}
+
+impl Cp<'_> {
+    /// Run the frames to their end. O(packets run + bytes moved).
+    fn run<B: EngineBus>(
+        &mut self,
+        bus: &mut B,
+        data: &mut [u8],
+        regs: &mut CpRegs,
+    ) -> JobEnd<B::Fault, B::Stop> {
+        loop {
+            let Some(top) = self
+                .depth
+                .checked_sub(1)
+                .and_then(|i| self.frames.get(i))
+                .copied()
+            else {
+                return JobEnd::Done;
+            };
+            if top.pc >= top.len {
+                // The frame returns to the packet after its call.
+                self.depth -= 1;
+                self.refetch();
+                continue;
+            }
+            if let Some(stop) = bus.stop() {
+                return JobEnd::Stopped(stop);
+            }
+            self.count = self.count.wrapping_add(1);
+            if self.count % RESCHED_PACKETS == 0 {
+                bus.point();
+            }
+            let (flow, len) = match self.packet(bus, data, regs, top) {
+                Ok(x) => x,
+                Err(end) => return end,
+            };
+            match flow {
+                Flow::Next => self.advance(len),
+                Flow::Call { cb, len: n } => {
+                    if let Err(error) = self.call(top, len, (cb, n)) {
+                        let addr = top.cb.wrapping_add(u64::from(top.pc));
+                        return JobEnd::BadPacket { addr, error };
+                    }
+                }
+            }
         }
-        count = count.wrapping_add(1);
-        if count % RESCHED_PACKETS == 0 {
-            bus.point();
+    }
+
+    /// Move the running frame past a packet of `len` bytes. O(1).
+    fn advance(&mut self, len: u32) {
+        if let Some(f) = self
+            .depth
+            .checked_sub(1)
+            .and_then(|i| self.frames.get_mut(i))
+        {
+            f.pc = f.pc.saturating_add(len);
         }
+    }
+
+    /// Point the fetch window at the running frame (nothing fetched yet).
+    /// O(1).
+    fn refetch(&mut self) {
+        if let Some(f) = self.depth.checked_sub(1).and_then(|i| self.frames.get(i)) {
+            self.reader.base = f.cb;
+            self.reader.size = f.len;
+            self.reader.win = (0, 0);
+        }
+    }
+
+    /// Call `[cb, cb + n)` from the packet of `len` bytes at `top`'s `pc`:
+    /// in place of `top` when that packet is its last (a tail call, so
+    /// chains of any length run in one frame), else on top of it; a call
+    /// past [`DEPTH`] frames is refused. O(1).
+    fn call(&mut self, top: Frame, len: u32, (cb, n): (u64, u32)) -> Result<(), PacketError> {
+        let next = Frame { cb, len: n, pc: 0 };
+        if top.pc.saturating_add(len) >= top.len {
+            if let Some(f) = self
+                .depth
+                .checked_sub(1)
+                .and_then(|i| self.frames.get_mut(i))
+            {
+                *f = next;
+            }
+        } else {
+            let too_deep = PacketError::Undefined { opcode: op::CP_DMA };
+            let slot = self.frames.get_mut(self.depth).ok_or(too_deep)?;
+            *slot = next;
+            self.advance(len);
+            self.depth += 1;
+        }
+        self.refetch();
+        Ok(())
+    }
+
+    /// Fetch, decode and run the packet at `top`'s `pc`: what it asks of
+    /// the CP, and its size. O(a packet + its bytes moved).
+    fn packet<B: EngineBus>(
+        &mut self,
+        bus: &mut B,
+        data: &mut [u8],
+        regs: &mut CpRegs,
+        top: Frame,
+    ) -> Result<(Flow, u32), JobEnd<B::Fault, B::Stop>> {
+        let (pc, sync) = (top.pc, self.sync);
         // The header, then exactly the packet it announces: nothing past
         // the packet is fetched.
-        let left = (size - pc) as usize;
-        let want = match reader.bytes(bus, pc, left.min(8)) {
-            Ok(h) => packet_size(h)
-                .ok()
-                .and_then(|n| usize::try_from(n).ok())
-                .unwrap_or(8),
-            Err(f) => return JobEnd::Fault(f),
-        };
-        let bytes = match reader.bytes(bus, pc, want.min(left)) {
-            Ok(b) => b,
-            Err(f) => return JobEnd::Fault(f),
-        };
-        let addr = base.wrapping_add(u64::from(pc));
-        let (packet, len) = match decode(bytes) {
-            Ok(p) => p,
-            Err(error) => return JobEnd::BadPacket { addr, error },
-        };
-        let r = match packet {
-            Packet::LinDma(_) if !bus.dma_core() => {
-                let error = PacketError::Undefined {
-                    opcode: op::LIN_DMA,
-                };
-                return JobEnd::BadPacket { addr, error };
-            }
-            Packet::MsgLong { value, addr } => {
-                bus.write(addr, &value.to_le_bytes()).map_err(JobEnd::Fault)
-            }
-            Packet::LinDma(d) => lin_dma(bus, data, &d),
-            // `decode` refuses every other packet but NOP.
-            _ => Ok(()),
-        };
-        if let Err(end) = r {
-            return end;
+        let left = (top.len - pc) as usize;
+        let head = self
+            .reader
+            .bytes(bus, pc, left.min(8))
+            .map_err(JobEnd::Fault)?;
+        let want = packet_size(head, sync)
+            .ok()
+            .and_then(|n| usize::try_from(n).ok())
+            .unwrap_or(8);
+        let bytes = self
+            .reader
+            .bytes(bus, pc, want.min(left))
+            .map_err(JobEnd::Fault)?;
+        let addr = top.cb.wrapping_add(u64::from(pc));
+        let ctl = packets::le32(bytes, 4);
+        let (packet, len) =
+            decode(bytes, sync).map_err(|error| JobEnd::BadPacket { addr, error })?;
+        // `len` <= `want` <= `top.len - pc`.
+        let len = u32::try_from(len).unwrap_or(u32::MAX);
+        if sync && !regs.holds(packets::pred(ctl)) {
+            return Ok((Flow::Next, len));
         }
-        // `len` <= `want` <= `size - pc`.
-        pc = pc.saturating_add(u32::try_from(len).unwrap_or(u32::MAX));
+        let bad = |error| JobEnd::BadPacket { addr, error };
+        let flow = match packet {
+            Packet::LinDma(_) if !bus.dma_core() => {
+                return Err(bad(PacketError::Undefined {
+                    opcode: op::LIN_DMA,
+                }));
+            }
+            Packet::LinDma(d) => lin_dma(bus, data, &d).map(|()| Flow::Next)?,
+            Packet::Fence { id, target, dec } => {
+                bus.fence(id, target, dec).map_err(JobEnd::Stopped)?;
+                Flow::Next
+            }
+            Packet::CpDma { tsize, src, .. } => Flow::Call {
+                cb: src,
+                len: tsize,
+            },
+            Packet::CbList { index, table } => cb_list(bus, regs, (index, table), bad)?,
+            Packet::LoadAndExe { cfg, src } => {
+                load_and_exe(bus, regs, (cfg, src), bad)?;
+                Flow::Next
+            }
+            p => {
+                message(bus, p)?;
+                Flow::Next
+            }
+        };
+        Ok((flow, len))
     }
-    JobEnd::Done
+}
+
+/// A CP's registers a job reads and changes besides its frames: the
+/// predicates (bit `p` predicate `p`, P0 always set) and the scalar
+/// registers R0..R3 (`LOAD_AND_EXE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CpRegs {
+    /// The predicates.
+    pub pred: u32,
+    /// R0..R3.
+    pub scalars: [u32; 4],
+}
+
+impl CpRegs {
+    /// An idle CP's: P0 alone, the scalars 0.
+    pub const IDLE: Self = Self {
+        pred: 1,
+        scalars: [0; 4],
+    };
+
+    /// Whether predicate `p` holds (P0 always does). O(1).
+    fn holds(&self, p: u32) -> bool {
+        p == 0 || (p < 32 && self.pred & (1 << p) != 0)
+    }
+}
+
+/// The register and message packets (`MSG_LONG`, `MSG_SHORT`, `WREG_32`;
+/// `NOP` and `ARB_POINT` do nothing here). O(1).
+fn message<B: EngineBus>(bus: &mut B, p: Packet) -> Result<(), JobEnd<B::Fault, B::Stop>> {
+    let (at, value) = match p {
+        Packet::MsgLong { value, addr } => (addr, value),
+        Packet::MsgShort {
+            value,
+            base,
+            offset,
+        } => (bus.msg_base(base).wrapping_add(u64::from(offset)), value),
+        Packet::Wreg32 { offset, value } => {
+            (bus.qman_block().wrapping_add(u64::from(offset)), value)
+        }
+        _ => return Ok(()),
+    };
+    bus.write(at, &value.to_le_bytes()).map_err(JobEnd::Fault)
+}
+
+/// `CB_LIST`: the `CP_DMA` at entry `*index` of `table`, run in its place
+/// (skipped if its predicate is clear). O(two reads).
+fn cb_list<B: EngineBus>(
+    bus: &mut B,
+    regs: &CpRegs,
+    (index, table): (u64, u64),
+    bad: impl Fn(PacketError) -> JobEnd<B::Fault, B::Stop>,
+) -> Result<Flow, JobEnd<B::Fault, B::Stop>> {
+    let mut i = [0u8; 4];
+    bus.read(index, &mut i).map_err(JobEnd::Fault)?;
+    let at = u64::from(u32::from_le_bytes(i))
+        .checked_mul(packets::CB_LIST_ENTRY)
+        .and_then(|o| table.checked_add(o))
+        .ok_or_else(|| JobEnd::Fault(bus.decode_fault(table)))?;
+    let mut entry = [0u8; 16];
+    bus.read(at, &mut entry).map_err(JobEnd::Fault)?;
+    match packets::decode(&entry, packets::CB_LIST_ENTRY) {
+        Ok((Packet::CpDma { tsize, src, .. }, _)) => {
+            if regs.holds(packets::pred(packets::le32(&entry, 4))) {
+                Ok(Flow::Call {
+                    cb: src,
+                    len: tsize,
+                })
+            } else {
+                Ok(Flow::Next)
+            }
+        }
+        _ => Err(bad(PacketError::Undefined {
+            opcode: op::CB_LIST,
+        })),
+    }
+}
+
+/// `LOAD_AND_EXE` with `cfg` from `src` (layouts: `super::cp`'s module
+/// doc). O(a 128-byte read + a packet).
+fn load_and_exe<B: EngineBus>(
+    bus: &mut B,
+    regs: &mut CpRegs,
+    (cfg, src): (u32, u64),
+    bad: impl Fn(PacketError) -> JobEnd<B::Fault, B::Stop>,
+) -> Result<(), JobEnd<B::Fault, B::Stop>> {
+    if cfg & packets::LAE_LOAD != 0 {
+        let mut b = [0u8; 128];
+        let win = b
+            .get_mut(..packets::lae_load_len(cfg))
+            .ok_or_else(|| JobEnd::Fault(bus.decode_fault(src)))?;
+        bus.read(src, win).map_err(JobEnd::Fault)?;
+        packets::lae_load(cfg, &b, (&mut regs.pred, &mut regs.scalars));
+    }
+    if cfg & packets::LAE_EXE == 0 {
+        return Ok(());
+    }
+    let undefined = PacketError::Undefined {
+        opcode: op::LOAD_AND_EXE,
+    };
+    let (p, ctl) = packets::lae_exe(regs.scalars, cfg & packets::LAE_ETYPE != 0)
+        .ok_or_else(|| bad(undefined))?;
+    if regs.holds(packets::pred(ctl)) {
+        message(bus, p)?;
+    }
+    Ok(())
 }
 
 /// One `LIN_DMA`, in chunks of the bounce buffer `buf`. O(tsize).

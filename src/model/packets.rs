@@ -107,6 +107,54 @@ pub const LAE_EXE: u32 = 1 << 9;
 /// 8-byte packet in R2-R3.
 pub const LAE_ETYPE: u32 = 1 << 10;
 
+/// Bytes a `LOAD_AND_EXE` with `cfg` loads from its source: the scalars
+/// (16), a predicate bitmap (4) or one u32 per predicate (128). O(1).
+pub const fn lae_load_len(cfg: u32) -> usize {
+    if cfg & LAE_DST != 0 {
+        16
+    } else if cfg & LAE_PMAP != 0 {
+        4
+    } else {
+        128
+    }
+}
+
+/// A CP's predicates (bit `p` predicate `p`, P0 always set) and scalar
+/// registers R0..R3 after a `LOAD_AND_EXE` with `cfg` loaded `bytes`
+/// ([`lae_load_len`] of them). O(1).
+pub fn lae_load(cfg: u32, bytes: &[u8], (pred, scalars): (&mut u32, &mut [u32; 4])) {
+    if cfg & LAE_DST != 0 {
+        for (i, r) in scalars.iter_mut().enumerate() {
+            *r = le32(bytes, 4 * i);
+        }
+    } else if cfg & LAE_PMAP != 0 {
+        *pred = le32(bytes, 0) | 1;
+    } else {
+        *pred = (1..32).fold(1, |acc, p| acc | (le32(bytes, 4 * p) & 1) << p);
+    }
+}
+
+/// The packet a `LOAD_AND_EXE`'s `exe` runs, decoded from the scalars
+/// (R0.. with `etype` 0, R2-R3 with 1), and its `ctl` word; `None` if
+/// they hold no packet an `exe` may run (`NOP`, `ARB_POINT`, `WREG_32`,
+/// `MSG_LONG`, `MSG_SHORT`). O(1).
+pub fn lae_exe(scalars: [u32; 4], etype: bool) -> Option<(Packet, u32)> {
+    let mut b = [0u8; 16];
+    for (d, s) in b.chunks_exact_mut(4).zip(scalars) {
+        d.copy_from_slice(&s.to_le_bytes());
+    }
+    let bytes = if etype { b.get(8..) } else { b.get(..) }?;
+    let (p, _) = decode(bytes, bytes.len() as u64).ok()?;
+    match p {
+        Packet::Nop
+        | Packet::ArbPoint
+        | Packet::Wreg32 { .. }
+        | Packet::MsgLong { .. }
+        | Packet::MsgShort { .. } => Some((p, le32(bytes, 4))),
+        _ => None,
+    }
+}
+
 /// `GAUDI2_PKT_CTL_OPCODE_SHIFT` / `_MASK` (gaudi2_packets.h:40-41).
 pub const CTL_OPCODE_SHIFT: u32 = 24;
 /// The opcode field of `ctl`.

@@ -762,115 +762,173 @@ impl SyncManager {
     }
 }
 
+/// What a sync manager's monitors reach when they fire: the host's
+/// register space and memory. Each host of the model core implements it:
+/// [`Gaudi2`] (host 2, through its MMUs and register file) and the
+/// in-module simulation (host 1, `crate::hw::sim::sync_manager`), so both
+/// fire monitors, write CQs and raise interrupts with this code.
+pub trait SmPort {
+    /// The sync manager whose monitors fire.
+    fn sm(&mut self) -> &mut SyncManager;
+    /// Read `buf.len()` bytes at `addr` with `asid`; false on a fault.
+    fn read(&mut self, asid: u16, addr: u64, buf: &mut [u8]) -> bool;
+    /// Write `data` at `addr` with `asid`: an LBW write into the register
+    /// space, or memory through the MMUs; false on a fault.
+    fn write(&mut self, asid: u16, addr: u64, data: &[u8]) -> bool;
+    /// The virtual MSI-X doorbell's address (0: none yet).
+    fn msix_doorbell(&self) -> u64;
+    /// Raise MSI-X `vector` (< 128).
+    fn raise(&mut self, vector: u16);
+}
+
+/// Fire up to [`FIRE_BUDGET`] queued monitors of `port`'s sync manager,
+/// unless already firing (a message's write only queues more); true while
+/// some are left. O(FIRE_BUDGET x (WR_NUM + 1) messages).
+pub fn drain<P: SmPort + ?Sized>(port: &mut P) -> bool {
+    if port.sm().draining {
+        return port.sm().len > 0;
+    }
+    port.sm().draining = true;
+    for _ in 0..FIRE_BUDGET {
+        let Some((d, m)) = port.sm().pop() else {
+            break;
+        };
+        fire(port, d, m);
+    }
+    let sm = port.sm();
+    sm.draining = false;
+    sm.len > 0
+}
+
+/// Monitor `m` of dcore `d` fires: its `WR_NUM + 1` messages, the first to
+/// a CQ with `CQ_EN`. O(WR_NUM + 1).
+fn fire<P: SmPort + ?Sized>(port: &mut P, d: usize, m: usize) {
+    let sm = port.sm();
+    let Some(config) = sm
+        .dcores
+        .get(d)
+        .and_then(|dc| dc.mons.get(m))
+        .map(|x| x.config)
+    else {
+        return;
+    };
+    sm.fired = sm.fired.wrapping_add(1);
+    let asid = sm.asid(d, m);
+    let writes = ((config >> 5) & 3) as usize + 1;
+    for k in 0..writes {
+        let Some(x) = port
+            .sm()
+            .dcores
+            .get(d)
+            .and_then(|dc| dc.mons.get(m.saturating_add(k)))
+            .copied()
+        else {
+            break;
+        };
+        if k == 0 && config & CFG_CQ_EN != 0 {
+            let lbw = config & CFG_LBW_EN != 0;
+            cq_write(port, (d, asid), x.pay_lo as usize, x.data, lbw);
+        } else {
+            let _ = port.write(asid, x.pay_addr(), &x.data.to_le_bytes());
+        }
+    }
+}
+
+/// A monitor's message to CQ `c` of dcore `d`: the ring entry or the
+/// 64-bit add, then with `lbw` the CQ's LBW write. O(1).
+fn cq_write<P: SmPort + ?Sized>(
+    port: &mut P,
+    (d, asid): (usize, u16),
+    c: usize,
+    data: u32,
+    lbw: bool,
+) {
+    let Some(q) = port
+        .sm()
+        .dcores
+        .get(d)
+        .and_then(|dc| dc.cqs.get(c))
+        .copied()
+    else {
+        return;
+    };
+    if q.inc_mode & 1 != 0 {
+        let mut b = [0u8; 8];
+        if port.read(asid, q.base, &mut b) {
+            let v = u64::from_le_bytes(b).wrapping_add(u64::from(data));
+            let _ = port.write(asid, q.base, &v.to_le_bytes());
+        }
+    } else {
+        let entries = 1u64.checked_shl(q.size_log2).map_or(0, |b| b / 4);
+        if let Some(at) = u64::from(q.pi)
+            .checked_rem(entries)
+            .and_then(|slot| q.base.checked_add(slot * 4))
+        {
+            let _ = port.write(asid, at, &data.to_le_bytes());
+        }
+        if let Some(x) = port.sm().dcores.get_mut(d).and_then(|dc| dc.cqs.get_mut(c)) {
+            x.pi = x.pi.wrapping_add(1);
+        }
+    }
+    if lbw {
+        lbw_interrupt(port, q.lbw_addr, q.lbw_data);
+    }
+}
+
+/// An LBW write of `data` at `addr`: an MSI-X at the virtual doorbell or
+/// the PCIe block's `PCIE_MSIX`, else a plain write. O(1) (a bus write).
+fn lbw_interrupt<P: SmPort + ?Sized>(port: &mut P, addr: u64, data: u32) {
+    let db = port.msix_doorbell();
+    let msix = u64::from(PCIE_MSIX);
+    let cfg_msix = super::regs::CFG_BASE.wrapping_add(msix);
+    if (db != 0 && addr == db) || addr == msix || addr == cfg_msix {
+        if let Ok(vector) = u16::try_from(data) {
+            if vector < 128 {
+                port.raise(vector);
+            }
+        }
+    } else {
+        let _ = port.write(0, addr, &data.to_le_bytes());
+    }
+}
+
+/// Host 2's port: the model's own MMUs, register file and MSI-X.
+struct ModelPort<'a> {
+    g: &'a mut Gaudi2,
+    env: &'a mut dyn Env,
+}
+
+impl SmPort for ModelPort<'_> {
+    fn sm(&mut self) -> &mut SyncManager {
+        &mut self.g.sm
+    }
+
+    fn read(&mut self, asid: u16, addr: u64, buf: &mut [u8]) -> bool {
+        self.g.engine_read(self.env, asid, addr, buf).is_ok()
+    }
+
+    fn write(&mut self, asid: u16, addr: u64, data: &[u8]) -> bool {
+        self.g.engine_write(self.env, asid, addr, data).is_ok()
+    }
+
+    fn msix_doorbell(&self) -> u64 {
+        self.g.cpu_if.msix_db
+    }
+
+    fn raise(&mut self, vector: u16) {
+        self.g.raise(self.env, vector);
+    }
+}
+
 impl Gaudi2 {
-    /// Fire up to [`FIRE_BUDGET`] queued monitors, unless already firing
-    /// (a message's write only queues more); true while some are left.
-    /// O(FIRE_BUDGET x (WR_NUM + 1) messages).
+    /// Fire up to [`FIRE_BUDGET`] queued monitors ([`drain`]); true while
+    /// some are left.
     pub(super) fn sm_run(&mut self, env: &mut dyn Env) -> bool {
-        if self.sm.draining {
-            return self.sm.len > 0;
-        }
-        self.sm.draining = true;
-        for _ in 0..FIRE_BUDGET {
-            let Some((d, m)) = self.sm.pop() else {
-                break;
-            };
-            self.fire(env, d, m);
-        }
-        self.sm.draining = false;
-        self.sm.len > 0
+        drain(&mut ModelPort { g: self, env })
     }
 
     /// Monitors are queued to fire. O(1).
     pub(super) fn sm_pending(&self) -> bool {
         self.sm.len > 0
-    }
-
-    /// Monitor `m` of dcore `d` fires: its `WR_NUM + 1` messages, the
-    /// first to a CQ with `CQ_EN`. O(WR_NUM + 1).
-    fn fire(&mut self, env: &mut dyn Env, d: usize, m: usize) {
-        let Some(config) = self
-            .sm
-            .dcores
-            .get(d)
-            .and_then(|dc| dc.mons.get(m))
-            .map(|x| x.config)
-        else {
-            return;
-        };
-        self.sm.fired = self.sm.fired.wrapping_add(1);
-        let writes = ((config >> 5) & 3) as usize + 1;
-        for k in 0..writes {
-            let Some(x) = self
-                .sm
-                .dcores
-                .get(d)
-                .and_then(|dc| dc.mons.get(m.saturating_add(k)))
-                .copied()
-            else {
-                break;
-            };
-            let asid = self.sm.asid(d, m);
-            if k == 0 && config & CFG_CQ_EN != 0 {
-                let lbw = config & CFG_LBW_EN != 0;
-                self.cq_write(env, (d, asid), x.pay_lo as usize, x.data, lbw);
-            } else {
-                let _ = self.engine_write(env, asid, x.pay_addr(), &x.data.to_le_bytes());
-            }
-        }
-    }
-
-    /// A monitor's message to CQ `c` of dcore `d`: the ring entry or the
-    /// 64-bit add, then with `lbw` the CQ's LBW write. O(1).
-    fn cq_write(
-        &mut self,
-        env: &mut dyn Env,
-        (d, asid): (usize, u16),
-        c: usize,
-        data: u32,
-        lbw: bool,
-    ) {
-        let Some(q) = self.sm.dcores.get(d).and_then(|dc| dc.cqs.get(c)).copied() else {
-            return;
-        };
-        if q.inc_mode & 1 != 0 {
-            let mut b = [0u8; 8];
-            if self.engine_read(env, asid, q.base, &mut b).is_ok() {
-                let v = u64::from_le_bytes(b).wrapping_add(u64::from(data));
-                let _ = self.engine_write(env, asid, q.base, &v.to_le_bytes());
-            }
-        } else {
-            let entries = 1u64.checked_shl(q.size_log2).map_or(0, |b| b / 4);
-            if let Some(at) = u64::from(q.pi)
-                .checked_rem(entries)
-                .and_then(|slot| q.base.checked_add(slot * 4))
-            {
-                let _ = self.engine_write(env, asid, at, &data.to_le_bytes());
-            }
-            if let Some(x) = self.sm.dcores.get_mut(d).and_then(|dc| dc.cqs.get_mut(c)) {
-                x.pi = x.pi.wrapping_add(1);
-            }
-        }
-        if lbw {
-            self.lbw_interrupt(env, q.lbw_addr, q.lbw_data);
-        }
-    }
-
-    /// An LBW write of `data` at `addr`: an MSI-X at the virtual doorbell
-    /// or the PCIe block's `PCIE_MSIX`, else a plain write. O(1) (a bus
-    /// write).
-    fn lbw_interrupt(&mut self, env: &mut dyn Env, addr: u64, data: u32) {
-        let db = self.cpu_if.msix_db;
-        let msix = u64::from(PCIE_MSIX);
-        let cfg_msix = super::regs::CFG_BASE.wrapping_add(msix);
-        if (db != 0 && addr == db) || addr == msix || addr == cfg_msix {
-            if let Ok(vector) = u16::try_from(data) {
-                if vector < 128 {
-                    self.raise(env, vector);
-                }
-            }
-        } else {
-            let _ = self.engine_write(env, 0, addr, &data.to_le_bytes());
-        }
     }
 }

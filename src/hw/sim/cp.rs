@@ -24,7 +24,11 @@ use super::{
     packets::refused,
     SimGaudi2,
 };
-use crate::model::engine::{self, EngineBus};
+use crate::model::{
+    engine::{self, CpRegs, EngineBus},
+    qman,
+    regs::{CFG_BASE, CFG_SIZE},
+};
 use kernel::{alloc::KVVec, prelude::*};
 
 /// Bytes a `LIN_DMA` moves per step (the bounce buffer).
@@ -39,11 +43,12 @@ pub(crate) struct Scratch {
 }
 
 impl Scratch {
-    /// Both buffers, zeroed. O(68 KiB).
-    pub(crate) fn new() -> Result<Self> {
+    /// Both buffers, zeroed; the bounce buffer only with `dma` (a queue
+    /// without a DMA core runs no `LIN_DMA`). O(68 KiB, or 4 KiB).
+    pub(crate) fn new(dma: bool) -> Result<Self> {
         Ok(Self {
             cb: KVVec::from_elem(0u8, engine::CB_WINDOW, GFP_KERNEL)?,
-            data: KVVec::from_elem(0u8, DMA_CHUNK, GFP_KERNEL)?,
+            data: KVVec::from_elem(0u8, if dma { DMA_CHUNK } else { 0 }, GFP_KERNEL)?,
         })
     }
 }
@@ -52,9 +57,31 @@ impl Scratch {
 struct Bus<'a, 'b> {
     sim: &'a SimGaudi2,
     who: EngineAccess,
+    /// The QMAN (= engine index) and the stream whose CP runs the job.
+    slot: (usize, usize),
     owner: &'a dyn JobOwner,
     pace: &'a mut Pace<'b>,
     dma: bool,
+}
+
+impl Bus<'_, '_> {
+    /// A u32 write into the register space at `reg`: the sync manager's
+    /// and the CP's registers a user CB may write (the monitors it fires
+    /// drained here, between reschedule points, until none is left or the
+    /// job is stopped); `false` for any other register (a RAZWI). O(the
+    /// firings).
+    fn register_write(&mut self, reg: u32, val: u32) -> bool {
+        let sync = &self.sim.sync;
+        let mut more = false;
+        if !sync.user_write(self.sim, reg, val, &mut more) {
+            return false;
+        }
+        while more && self.owner.stop().is_none() {
+            self.pace.point();
+            more = sync.drain(self.sim);
+        }
+        true
+    }
 }
 
 impl EngineBus for Bus<'_, '_> {
@@ -66,6 +93,17 @@ impl EngineBus for Bus<'_, '_> {
     }
 
     fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), EngineFault> {
+        let reg = addr
+            .checked_sub(CFG_BASE)
+            .filter(|&o| o < CFG_SIZE && data.len() == 4)
+            .and_then(|o| u32::try_from(o).ok());
+        let val = data.try_into().ok().map(u32::from_le_bytes);
+        if let (Some(reg), Some(val)) = (reg, val) {
+            if self.register_write(reg, val) {
+                return Ok(());
+            }
+        }
+        // Memory through the MMUs; any other register is a RAZWI there.
         self.sim.engine_write(self.who, addr, data)
     }
 
@@ -87,6 +125,33 @@ impl EngineBus for Bus<'_, '_> {
     fn dma_core(&self) -> bool {
         self.dma
     }
+
+    fn sync_manager(&self) -> bool {
+        true
+    }
+
+    fn msg_base(&mut self, base: u32) -> u64 {
+        self.sim.sync.msg_base(self.slot, base)
+    }
+
+    fn qman_block(&self) -> u64 {
+        CFG_BASE.wrapping_add(u64::from(qman::base(self.slot.0).unwrap_or(0)))
+    }
+
+    fn cp_regs(&mut self) -> CpRegs {
+        self.sim.sync.cp_regs(self.slot)
+    }
+
+    fn set_cp_regs(&mut self, regs: CpRegs) {
+        self.sim.sync.set_cp_regs(self.slot, regs);
+    }
+
+    fn fence(&mut self, id: u32, target: u32, dec: u32) -> Result<(), Stop> {
+        let owner = self.owner;
+        self.sim
+            .sync
+            .fence_wait(self.slot, (id, target, dec), &mut || owner.stop())
+    }
 }
 
 /// Run the job of `size` bytes of CB at `base` for `owner`, as engine
@@ -96,7 +161,7 @@ impl EngineBus for Bus<'_, '_> {
 pub(crate) fn execute(
     sim: &SimGaudi2,
     (scratch, dma): (&mut Scratch, bool),
-    who: EngineAccess,
+    (who, slot): (EngineAccess, (usize, usize)),
     cb: (u64, u32),
     owner: &dyn JobOwner,
     pace: &mut Pace<'_>,
@@ -104,6 +169,7 @@ pub(crate) fn execute(
     let mut bus = Bus {
         sim,
         who,
+        slot,
         owner,
         pace,
         dma,
@@ -134,7 +200,14 @@ mod tests {
     ) -> JobEnd {
         let unbounded = || 0;
         match kernel::sync::Arc::pin_init(CpuBudget::new(unbounded), GFP_KERNEL) {
-            Ok(budget) => execute(sim, (s, true), who, cb, owner, &mut Pace::new(&budget)),
+            Ok(budget) => execute(
+                sim,
+                (s, true),
+                (who, (0, 0)),
+                cb,
+                owner,
+                &mut Pace::new(&budget),
+            ),
             // No budget: an end no test expects.
             Err(_) => JobEnd::Fault(EngineFault::Backing { addr: 0, engine: 0 }),
         }
@@ -274,7 +347,7 @@ mod tests {
         let asic = AsicProperties::gaudi2(6, 0)?;
         Ok((
             Arc::pin_init(SimGaudi2::new(&asic), GFP_KERNEL)?,
-            Scratch::new()?,
+            Scratch::new(true)?,
         ))
     }
 

@@ -25,8 +25,8 @@
 //! is not charged; the bucket refills with wall time.
 //!
 //! Lock order: the bucket's lock is a leaf, taken at a reschedule point
-//! with no other lock of the engine held but `Engine::scratch` (the crate
-//! root's row 12).
+//! with no other lock of the engine held but the worker's `scratch` (the
+//! crate root's row 12).
 
 use crate::ffi::{clock::ktime_ns, kthread::current_runtime_ns};
 use kernel::{

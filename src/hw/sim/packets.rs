@@ -2,8 +2,10 @@
 
 //! The packets of a Gaudi2 command buffer on the simulated engines (host
 //! 1): the model core decodes and runs them (`crate::model::packets`, and
-//! `crate::model::engine`, which runs `NOP`, `MSG_LONG` and `LIN_DMA` and
-//! refuses every other opcode before more than its header is fetched).
+//! `crate::model::engine`, which runs `NOP`, `MSG_LONG`, `LIN_DMA` and,
+//! with the sync manager, `MSG_SHORT`, `FENCE`, `WREG_32`, `ARB_POINT`,
+//! `CP_DMA`, `CB_LIST` and `LOAD_AND_EXE`, and refuses every other opcode
+//! before more than its header is fetched).
 //! This file turns the model's refusals into the engine boundary's
 //! [`PacketError`] (an undefined opcode is [`PacketError::Unsupported`], a
 //! packet cut by the end of the CB [`PacketError::Truncated`]), and holds
@@ -33,7 +35,7 @@ pub(crate) fn refused(e: model::PacketError) -> PacketError {
 /// KUnit-only: the engines run the model core's CP. O(1).
 #[cfg(CONFIG_KUNIT)]
 pub(crate) fn decode(bytes: &[u8]) -> Result<(Packet, usize), PacketError> {
-    let (packet, size) = crate::model::engine::decode(bytes).map_err(refused)?;
+    let (packet, size) = crate::model::engine::decode(bytes, true).map_err(refused)?;
     Ok((packet, usize::try_from(size).unwrap_or(usize::MAX)))
 }
 
@@ -157,13 +159,16 @@ mod tests {
 
     #[test]
     fn bad_packets_are_refused() {
-        // Every opcode but the three, including 0 and the ones no packet has.
+        // Every opcode but the ten, including 0 and the ones no packet
+        // has.
         for op in 0..32u32 {
             let mut b = [0u8; 24];
             b[4..8].copy_from_slice(&packet_ctl(op, false, false).to_le_bytes());
             let r = decode(&b);
             match op {
-                PACKET_NOP | PACKET_MSG_LONG | PACKET_LIN_DMA => assert!(r.is_ok()),
+                PACKET_NOP | PACKET_MSG_LONG | PACKET_LIN_DMA | PACKET_MSG_SHORT | PACKET_FENCE
+                | PACKET_WREG_32 | PACKET_ARB_POINT | PACKET_CP_DMA | PACKET_CB_LIST
+                | PACKET_LOAD_AND_EXE => assert!(r.is_ok()),
                 _ => assert_eq!(r, Err(PacketError::Unsupported { opcode: op })),
             }
         }

@@ -9,27 +9,29 @@
 //! Gaudi2 without binning enables for a user's DMA (`gaudi2_is_queue_enabled`,
 //! gaudi2/gaudi2.c:6866): PDMA_0_0, PDMA_0_1 and PDMA_1_0 (the PDMA streams
 //! the driver does not keep for itself), and the four streams of each of
-//! the eight DCORE EDMAs (HW_IP_INFO's `edma_enabled_mask` 0xFF). The MME,
-//! TPC, rotator and NIC queues exist in the uAPI but have no engine here:
-//! they count as disabled.
+//! the eight DCORE EDMAs (HW_IP_INFO's `edma_enabled_mask` 0xFF), and the
+//! MME and TPC QMANs' streams (no compute engine behind them: their
+//! packets run as on any QMAN, `LIN_DMA` refused). The rotator and NIC
+//! queues exist in the uAPI but have no engine here: they count as
+//! disabled.
 //!
-//! **Execution.** Each engine is an in-order executor: the jobs of a
-//! context for one engine (from any of its streams, in submission order)
-//! go to that context's worker thread for the engine ([`worker`]), which
-//! runs them one after the other, so engines run in parallel with each
-//! other and with the submitter, and a job runs only after the engine's
-//! previous one of the context ended (the compute node has one context at
-//! a time). A job is executed by the command processor ([`super::cp`]) with
-//! the engine's buffers ([`Engine::run`]) and reported to its owner with
-//! its sink ([`crate::hw::engines::EngineSink`]), with no lock of the
-//! engine held; a job halted ([`queues`]) stops at [`JobOwner::stop`], polled between
-//! packets and DMA chunks. An engine is busy (HW_IDLE) while it runs a job
-//! or has one queued.
+//! **Execution.** Each stream is an in-order executor, as a QMAN's upper
+//! CP is: the jobs of a context for one queue go to that context's worker
+//! thread for the queue ([`worker`]), which runs them one after the other,
+//! so queues (the four streams of one engine among them) run in parallel
+//! with each other and with the submitter, and a `FENCE` holds its own
+//! stream only. A job is executed by the command processor ([`super::cp`])
+//! with the stream's buffers ([`Engine::run`]) and reported to its owner
+//! with its sink ([`crate::hw::engines::EngineSink`]), with no lock of the
+//! engine held; a job halted ([`queues`]) stops at [`JobOwner::stop`],
+//! polled between packets and DMA chunks and while a `FENCE` sleeps. An
+//! engine is busy (HW_IDLE) while one of its streams runs a job or has one
+//! queued.
 //!
 //! **Threads of the context.** The workers are kernel threads created on a
-//! context's first job for each engine ([`crate::ffi::kthread`]), ending
-//! when the context closes (see [`worker`] on why they are not moved into
-//! the submitter's cgroups on 7.3).
+//! context's first job for each queue ([`crate::ffi::kthread`]), each with
+//! its buffers (68 KiB), ending when the context closes (see [`worker`] on
+//! why they are not moved into the submitter's cgroups on 7.3).
 //!
 //! **Bounds.** Like a QMAN's PQ of `HL_QUEUE_LENGTH` entries, a stream
 //! takes at most [`QUEUE_LENGTH`] jobs that have not ended; a batch that
@@ -41,9 +43,10 @@
 //! unload (which waits for every file's release).
 //!
 //! Lock order (the crate root's table): `Qman::submit` then a worker's
-//! `Feed` (`Engine::fifo` in the table); `Engine::scratch` is held across a
-//! job's execution (and so over the STLB's lock and the memories' leaves),
-//! never with the other two, and released before [`JobOwner::done`].
+//! `Feed` (`Engine::fifo` in the table); a worker's `scratch` is held
+//! across a job's execution (and so over the sync manager's, the STLB's
+//! and the memories' locks), never with the other two, and released before
+//! [`JobOwner::done`].
 
 use super::{
     cp::{self, Scratch},
@@ -61,7 +64,7 @@ use kernel::{
     new_mutex,
     prelude::*,
     sync::{
-        atomic::{Acquire, Atomic, Relaxed, Release},
+        atomic::{Atomic, Relaxed},
         Arc, Mutex,
     },
 };
@@ -154,86 +157,58 @@ impl JobOwner for HwJob {
     }
 }
 
-/// One engine: its buffers and its jobs' accounting. Its jobs come from
-/// the worker threads of the contexts ([`worker`]).
-#[pin_data]
+/// One engine: its jobs' accounting. Its jobs come from the worker threads
+/// of the contexts' streams ([`worker`]), each with its own buffers.
 pub(crate) struct Engine {
     /// The upstream engine id.
     pub(crate) id: u16,
     /// A DMA core is behind its QMAN (PDMA, EDMA; not MME, TPC).
     dma: bool,
     sim: Arc<SimGaudi2>,
-    /// Its buffers, allocated when a context first names one of its
-    /// queues ([`Self::ensure_scratch`]): 39 engines of a device would
-    /// hold 2.6 MiB of them, most never used.
-    #[pin]
-    scratch: Mutex<Option<Scratch>>,
-    /// `scratch` is allocated: read without its lock, which a running job
-    /// holds for as long as it runs.
-    ready: Atomic<bool>,
     /// Jobs of each stream queued or running (not ended).
     pub(crate) streams: [Atomic<u32>; STREAMS],
 }
 
 impl Engine {
     fn new(id: u16, dma: bool, sim: Arc<SimGaudi2>) -> Result<Arc<Self>> {
-        Arc::pin_init(
-            pin_init!(Self {
+        Ok(Arc::new(
+            Self {
                 id,
                 dma,
                 sim,
-                scratch <- new_mutex!(None),
-                ready: Atomic::new(false),
                 streams: core::array::from_fn(|_| Atomic::new(0)),
-            }),
+            },
             GFP_KERNEL,
-        )
+        )?)
     }
 
-    /// Run `job` with the engine's buffers, then report it to its owner
-    /// (after its stream's count dropped: a WAIT_CS that returns for the
-    /// last job finds the engine idle). O(job).
+    /// Run `job` with its stream's buffers `scratch`, then report it to its
+    /// owner (after its stream's count dropped: a WAIT_CS that returns for
+    /// the last job finds the engine idle). O(job).
     /// The engine's time is charged to `budget`, its context's.
-    pub(crate) fn run(&self, job: ListArc<HwJob>, budget: &CpuBudget) {
+    pub(crate) fn run(&self, job: ListArc<HwJob>, budget: &CpuBudget, scratch: &mut Scratch) {
         let who = EngineAccess::new(self.id, job.asid);
         let cb = (job.cb, job.cb_size);
         let mut pace = Pace::new(budget);
-        let end = {
-            let mut scratch = self.scratch.lock();
-            let end = match (*scratch).as_mut() {
-                Some(s) => cp::execute(&self.sim, (s, self.dma), who, cb, &*job, &mut pace),
-                // Not prepared (cannot happen: a job's queue was prepared
-                // before it was submitted): it ends as halted.
-                None => JobEnd::Stopped(crate::hw::sim::job::Stop::Halted),
-            };
-            // The job's last slice is charged before it is reported.
-            pace.point();
-            end
-        };
+        let end = cp::execute(
+            &self.sim,
+            (scratch, self.dma),
+            (who, job.slot),
+            cb,
+            &*job,
+            &mut pace,
+        );
+        // The job's last slice is charged before it is reported.
+        pace.point();
         if let Some(n) = self.streams.get(job.slot.1) {
             n.fetch_sub(1, Relaxed);
         }
         job.done(self.id, end);
     }
 
-    /// Allocate the engine's buffers if they are not yet (68 KiB; the
-    /// engine lock is not held while allocating). `ENOMEM`. Sleeps.
-    ///
-    /// The engine's lock is taken only while the buffers are missing: then
-    /// no job of the engine runs (jobs run after their queue was prepared),
-    /// unless another context's prepare raced this one in between, which
-    /// costs this one a wait for that job.
-    pub(crate) fn ensure_scratch(&self) -> Result {
-        if self.ready.load(Acquire) {
-            return Ok(());
-        }
-        let fresh = Scratch::new()?;
-        let mut s = self.scratch.lock();
-        if s.is_none() {
-            *s = Some(fresh);
-        }
-        self.ready.store(true, Release);
-        Ok(())
+    /// Whether a DMA core is behind the engine's QMAN. O(1).
+    pub(crate) fn has_dma(&self) -> bool {
+        self.dma
     }
 
     /// Whether the engine runs a job or has one queued. O(1).
@@ -253,9 +228,8 @@ pub(crate) struct Qman {
 }
 
 impl Qman {
-    /// The engines of `sim`, idle (their buffers come with their first
-    /// context, [`Engine::ensure_scratch`]).
-    /// O(engines).
+    /// The engines of `sim`, idle (the buffers come with the streams'
+    /// workers). O(engines).
     pub(crate) fn new(sim: &Arc<SimGaudi2>) -> Result<Arc<Self>> {
         let mut engines = KVec::with_capacity(ENGINES, GFP_KERNEL)?;
         for (e, id) in ENGINE_IDS.into_iter().enumerate() {

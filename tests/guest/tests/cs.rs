@@ -482,7 +482,8 @@ fn every_wait_cs_outcome() {
     // The device goes on.
     assert_eq!(d.run_cb(PDMA, nop.va(), nop.len, 10 * SEC).unwrap(), done);
     // ABORTED: a bad packet; the undefined opcode is captured.
-    let bad = host_cb(&d, &Cb::new().nop().push(&packet::raw(PACKET_FENCE, 0)));
+    // Opcode 0x11: no packet has it.
+    let bad = host_cb(&d, &Cb::new().nop().push(&packet::raw(0x11, 0)));
     let f = Cs::new().chunk(PDMA, bad.va(), bad.len).submit(&d).unwrap();
     expect_errno(f.wait(&d, 10 * SEC), EIO);
     let u = d.undefined_opcode_event().unwrap();

@@ -39,9 +39,9 @@ fn fuzz_200k_calls_on_2_devices() {
 
 /// The sync-manager family alone (`--sync-only`: SOB writes, monitors,
 /// fences released and never released, nested CBs, predicates, CQs,
-/// interrupt waits, SIGNAL and WAIT CSs) on the device that has user
-/// interrupts (the Gaudi2 on PCI: the simulated devices have no sync
-/// manager yet), 2 threads on its fd, in the PCI pass (400 calls took
+/// interrupt waits, SIGNAL and WAIT CSs) on the Gaudi2 on PCI (the
+/// simulated devices' engines run no nested CBs or `LOAD_AND_EXE`), 2
+/// threads on its fd, in the PCI pass (400 calls took
 /// 6 to 22 s under TCG: the fences that never release wait out their 1 s
 /// CS timeouts): every outcome within the contract, every fence a SOB write releases
 /// released, every fence nothing releases timed out and the device working
@@ -52,23 +52,31 @@ fn fuzz_sync_2000_calls_on_the_pci_device() {
     let pci = hlrs::device_indices().unwrap().into_iter().find(|&i| {
         Device::open_compute(i)
             .and_then(|d| d.hw_ip_info())
-            .is_ok_and(|h| h.number_of_user_interrupts > 0)
+            .is_ok_and(|h| {
+                h.number_of_user_interrupts > 0 && !h.card_name.starts_with(b"GAUDI2-SIM")
+            })
     });
     // The Device above is closed: the fuzzer opens the compute node itself.
     let Some(pci) = pci else {
         eprintln!("no device with user interrupts (the Gaudi2 on PCI): runs in the PCI pass");
         return;
     };
-    let device = pci.to_string();
+    sync_fuzz(pci, 1, 2000);
+}
+
+/// `hlrs fuzz --sync-only` on device `device`: `calls` calls from `seed`,
+/// 2 threads.
+fn sync_fuzz(device: u32, seed: u64, calls: u64) {
+    let (device, seed, n) = (device.to_string(), seed.to_string(), calls.to_string());
     fuzz(
         &[
             "--device",
             &device,
             "fuzz",
             "--seed",
-            "1",
+            &seed,
             "--calls",
-            "2000",
+            &n,
             "--seconds",
             "1200",
             "--devices",
@@ -77,8 +85,24 @@ fn fuzz_sync_2000_calls_on_the_pci_device() {
             "2",
             "--sync-only",
         ],
-        2000,
+        calls,
     );
+}
+
+/// The same family on simulated device 0 (host 1's sync manager: its
+/// streams' threads, fences asleep on the CP's counters), 1,000 calls, in
+/// the simulated pass.
+#[test]
+fn fuzz_sync_1000_calls_on_a_simulated_device() {
+    guest_only!();
+    let sim = Device::open_compute(0)
+        .and_then(|d| d.hw_ip_info())
+        .is_ok_and(|h| h.card_name.starts_with(b"GAUDI2-SIM"));
+    if !sim {
+        eprintln!("device 0 is not a simulated Gaudi2");
+        return;
+    }
+    sync_fuzz(0, 2, 1000);
 }
 
 /// Run `/bin/hlrs` with `args` (a fuzz), its progress bar on stderr; its

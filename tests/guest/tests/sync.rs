@@ -5,9 +5,11 @@
 //! fills. Through the real device nodes, with
 //! the CBs a runtime writes (`hlrs::sync`).
 //!
-//! Runs on the PCI device (the model core's sync manager); the in-module
-//! simulation runs one engine thread per queue without a sync manager yet,
-//! so `scripts/guest/pci-only` keeps this binary out of its pass.
+//! Runs on both hosts of the model core's sync manager: the PCI device
+//! (the model process) and the in-module simulation (whose engines run a
+//! job's CB to its end on a thread per stream, a lower-CP `CP_DMA` as a
+//! call). The case of the PCI device's 64-job window runs there only
+//! ([`device_window`]).
 
 use hlrs::{
     cs::{Cb, Cs, CsDone},
@@ -24,6 +26,20 @@ const SRAM: u64 = 0x1000_FFFF_FD00_0000;
 const PDMA0: u32 = GAUDI2_QUEUE_ID_PDMA_0_0;
 const PDMA0_1: u32 = GAUDI2_QUEUE_ID_PDMA_0_0 + 1;
 const PDMA1: u32 = GAUDI2_QUEUE_ID_PDMA_1_0;
+
+/// Whether device `d` holds 64 jobs in flight, as upstream's CS-completion
+/// objects allow (the PCI device); the simulated device's queues hold
+/// `HL_QUEUE_LENGTH` jobs each instead (it says so in its card name).
+fn device_window(d: &Device) -> bool {
+    let hw = d.hw_ip_info().unwrap();
+    let window = !hw.card_name.starts_with(b"GAUDI2-SIM");
+    if !window {
+        eprintln!(
+            "the simulated device's queues hold 4096 jobs each: skipped (runs on the PCI device)"
+        );
+    }
+    window
+}
 
 /// The first SOB and monitor users may take.
 fn first(d: &Device) -> (Sob, Monitor) {
@@ -597,6 +613,9 @@ fn a_new_context_counts_signals_from_one_on_a_zeroed_sob() {
 fn a_full_device_queue_is_eagain_and_counted() {
     guest_only!();
     let d = Device::open_compute(0).unwrap();
+    if !device_window(&d) {
+        return;
+    }
     let (held, _h) = hold(&d);
     let (full_before, _) = drops(&d);
     let nop = host_cb(&d, &Cb::new().nop());

@@ -21,9 +21,12 @@
 //! and takes `Qman::submit` then a worker's `Feed`.
 
 use super::{worker::Workers, HwJob, Qman, ENGINES, STREAMS};
-use crate::hw::{
-    engines::{self, queue_engine, AsidQueues, EngineJob, Engines},
-    sim::SimGaudi2,
+use crate::{
+    asic::{GAUDI2_FIRST_USER_SOB, GAUDI2_RESERVED_SOB_NUMBER},
+    hw::{
+        engines::{self, queue_engine, AsidQueues, EngineJob, Engines},
+        sim::SimGaudi2,
+    },
 };
 use kernel::{
     alloc::KVec,
@@ -56,13 +59,15 @@ impl HaltEpochs {
 /// The simulated Gaudi2's engines, device-wide.
 pub(crate) struct SimEngines {
     qman: Arc<Qman>,
+    sim: Arc<SimGaudi2>,
 }
 
 impl SimEngines {
     /// The engines of `sim`, idle. Allocates their buffers. O(engines).
     pub(crate) fn new(sim: &Arc<SimGaudi2>) -> Result<Arc<Self>> {
         let qman = Qman::new(sim)?;
-        Ok(Arc::new(Self { qman }, GFP_KERNEL)?)
+        let sim = sim.clone();
+        Ok(Arc::new(Self { qman, sim }, GFP_KERNEL)?)
     }
 }
 
@@ -78,9 +83,13 @@ impl Engines for SimEngines {
             HaltEpochs(core::array::from_fn(|_| Atomic::new(0))),
             GFP_KERNEL,
         )?;
+        // A new context finds the user's synchronisation state reset, and
+        // the sync managers write for it with its ASID.
+        self.sim.sync.reset_user(asid);
         let q = Arc::pin_init(
             pin_init!(SimQueues {
                 qman: self.qman.clone(),
+                sim: self.sim.clone(),
                 asid,
                 halts,
                 workers <- new_mutex!(Workers::new()),
@@ -95,6 +104,7 @@ impl Engines for SimEngines {
 #[pin_data]
 pub(crate) struct SimQueues {
     qman: Arc<Qman>,
+    sim: Arc<SimGaudi2>,
     asid: u32,
     halts: Arc<HaltEpochs>,
     /// The context's engine threads.
@@ -105,9 +115,8 @@ pub(crate) struct SimQueues {
 impl AsidQueues for SimQueues {
     fn prepare(&self, queues: &mut dyn Iterator<Item = u32>) -> Result {
         let mut w = self.workers.lock();
-        for (e, _) in queues.filter_map(queue_engine) {
-            self.qman.engine(e).ok_or(EINVAL)?.ensure_scratch()?;
-            w.ensure(&self.qman, e)?;
+        for slot in queues.filter_map(queue_engine) {
+            w.ensure(&self.qman, slot)?;
         }
         Ok(())
     }
@@ -123,20 +132,25 @@ impl AsidQueues for SimQueues {
     }
 
     fn halt(&self, queues: Option<&mut dyn Iterator<Item = u32>>) {
+        let sync = &self.sim.sync;
         match queues {
             Some(qs) => {
                 for slot in qs.filter_map(queue_engine) {
                     self.halts.bump(slot);
+                    sync.halt_stream(slot);
                 }
             }
             None => {
                 for e in 0..ENGINES {
                     for s in 0..STREAMS {
                         self.halts.bump((e, s));
+                        sync.halt_stream((e, s));
                     }
                 }
             }
         }
+        // A job asleep in a FENCE asks its owner again now.
+        sync.wake_fences();
     }
 
     fn quiesce(&self) {
@@ -146,5 +160,17 @@ impl AsidQueues for SimQueues {
     #[cfg(CONFIG_KUNIT)]
     fn threads(&self) -> usize {
         self.workers.lock().count()
+    }
+
+    fn sync_streams(&self) -> bool {
+        true
+    }
+
+    fn reset_sob(&self, sob: u32) -> Result {
+        if !(GAUDI2_RESERVED_SOB_NUMBER..GAUDI2_FIRST_USER_SOB).contains(&sob) {
+            return Err(EINVAL);
+        }
+        self.sim.sync.reset_sob(sob);
+        Ok(())
     }
 }

@@ -1,24 +1,25 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The threads that run a context's jobs on the simulated engines: one per
-//! engine the context used, created on its first job for that engine,
-//! ended when the context closes ([`Workers::stop_all`]).
+//! queue (engine stream) the context used, created on its first job for
+//! that queue, ended when the context closes ([`Workers::stop_all`]).
 //!
 //! **Why threads of the context.** An engine's work is host CPU time: a
 //! LIN_DMA of 4 GiB, or a CB of millions of packets, keeps a CPU busy for
 //! seconds, ten engines ten CPUs. On a shared workqueue that time belongs
 //! to nobody. Each [`EngineWorker`] is a kernel thread of one context
-//! (`hlrs-e<engine>-<pid>`), so its time is visible per context, and it
+//! (`hlrs-q<queue>-<pid>`), so its time is visible per context, and it
 //! can be moved into the submitter's cgroups ([`KThread::spawn`], as vhost's
 //! workers were). That move is off ([`FOLLOW_CGROUPS`]): on 7.3 CFS
 //! bandwidth never throttles a kernel thread (task-based throttling acts on
 //! the return to user space), so `cpu.max` would not bound the engines and
 //! their time would starve the submitter's own threads instead.
 //!
-//! **Order.** A context's jobs for one engine run in submission order on
-//! its one worker; the compute node has one context at a time, and a
-//! context's workers end (after its last CS) before the next open, so an
-//! engine never runs two jobs at once.
+//! **Order.** A context's jobs for one queue run in submission order on
+//! its one worker, as a stream's CP runs its PQ; the four streams of an
+//! engine run side by side, as its QMAN's four upper CPs do (a `FENCE`
+//! holds only its own). The compute node has one context at a time, and a
+//! context's workers end (after its last CS) before the next open.
 //!
 //! **Reschedule points.** The engine yields between jobs, between packets
 //! (every [`super::super::cp::RESCHED_PACKETS`]) and between DMA chunks, so
@@ -29,7 +30,7 @@
 //! root's `Engine::fifo`); the thread takes its `Feed` alone and runs jobs
 //! with none held.
 
-use super::{Engine, HwJob, Qman, ENGINES, QUEUE_LENGTH, STREAMS};
+use super::{Engine, HwJob, Qman, Scratch, ENGINES, QUEUE_LENGTH, STREAMS};
 use crate::{
     ffi::{
         kthread::{engine_cpu_pct, KThread, ThreadBody},
@@ -59,10 +60,14 @@ struct Feed {
     stop: bool,
 }
 
-/// What a worker thread runs: its engine's jobs of one context.
+/// What a worker thread runs: one stream's jobs of one context.
 #[pin_data]
 pub(crate) struct WorkerBody {
     engine: Arc<Engine>,
+    /// The stream's buffers (a 4 KiB CB window, a 64 KiB bounce buffer
+    /// behind a DMA core): only its thread takes the lock.
+    #[pin]
+    scratch: Mutex<Scratch>,
     /// The CPU budget of the context's engines (shared by its workers).
     budget: Arc<CpuBudget>,
     #[pin]
@@ -90,7 +95,7 @@ impl ThreadBody for WorkerBody {
                     let _ = self.more.wait_interruptible(&mut feed);
                 }
             };
-            self.engine.run(job, &self.budget);
+            self.engine.run(job, &self.budget, &mut self.scratch.lock());
             cond_resched();
         }
     }
@@ -99,9 +104,10 @@ impl ThreadBody for WorkerBody {
 /// One worker thread of a context.
 pub(crate) type EngineWorker = KThread<WorkerBody>;
 
-/// A context's worker threads, by engine index.
+/// A context's worker threads, by queue slot (engine index x
+/// [`STREAMS`] + stream).
 pub(crate) struct Workers {
-    threads: [Option<EngineWorker>; ENGINES],
+    threads: [Option<EngineWorker>; ENGINES * STREAMS],
     /// The host CPU all of them may use together (`engine_cpu_pct`),
     /// made with the first worker.
     budget: Option<Arc<CpuBudget>>,
@@ -111,21 +117,25 @@ impl Workers {
     /// None yet.
     pub(crate) fn new() -> Self {
         Self {
-            threads: [const { None }; ENGINES],
+            threads: [const { None }; ENGINES * STREAMS],
             budget: None,
         }
     }
 
-    /// Make sure engine `e` of `qman` has a worker for this context: create
-    /// it if not ([`KThread::spawn`]'s errors: `ENOMEM`, `EINTR`). Sleeps
-    /// when it creates one;
-    /// O(1) otherwise.
-    pub(crate) fn ensure(&mut self, qman: &Qman, e: usize) -> Result {
-        let slot = self.threads.get_mut(e).ok_or(EINVAL)?;
+    /// Make sure stream `s` of engine `e` of `qman` has a worker for this
+    /// context: create it and its buffers if not (`ENOMEM`,
+    /// [`KThread::spawn`]'s `EINTR`). Sleeps when it creates one; O(1)
+    /// otherwise.
+    pub(crate) fn ensure(&mut self, qman: &Qman, (e, s): (usize, usize)) -> Result {
+        if s >= STREAMS {
+            return Err(EINVAL);
+        }
+        let slot = self.threads.get_mut(e * STREAMS + s).ok_or(EINVAL)?;
         if slot.is_some() {
             return Ok(());
         }
         let engine = qman.engine(e).ok_or(EINVAL)?.clone();
+        let dma = engine.has_dma();
         let budget = match &self.budget {
             Some(b) => b.clone(),
             None => {
@@ -134,9 +144,10 @@ impl Workers {
             }
         };
         let body = Arc::pin_init(
-            pin_init!(WorkerBody {
+            try_pin_init!(WorkerBody {
                 engine,
                 budget,
+                scratch <- new_mutex!(Scratch::new(dma)?),
                 feed <- new_mutex!(Feed {
                     jobs: List::new(),
                     stop: false,
@@ -145,9 +156,10 @@ impl Workers {
             }),
             GFP_KERNEL,
         )?;
-        // `comm` keeps 15 bytes: "hlrs-e9-4194304" fits.
+        // `comm` keeps 15 bytes: "hlrs-q9-4194304" fits, a longer one is
+        // cut.
         let pid = kernel::current!().pid();
-        let name = CString::try_from_fmt(fmt!("hlrs-e{}-{}", e, pid))?;
+        let name = CString::try_from_fmt(fmt!("hlrs-q{}-{}", e * STREAMS + s, pid))?;
         *slot = Some(KThread::spawn(&name, body, FOLLOW_CGROUPS)?);
         Ok(())
     }
@@ -164,12 +176,8 @@ impl Workers {
             let n = need.get_mut(e * STREAMS + s).ok_or(EINVAL)?;
             *n = n.saturating_add(1);
         }
-        for (e, _) in need
-            .chunks(STREAMS)
-            .enumerate()
-            .filter(|(_, n)| n.iter().any(|&n| n > 0))
-        {
-            self.ensure(qman, e)?;
+        for (i, _) in need.iter().enumerate().filter(|(_, &n)| n > 0) {
+            self.ensure(qman, (i / STREAMS, i % STREAMS))?;
         }
         let _serial = qman.serialise();
         for (e, want) in need.chunks(STREAMS).enumerate() {
@@ -182,18 +190,19 @@ impl Workers {
                 }
             }
         }
-        let mut woken = [false; ENGINES];
+        let mut woken = [false; ENGINES * STREAMS];
         while let Some(job) = batch.pop_front() {
             let (e, s) = job.slot;
-            let (Some(engine), Some(Some(w))) = (qman.engine(e), self.threads.get(e)) else {
-                // Every engine of the batch has a worker (above).
+            let i = e * STREAMS + s;
+            let (Some(engine), Some(Some(w))) = (qman.engine(e), self.threads.get(i)) else {
+                // Every queue of the batch has a worker (above).
                 continue;
             };
             if let Some(n) = engine.streams.get(s) {
                 n.add(1, Relaxed);
             }
             w.body().feed.lock().jobs.push_back(job);
-            if let Some(flag) = woken.get_mut(e) {
+            if let Some(flag) = woken.get_mut(i) {
                 *flag = true;
             }
         }
