@@ -8,9 +8,12 @@
 //! job remembers its queue's epoch when it is queued, and the command
 //! processor asks it before every packet and DMA chunk whether the epoch
 //! moved on ([`super::HwJob`]'s `JobOwner::stop`): then it ends, reported
-//! `Halted`, within one packet or 64 KiB of DMA. A halt is atomic
-//! increments: it takes no lock and never waits, so the driver's timer,
-//! an event sink or a close may call it. Jobs queued after a halt run.
+//! `Halted`, within one packet or 64 KiB of DMA (a job asleep in a
+//! `FENCE` is woken to ask). A halt is atomic increments, then the halted
+//! streams' sync-stream monitors disarmed and fences 2 cleared under the
+//! sync manager's locks (leaves for its callers: the driver's timer, an
+//! event sink, an abort under the tracker, a close); it never waits for a
+//! job. Jobs queued after a halt run.
 //!
 //! **Quiesce.** The close's [`AsidQueues::quiesce`] ends the context's
 //! worker threads once their queues are empty, and waits for them: no

@@ -332,6 +332,8 @@ pub fn run(s: &Settings) -> io::Result<()> {
     }
     step("parallelism", &|| parallelism(s.devices))?;
     step("cs", &|| crate::bench_dma::run(0))?;
+    // Host 1's sync manager: the same figures on simulated device 0.
+    step("sync", &|| crate::bench_sync::run(0, "sync_sim"))?;
     // A Gaudi2 on PCI (`make bench` boots one when QEMU has vfio-user):
     // the figures where it differs, against simulated device 0.
     if let Some(pci) = crate::bench_pci::pci_device() {
@@ -339,7 +341,7 @@ pub fn run(s: &Settings) -> io::Result<()> {
         // Its sync manager: a two-queue ping-pong and an interrupt wait
         // next to a NOP CS (`bench_sync`; a device without user interrupts
         // reports nothing).
-        step("sync", &|| crate::bench_sync::run(pci))?;
+        step("sync", &|| crate::bench_sync::run(pci, "sync"))?;
     }
     emit("bench.userspace_seconds", t.elapsed().as_secs_f64(), "s");
     Ok(())

@@ -1,6 +1,8 @@
-//! `hlrs bench`, the sync section: what the sync manager costs on the
-//! Gaudi2 on PCI (the only device with one), next to a NOP CS on the same
-//! device, batch for batch interleaved in the same run:
+//! `hlrs bench`, the sync section: what the sync manager costs on a
+//! device, next to a NOP CS on the same device, batch for batch
+//! interleaved in the same run; on simulated device 0 (host 1, ids
+//! `sync_sim.*`) and on the Gaudi2 on PCI when the guest has one (host 2,
+//! ids `sync.*`):
 //!
 //! - `sync.pingpong.ns`: one CS of two chunks, CS + WAIT_CS: PDMA_0_0 adds
 //!   1 to a SOB; PDMA_1_0 arms a monitor on that SOB whose payload adds 1
@@ -21,7 +23,9 @@
 //! Each figure is the median of [`BATCHES`] batches, ns per round; the
 //! ratios `sync.pingpong.ratio`, `sync.stream.ratio` and
 //! `sync.interrupt.ratio` are to the NOP's
-//! median. Runs only on a device with user interrupts.
+//! median. Runs only on a device with user interrupts. The ids above are
+//! the PCI device's; the simulated device's start with `sync_sim.`
+//! instead.
 
 use crate::bench_common::{emit, median_best, BATCHES};
 use crate::dma::map_cb;
@@ -68,8 +72,8 @@ fn ring(dev: &Device, n: u32, make: impl Fn(u32) -> Cb) -> io::Result<(HostBuffe
 }
 
 /// The sync section on device `index` (nothing if it has no user
-/// interrupts).
-pub fn run(index: u32) -> io::Result<()> {
+/// interrupts), its figures' ids starting with `prefix`.
+pub fn run(index: u32, prefix: &str) -> io::Result<()> {
     let dev = Device::open_compute(index)?;
     if dev.hw_ip_info()?.number_of_user_interrupts == 0 {
         return Ok(());
@@ -190,17 +194,17 @@ pub fn run(index: u32) -> io::Result<()> {
     }
     let ((nm, nb), (pm, pb), (im, ib)) = (median_best(n), median_best(p), median_best(i));
     let (sm_, sb) = median_best(st);
-    emit("sync.nop.ns", nm, "ns");
-    emit("sync.nop.best", nb, "ns");
-    emit("sync.pingpong.ns", pm, "ns");
-    emit("sync.pingpong.best", pb, "ns");
-    emit("sync.stream.ns", sm_, "ns");
-    emit("sync.stream.best", sb, "ns");
-    emit("sync.interrupt.ns", im, "ns");
-    emit("sync.interrupt.best", ib, "ns");
-    emit("sync.pingpong.ratio", pm / nm.max(1.0), "x");
-    emit("sync.stream.ratio", sm_ / nm.max(1.0), "x");
-    emit("sync.interrupt.ratio", im / nm.max(1.0), "x");
+    emit(&format!("{prefix}.nop.ns"), nm, "ns");
+    emit(&format!("{prefix}.nop.best"), nb, "ns");
+    emit(&format!("{prefix}.pingpong.ns"), pm, "ns");
+    emit(&format!("{prefix}.pingpong.best"), pb, "ns");
+    emit(&format!("{prefix}.stream.ns"), sm_, "ns");
+    emit(&format!("{prefix}.stream.best"), sb, "ns");
+    emit(&format!("{prefix}.interrupt.ns"), im, "ns");
+    emit(&format!("{prefix}.interrupt.best"), ib, "ns");
+    emit(&format!("{prefix}.pingpong.ratio"), pm / nm.max(1.0), "x");
+    emit(&format!("{prefix}.stream.ratio"), sm_ / nm.max(1.0), "x");
+    emit(&format!("{prefix}.interrupt.ratio"), im / nm.max(1.0), "x");
     let _ = dev.cb_destroy(counter);
     Ok(())
 }
