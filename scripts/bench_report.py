@@ -353,6 +353,9 @@ def main():
                     ("pmmu_cycle_remembered", "PMMU map+unmap of a 4 KiB page, walk remembered"),
                     ("pmmu_cycle_walked", "PMMU map+unmap of a 4 KiB page, walked from hop 0")]:
         row("building blocks (KUnit, mean of 20,000 calls)", name, get(f"prim.{k}"), "ns")
+    row("building blocks (KUnit, mean of 20,000 calls)",
+        "simulated sync manager reset at a context's open (mean of 20)",
+        get("prim.sim_sync_reset"), "ns")
 
     # Kernel side: one MAP of 64 GiB of DRAM (KUnit, no ioctl).
     sec = "64 GiB DRAM MAP in the kernel (KUnit at module load: the first MAP of a new device)"

@@ -7,7 +7,8 @@
 //! PTE write and read of the simulated device-resident page tables, a store
 //! into a host-resident hop, a range invalidation of an empty STLB, and a
 //! PMMU page-table MAP+UNMAP cycle of one 4 KiB page with and without the
-//! remembered walk.
+//! remembered walk; and what a context's open costs the simulated device's
+//! sync manager (its user objects reset).
 //!
 //! Prints `@@BENCH prim.<name> <ns> ns` (the mean of 20,000 calls); asserts
 //! only that every call succeeded.
@@ -34,14 +35,32 @@ mod tests {
     const N: u64 = 20_000;
 
     /// Print the mean cost of `f` over [`N`] calls.
-    fn time(name: &str, mut f: impl FnMut(u64) -> Result) -> Result {
+    fn time(name: &str, f: impl FnMut(u64) -> Result) -> Result {
+        time_n(name, N, f)
+    }
+
+    /// Print the mean cost of `f` over `n` calls.
+    fn time_n(name: &str, n: u64, mut f: impl FnMut(u64) -> Result) -> Result {
         let t = Instant::<Monotonic>::now();
-        for i in 0..N {
+        for i in 0..n {
             f(i)?;
         }
-        let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(0) / N;
+        let ns = u64::try_from(t.elapsed().as_nanos()).unwrap_or(0) / n.max(1);
         pr_info!("@@BENCH prim.{} {} ns\n", name, ns);
         Ok(())
+    }
+
+    /// What a context's open costs the simulated device's sync manager:
+    /// the reset of every object a user may write (about 50,000 register
+    /// writes, `SimSync::reset_user`), the mean of 20.
+    #[test]
+    fn bench_sim_sync_reset() -> Result {
+        let asic = crate::asic::AsicProperties::gaudi2(6, 0)?;
+        let sim = kernel::sync::Arc::pin_init(crate::hw::sim::SimGaudi2::new(&asic), GFP_KERNEL)?;
+        time_n("sim_sync_reset", 20, |i| {
+            sim.sync.reset_user((i % 8 + 1) as u32);
+            Ok(())
+        })
     }
 
     #[test]

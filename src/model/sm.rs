@@ -636,6 +636,46 @@ impl SyncManager {
         true
     }
 
+    /// What the driver's restore at a context's open writes into dcore
+    /// `d` (`gaudi2_restore_user_registers`; the PCI driver's KDMA
+    /// memsets, `hw/pci/user_state.rs`), from SOB, monitor and CQ `first`
+    /// on: the CQs' base, size, LBW address and data zeroed (not `PI` or
+    /// `INC_MODE`), the monitors' `STATUS` written with `PROT` alone (they
+    /// disarm) and `CONFIG` zeroed, the SOBs zeroed; then the groups that
+    /// still have armed monitors evaluated, as the SOB writes would.
+    /// The same result as those register writes one by one, at the cost of
+    /// memory stores. O(objects + groups).
+    pub fn clear_user(&mut self, d: usize, (sob, mon, cq): (usize, usize, usize)) {
+        let Some(dc) = self.dcores.get_mut(d) else {
+            return;
+        };
+        for q in dc.cqs.iter_mut().skip(cq) {
+            q.base = 0;
+            q.size_log2 = 0;
+            q.lbw_addr = 0;
+            q.lbw_data = 0;
+        }
+        for m in mon..MONS {
+            dc.unlink(m);
+            if let Some(x) = dc.mons.get_mut(m) {
+                x.config = 0;
+            }
+        }
+        for v in dc.sobs.iter_mut().skip(sob) {
+            *v = 0;
+        }
+        for g in 0..GROUPS {
+            if self
+                .dcores
+                .get(d)
+                .and_then(|dc| dc.heads.get(g))
+                .is_some_and(|&h| h != NIL)
+            {
+                self.evaluate_group(d, g);
+            }
+        }
+    }
+
     /// SOB `s` of dcore `d` written with `val`, then its group(s)
     /// evaluated. O(monitors armed on the groups).
     fn sob_write(&mut self, d: usize, s: usize, val: u32) {

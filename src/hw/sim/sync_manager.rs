@@ -64,10 +64,6 @@ const FENCE_POLL_MS: u32 = 10;
 /// `MON_STATUS.PROT` (asic_reg/dcore0_sync_mngr_objs_masks.h:74): written
 /// alone, it disarms.
 const MON_STATUS_PROT: u32 = 1 << 9;
-/// SOBs, monitors and CQs per dcore.
-const SOBS: u32 = sm::SOBS as u32;
-const MONS: u32 = sm::MONS as u32;
-const CQS: u32 = sm::CQS as u32;
 
 /// The register `addr` names, if it is in the configuration space. O(1).
 fn cfg_reg(addr: u64) -> Option<u32> {
@@ -259,42 +255,19 @@ impl SimSync {
     }
 
     /// A new context with `asid`: what users may write zeroed (see the
-    /// module doc), the sync managers' user writes made with `asid`. O(the
-    /// objects: about 50,000 register writes, no monitor fires).
+    /// module doc; the model's `clear_user`, which gives what the PCI
+    /// driver's register writes give), the sync managers' user writes made
+    /// with `asid`. O(the objects: about 50,000 stores).
     pub(crate) fn reset_user(&self, asid: u32) {
         let mut sm = self.sm.lock();
-        for d in 0..DCORES as u32 {
-            let objs = sm::OBJS_BASE + d * DCORE_STRIDE;
-            let glbl = sm::GLBL_BASE + d * DCORE_STRIDE;
-            let (sob, mon, cq) = if d == 0 {
-                (
-                    sm::RESERVED_SOBS as u32,
-                    sm::RESERVED_MONS as u32,
-                    sm::FIRST_USER_CQ as u32,
-                )
+        for d in 0..DCORES {
+            let first = if d == 0 {
+                (sm::RESERVED_SOBS, sm::RESERVED_MONS, sm::FIRST_USER_CQ)
             } else {
                 (0, 0, 0)
             };
-            for c in cq..CQS {
-                for reg in [
-                    sm::CQ_LBW_ADDR_L,
-                    sm::CQ_LBW_ADDR_H,
-                    sm::CQ_LBW_DATA,
-                    sm::CQ_BASE_ADDR_L,
-                    sm::CQ_BASE_ADDR_H,
-                    sm::CQ_SIZE_LOG2,
-                ] {
-                    sm.write(glbl + reg + 4 * c, 0);
-                }
-            }
-            // Monitors first: the SOB writes below then fire nothing.
-            for i in mon..MONS {
-                sm.write(objs + sm::MON_STATUS + 4 * i, MON_STATUS_PROT);
-                sm.write(objs + sm::MON_CONFIG + 4 * i, 0);
-            }
-            for i in sob..SOBS {
-                sm.write(objs + sm::SOB_OBJ + 4 * i, 0);
-            }
+            sm.clear_user(d, first);
+            let glbl = sm::GLBL_BASE + d as u32 * DCORE_STRIDE;
             sm.write(glbl + sm::ASID_NONE_SEC_PRIV, asid & 0x3FF);
             if d > 0 {
                 let v = (asid & 0x3FF) << 16 | (asid & 0x3FF);

@@ -555,3 +555,104 @@ fn a_status_write_without_valid_disarms_and_the_asids_are_the_drivers() {
         assert!(!user_writable(nonsec) && !user_writable(mstr));
     }
 }
+
+/// `SyncManager::clear_user` (host 1's restore at a context's open) leaves
+/// what the PCI driver's register writes leave: every SOB, monitor and CQ
+/// register and the firings queued, after the same setup, compared.
+#[test]
+fn clearing_the_user_objects_equals_the_drivers_register_writes() {
+    use gaudi2_model::sm::SyncManager;
+    let mut by_regs = Box::new(SyncManager::new());
+    let mut cleared = Box::new(SyncManager::new());
+    for sm in [&mut by_regs, &mut cleared] {
+        for d in 0..4 {
+            for i in (0..8192).step_by(7) {
+                sm.write(sob(d, i), i % 5 + 1);
+            }
+            for c in 0..64 {
+                sm.write(cq(d, sm::CQ_BASE_ADDR_L, c), 0x1000 + c);
+                sm.write(cq(d, sm::CQ_SIZE_LOG2, c), 6);
+                sm.write(cq(d, sm::CQ_PI, c), c);
+            }
+            // Monitors on both sides of the first unsecured one, some
+            // waiting for their SOB to be 0 (they fire when it is cleared),
+            // some for more than it will ever hold.
+            for m in (100..400).step_by(3) {
+                let s = 80 + (m % 40);
+                let (v, sop) = if m % 2 == 0 { (0, 1 << 16) } else { (9, 0) };
+                sm.write(mon(d, sm::MON_CONFIG, m), 0);
+                sm.write(mon(d, sm::MON_ARM, m), arm_val(s, v, sop));
+            }
+        }
+    }
+    let queued = by_regs.queued();
+    assert_eq!(cleared.queued(), queued);
+    for d in 0..4usize {
+        let first = if d == 0 {
+            (RESERVED_SOBS, RESERVED_MONS, FIRST_USER_CQ)
+        } else {
+            (0, 0, 0)
+        };
+        cleared.clear_user(d, first);
+        let dd = d as u32;
+        let (s0, m0, c0) = (first.0 as u32, first.1 as u32, first.2 as u32);
+        for arr in [
+            sm::CQ_LBW_ADDR_L,
+            sm::CQ_LBW_ADDR_H,
+            sm::CQ_LBW_DATA,
+            sm::CQ_BASE_ADDR_L,
+            sm::CQ_BASE_ADDR_H,
+            sm::CQ_SIZE_LOG2,
+        ] {
+            for c in c0..64 {
+                by_regs.write(cq(dd, arr, c), 0);
+            }
+        }
+        for m in m0..2048 {
+            by_regs.write(mon(dd, sm::MON_STATUS, m), 1 << 9);
+        }
+        for m in m0..2048 {
+            by_regs.write(mon(dd, sm::MON_CONFIG, m), 0);
+        }
+        for i in s0..8192 {
+            by_regs.write(sob(dd, i), 0);
+        }
+    }
+    assert!(
+        cleared.queued() > queued,
+        "no monitor waited for a cleared SOB"
+    );
+    assert_eq!(cleared.queued(), by_regs.queued());
+    for d in 0..4 {
+        for i in 0..8192 {
+            assert_eq!(
+                cleared.read(sob(d, i)),
+                by_regs.read(sob(d, i)),
+                "SOB {d}/{i}"
+            );
+        }
+        for m in 0..2048 {
+            for arr in [sm::MON_ARM, sm::MON_CONFIG, sm::MON_STATUS] {
+                assert_eq!(
+                    cleared.read(mon(d, arr, m)),
+                    by_regs.read(mon(d, arr, m)),
+                    "monitor {d}/{m}"
+                );
+            }
+        }
+        for c in 0..64 {
+            for arr in [
+                sm::CQ_BASE_ADDR_L,
+                sm::CQ_SIZE_LOG2,
+                sm::CQ_PI,
+                sm::CQ_LBW_DATA,
+            ] {
+                assert_eq!(
+                    cleared.read(cq(d, arr, c)),
+                    by_regs.read(cq(d, arr, c)),
+                    "CQ {d}/{c}"
+                );
+            }
+        }
+    }
+}
