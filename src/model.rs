@@ -45,7 +45,8 @@
 //!   (host 1's engines, each a thread of its own);
 //! - [`kdma`]: the driver's register-programmed DMA engine;
 //! - [`sm`]: the four dcores' sync managers (SOBs, long SOBs, monitors,
-//!   the completion queues, the CQ's MSI-X);
+//!   the completion queues, the CQ's MSI-X), fired through a port each
+//!   host implements (host 2's: `sm_port`);
 //! - [`security`]: what a user CB may write in the register space.
 
 // Host 1 (the in-module simulation, src/hw/sim) moves onto this model piece
@@ -69,6 +70,7 @@ mod regfile;
 pub mod regs;
 pub mod security;
 pub mod sm;
+mod sm_port;
 pub mod stlb;
 pub mod walker;
 
@@ -183,6 +185,8 @@ pub struct Stats {
     pub monitors_fired: u64,
     /// Monitor firings dropped because the sync manager's FIFO was full.
     pub sm_dropped: u64,
+    /// User monitors' messages refused: a register no user may write.
+    pub sm_refused: u64,
 }
 
 /// One Gaudi2: fixed-size register state, about 440 KiB (17 MMUs with
@@ -312,10 +316,11 @@ impl Gaudi2 {
 
     /// The counters so far. O(1).
     pub fn stats(&self) -> Stats {
-        let (fired, dropped) = self.sm.counts();
+        let (fired, dropped, refused) = self.sm.counts();
         Stats {
             monitors_fired: fired,
             sm_dropped: dropped,
+            sm_refused: refused,
             ..self.stats
         }
     }

@@ -185,6 +185,7 @@ pub(crate) trait EngineSink: Send + Sync {
 /// interrupts; on PCI the vectors are real interrupts instead).
 pub(crate) trait MsixSink: Send + Sync {
     /// MSI-X `vector` raised. Process context, no lock of the device held.
+    /// O(what the sink wakes).
     fn raise(&self, vector: u16);
 }
 

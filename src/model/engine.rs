@@ -18,7 +18,8 @@
 //! its address) and `LIN_DMA` (copy, memset, byte swaps). With a sync
 //! manager behind the host ([`EngineBus::sync_manager`]) also, as
 //! `super::cp` runs them: `MSG_SHORT` (to `CP_MSG_BASE[base] + offset`),
-//! `WREG_32` (to the QMAN's block), `FENCE` (the host sleeps until the
+//! `WREG_32` and `WREG_BULK` (to the QMAN's block), `MSG_PROT` (as
+//! `MSG_LONG`), `STOP` (every frame ends), `FENCE` (the host sleeps until the
 //! counter reaches the target: [`EngineBus::fence`]), `ARB_POINT` (orders
 //! nothing), `CP_DMA` and `CB_LIST` (calls, [`DEPTH`] frames deep, a call
 //! that is its frame's last packet a tail call) and `LOAD_AND_EXE`
@@ -27,11 +28,15 @@
 //! is skipped. Every other opcode is refused as undefined before more than
 //! its header is fetched.
 //!
-//! **No lower CP.** A `CP_DMA` with `upper_cp` clear hands its CB to the
-//! QMAN's lower CP on silicon (and in `super::cp`), and the upper CP goes
-//! on; here the stream calls it and goes on after it. What tells the two
-//! apart: a CB handed to the lower CP that waits for something only the
-//! upper CP's later packets do (a deadlock here, until the CS times out).
+//! **The lower CP, inline.** A `CP_DMA` with `upper_cp` clear hands its CB
+//! to the QMAN's lower CP on silicon (and in `super::cp`), and the upper
+//! CP goes on; here the stream calls it and goes on after it, but the
+//! frame runs as the lower CP: its `FENCE`s wait on the lower CP's
+//! counters (libhlthunk's `cmdq_fence`), its `MSG_SHORT`s use the lower
+//! CP's message bases, its predicates and scalars are the lower CP's.
+//! What tells the two apart: a CB handed to the lower CP that waits for
+//! something only the upper CP's later packets do (a deadlock here, until
+//! the CS times out).
 //!
 //! A `LIN_DMA` moves its bytes through the host's bounce buffer, one chunk
 //! at a time: read, swapped, written, so a transfer of up to 4 GiB - 1
@@ -84,31 +89,34 @@ pub trait EngineBus {
         true
     }
     /// Whether the host has a sync manager and the CP's registers behind
-    /// it: then `MSG_SHORT`, `FENCE`, `WREG_32` and `ARB_POINT` run and
-    /// the `pred` field counts (else they are refused as undefined).
+    /// it: then the sync manager's packets run and the `pred` field counts
+    /// (else they are refused as undefined). O(1).
     fn sync_manager(&self) -> bool {
         false
     }
-    /// `CP_MSG_BASE[base]` of the executing CP (a `MSG_SHORT`'s base).
-    fn msg_base(&mut self, _base: u32) -> u64 {
+    /// `CP_MSG_BASE[base]` of the executing CP (a `MSG_SHORT`'s base):
+    /// the stream's, or with `lower` the QMAN's lower CP's. O(1).
+    fn msg_base(&mut self, _lower: bool, _base: u32) -> u64 {
         0
     }
-    /// The executing QMAN's block address (a `WREG_32`'s base).
+    /// The executing QMAN's block address (a `WREG_32`'s base). O(1).
     fn qman_block(&self) -> u64 {
         0
     }
-    /// `FENCE`: wait until fence counter `id` of the executing CP reaches
-    /// `target`, then take `dec` off it (the host sleeps meanwhile and
-    /// polls [`Self::stop`]). `Err`: stopped first.
-    fn fence(&mut self, _id: u32, _target: u32, _dec: u32) -> Result<(), Self::Stop> {
+    /// `FENCE`: wait until fence counter `id` of the executing CP (the
+    /// stream's, or with `lower` the lower CP's) reaches `target`, then
+    /// take `dec` off it (the host sleeps meanwhile and polls
+    /// [`Self::stop`]). `Err`: stopped first. O(wakes).
+    fn fence(&mut self, _lower: bool, _fence: (u32, u32, u32)) -> Result<(), Self::Stop> {
         Ok(())
     }
-    /// The executing CP's predicates and scalars, at a job's start.
-    fn cp_regs(&mut self) -> CpRegs {
+    /// The predicates and scalars of the stream's CP, or with `lower` of
+    /// the lower CP, at a job's start. O(1).
+    fn cp_regs(&mut self, _lower: bool) -> CpRegs {
         CpRegs::IDLE
     }
-    /// The executing CP's predicates and scalars, at a job's end.
-    fn set_cp_regs(&mut self, _regs: CpRegs) {}
+    /// The same at a job's end. O(1).
+    fn set_cp_regs(&mut self, _lower: bool, _regs: CpRegs) {}
 }
 
 /// How a job ended.
@@ -141,6 +149,9 @@ pub fn packet_size(head: &[u8], sync: bool) -> Result<u64, PacketError> {
         op::NOP | op::MSG_LONG | op::LIN_DMA => packets::packet_size(head),
         op::MSG_SHORT
         | op::FENCE
+        | op::STOP
+        | op::MSG_PROT
+        | op::WREG_BULK
         | op::WREG_32
         | op::ARB_POINT
         | op::CP_DMA
@@ -154,11 +165,12 @@ pub fn packet_size(head: &[u8], sync: bool) -> Result<u64, PacketError> {
     }
 }
 
-/// Decode the packet at the start of `bytes` (the rest of the CB) if an
-/// engine runs it; returns it and its size. O(1).
-pub fn decode(bytes: &[u8], sync: bool) -> Result<(Packet, u64), PacketError> {
+/// Decode the packet at the start of `bytes` (its first bytes, up to 24;
+/// `have` bytes of CB left from its start) if an engine runs it; returns
+/// it and its size. O(1).
+pub fn decode(bytes: &[u8], have: u64, sync: bool) -> Result<(Packet, u64), PacketError> {
     packet_size(bytes, sync)?;
-    packets::decode(bytes, bytes.len() as u64)
+    packets::decode(bytes, have)
 }
 
 /// The CB of a job as the CP fetches it: a window of up to one page.
@@ -194,21 +206,26 @@ impl CbReader<'_> {
     }
 }
 
-/// One CB a CP runs: its device address, bytes, and the offset of the
-/// next packet.
+/// One CB a CP runs: its device address, bytes, the offset of the next
+/// packet, and whether it runs as the QMAN's lower CP (handed to it by a
+/// `CP_DMA` with `upper_cp` clear, and what it calls).
 #[derive(Clone, Copy, Debug, Default)]
 struct Frame {
     cb: u64,
     len: u32,
     pc: u32,
+    lower: bool,
 }
 
 /// What a packet asks of the job's CP.
 enum Flow {
     /// Done: on to the next packet.
     Next,
-    /// Call the CB `[cb, cb + len)` (`CP_DMA`, a `CB_LIST` entry).
-    Call { cb: u64, len: u32 },
+    /// Call the CB `[cb, cb + len)` (`CP_DMA`, a `CB_LIST` entry), on the
+    /// lower CP for a `CP_DMA` with `upper_cp` clear.
+    Call { cb: u64, len: u32, upper: bool },
+    /// `STOP`: every frame ends.
+    Stop,
 }
 
 /// Run the job of `size` bytes of CB at `base` on `bus`, with `window` (at
@@ -222,7 +239,12 @@ pub fn execute<B: EngineBus>(
     (base, size): (u64, u32),
 ) -> JobEnd<B::Fault, B::Stop> {
     let sync = bus.sync_manager();
-    let mut regs = if sync { bus.cp_regs() } else { CpRegs::IDLE };
+    // The stream's CP's registers and the lower CP's (read back only if a
+    // frame ran as the lower CP).
+    let mut regs = [CpRegs::IDLE; 2];
+    if sync {
+        regs = [bus.cp_regs(false), bus.cp_regs(true)];
+    }
     let mut cp = Cp {
         frames: [Frame::default(); DEPTH],
         depth: 1,
@@ -234,17 +256,23 @@ pub fn execute<B: EngineBus>(
         },
         count: 0,
         sync,
+        lowered: false,
     };
     if let Some(f) = cp.frames.first_mut() {
         *f = Frame {
             cb: base,
             len: size,
             pc: 0,
+            lower: false,
         };
     }
     let end = cp.run(bus, data, &mut regs);
     if sync {
-        bus.set_cp_regs(regs);
+        let [upper, lower] = regs;
+        bus.set_cp_regs(false, upper);
+        if cp.lowered {
+            bus.set_cp_regs(true, lower);
+        }
     }
     end
 }
@@ -260,6 +288,8 @@ struct Cp<'w> {
     count: u32,
     /// The host has a sync manager (see [`EngineBus::sync_manager`]).
     sync: bool,
+    /// A frame ran as the lower CP.
+    lowered: bool,
 }
 
 impl Cp<'_> {
@@ -268,7 +298,7 @@ impl Cp<'_> {
         &mut self,
         bus: &mut B,
         data: &mut [u8],
-        regs: &mut CpRegs,
+        regs: &mut [CpRegs; 2],
     ) -> JobEnd<B::Fault, B::Stop> {
         loop {
             let Some(top) = self
@@ -292,14 +322,19 @@ impl Cp<'_> {
             if self.count % RESCHED_PACKETS == 0 {
                 bus.point();
             }
-            let (flow, len) = match self.packet(bus, data, regs, top) {
+            let cp_regs = &mut regs[usize::from(top.lower)];
+            let (flow, len) = match self.packet(bus, data, cp_regs, top) {
                 Ok(x) => x,
                 Err(end) => return end,
             };
             match flow {
                 Flow::Next => self.advance(len),
-                Flow::Call { cb, len: n } => {
-                    if let Err(error) = self.call(top, len, (cb, n)) {
+                Flow::Stop => self.depth = 0,
+                Flow::Call { cb, len: n, upper } => {
+                    // The lower CP's calls stay on it.
+                    let lower = top.lower || !upper;
+                    self.lowered |= lower;
+                    if let Err(error) = self.call(top, len, (cb, n, lower)) {
                         let addr = top.cb.wrapping_add(u64::from(top.pc));
                         return JobEnd::BadPacket { addr, error };
                     }
@@ -333,8 +368,18 @@ impl Cp<'_> {
     /// in place of `top` when that packet is its last (a tail call, so
     /// chains of any length run in one frame), else on top of it; a call
     /// past [`DEPTH`] frames is refused. O(1).
-    fn call(&mut self, top: Frame, len: u32, (cb, n): (u64, u32)) -> Result<(), PacketError> {
-        let next = Frame { cb, len: n, pc: 0 };
+    fn call(
+        &mut self,
+        top: Frame,
+        len: u32,
+        (cb, n, lower): (u64, u32, bool),
+    ) -> Result<(), PacketError> {
+        let next = Frame {
+            cb,
+            len: n,
+            pc: 0,
+            lower,
+        };
         if top.pc.saturating_add(len) >= top.len {
             if let Some(f) = self
                 .depth
@@ -371,10 +416,15 @@ impl Cp<'_> {
             .reader
             .bytes(bus, pc, left.min(8))
             .map_err(JobEnd::Fault)?;
+        let bulk = packets::opcode(packets::le32(head, 4)) == op::WREG_BULK;
         let want = packet_size(head, sync)
             .ok()
             .and_then(|n| usize::try_from(n).ok())
             .unwrap_or(8);
+        // A `WREG_BULK`'s values (up to 512 KiB of them) are read one by
+        // one as they are written: its fetch stops at 24 bytes (what a
+        // decode looks at).
+        let want = if bulk { want.min(24) } else { want };
         let bytes = self
             .reader
             .bytes(bus, pc, want.min(left))
@@ -382,8 +432,8 @@ impl Cp<'_> {
         let addr = top.cb.wrapping_add(u64::from(pc));
         let ctl = packets::le32(bytes, 4);
         let (packet, len) =
-            decode(bytes, sync).map_err(|error| JobEnd::BadPacket { addr, error })?;
-        // `len` <= `want` <= `top.len - pc`.
+            decode(bytes, left as u64, sync).map_err(|error| JobEnd::BadPacket { addr, error })?;
+        // `len` <= `top.len - pc`.
         let len = u32::try_from(len).unwrap_or(u32::MAX);
         if sync && !regs.holds(packets::pred(ctl)) {
             return Ok((Flow::Next, len));
@@ -397,20 +447,27 @@ impl Cp<'_> {
             }
             Packet::LinDma(d) => lin_dma(bus, data, &d).map(|()| Flow::Next)?,
             Packet::Fence { id, target, dec } => {
-                bus.fence(id, target, dec).map_err(JobEnd::Stopped)?;
+                bus.fence(top.lower, (id, target, dec))
+                    .map_err(JobEnd::Stopped)?;
                 Flow::Next
             }
-            Packet::CpDma { tsize, src, .. } => Flow::Call {
+            Packet::CpDma { tsize, src, upper } => Flow::Call {
                 cb: src,
                 len: tsize,
+                upper,
             },
             Packet::CbList { index, table } => cb_list(bus, regs, (index, table), bad)?,
             Packet::LoadAndExe { cfg, src } => {
-                load_and_exe(bus, regs, (cfg, src), bad)?;
+                load_and_exe(bus, (regs, top.lower), (cfg, src), bad)?;
                 Flow::Next
             }
+            Packet::WregBulk { offset, count } => {
+                wreg_bulk(bus, addr, (offset, count))?;
+                Flow::Next
+            }
+            Packet::Stop => Flow::Stop,
             p => {
-                message(bus, p)?;
+                message(bus, top.lower, p)?;
                 Flow::Next
             }
         };
@@ -444,20 +501,54 @@ impl CpRegs {
 
 /// The register and message packets (`MSG_LONG`, `MSG_SHORT`, `WREG_32`;
 /// `NOP` and `ARB_POINT` do nothing here). O(1).
-fn message<B: EngineBus>(bus: &mut B, p: Packet) -> Result<(), JobEnd<B::Fault, B::Stop>> {
+fn message<B: EngineBus>(
+    bus: &mut B,
+    lower: bool,
+    p: Packet,
+) -> Result<(), JobEnd<B::Fault, B::Stop>> {
     let (at, value) = match p {
         Packet::MsgLong { value, addr } => (addr, value),
         Packet::MsgShort {
             value,
             base,
             offset,
-        } => (bus.msg_base(base).wrapping_add(u64::from(offset)), value),
+        } => (
+            bus.msg_base(lower, base).wrapping_add(u64::from(offset)),
+            value,
+        ),
         Packet::Wreg32 { offset, value } => {
             (bus.qman_block().wrapping_add(u64::from(offset)), value)
         }
         _ => return Ok(()),
     };
     bus.write(at, &value.to_le_bytes()).map_err(JobEnd::Fault)
+}
+
+/// `WREG_BULK` at `at`: `count` registers of the QMAN's block from
+/// `offset`, each the low u32 of the u64 at `at + 8 + 8 i`, read as it is
+/// written (a stop is honoured, and the CPU given up, every
+/// [`RESCHED_PACKETS`] values). O(count).
+fn wreg_bulk<B: EngineBus>(
+    bus: &mut B,
+    at: u64,
+    (offset, count): (u32, u32),
+) -> Result<(), JobEnd<B::Fault, B::Stop>> {
+    let block = bus.qman_block().wrapping_add(u64::from(offset));
+    for i in 0..u64::from(count) {
+        if i > 0 && i % u64::from(RESCHED_PACKETS) == 0 {
+            if let Some(stop) = bus.stop() {
+                return Err(JobEnd::Stopped(stop));
+            }
+            bus.point();
+        }
+        let mut v = [0u8; 8];
+        bus.read(at.wrapping_add(8 + 8 * i), &mut v)
+            .map_err(JobEnd::Fault)?;
+        let value = packets::le32(&v, 0);
+        bus.write(block.wrapping_add(4 * i), &value.to_le_bytes())
+            .map_err(JobEnd::Fault)?;
+    }
+    Ok(())
 }
 
 /// `CB_LIST`: the `CP_DMA` at entry `*index` of `table`, run in its place
@@ -477,11 +568,12 @@ fn cb_list<B: EngineBus>(
     let mut entry = [0u8; 16];
     bus.read(at, &mut entry).map_err(JobEnd::Fault)?;
     match packets::decode(&entry, packets::CB_LIST_ENTRY) {
-        Ok((Packet::CpDma { tsize, src, .. }, _)) => {
+        Ok((Packet::CpDma { tsize, src, upper }, _)) => {
             if regs.holds(packets::pred(packets::le32(&entry, 4))) {
                 Ok(Flow::Call {
                     cb: src,
                     len: tsize,
+                    upper,
                 })
             } else {
                 Ok(Flow::Next)
@@ -497,7 +589,7 @@ fn cb_list<B: EngineBus>(
 /// doc). O(a 128-byte read + a packet).
 fn load_and_exe<B: EngineBus>(
     bus: &mut B,
-    regs: &mut CpRegs,
+    (regs, lower): (&mut CpRegs, bool),
     (cfg, src): (u32, u64),
     bad: impl Fn(PacketError) -> JobEnd<B::Fault, B::Stop>,
 ) -> Result<(), JobEnd<B::Fault, B::Stop>> {
@@ -518,7 +610,7 @@ fn load_and_exe<B: EngineBus>(
     let (p, ctl) = packets::lae_exe(regs.scalars, cfg & packets::LAE_ETYPE != 0)
         .ok_or_else(|| bad(undefined))?;
     if regs.holds(packets::pred(ctl)) {
-        message(bus, p)?;
+        message(bus, lower, p)?;
     }
     Ok(())
 }

@@ -85,10 +85,13 @@
 //! rest waits for the next `step` (`Gaudi2::pending` reports it). A firing
 //! that finds the FIFO full is dropped and counted (`Stats::sm_dropped`).
 //! A queued monitor's messages are read when it fires, not when it is
-//! queued.
+//! queued. A `STATUS` write that disarms a monitor (the driver's restore
+//! at a context's open) also drops a firing of it still queued: silicon
+//! sends a monitor's messages as it fires, so the queue is the model's
+//! own, and a cycle of monitors one user left running ends with that
+//! user's context instead of writing into the next one's.
 
 use super::half;
-use super::{Env, Gaudi2};
 
 /// Dcores, each with its sync manager.
 pub const DCORES: usize = 4;
@@ -189,6 +192,8 @@ const CFG_LBW_EN: u32 = 1 << 8;
 const CFG_LONG_HIGH: u32 = 1 << 31;
 /// 60 bits of a long SOB.
 const LONG_MASK: u64 = (1 << 60) - 1;
+/// The bits of a monitor's disarm epoch a queued firing keeps.
+const EPOCH_MASK: u16 = 0x1FFF;
 /// No monitor or group: links hold index + 1, so that the idle state is
 /// all zeros (a host or the kernel zero-fills it, no 300 KiB template).
 const NIL: u16 = 0;
@@ -214,6 +219,9 @@ struct Monitor {
     config: u32,
     /// Link to the group it is armed on, [`NIL`] when not armed.
     group: u16,
+    /// Disarms by a `STATUS` write so far (modulo 2^13): a firing queued
+    /// before one is dropped (see "Work and bounds").
+    epoch: u16,
     next: u16,
     prev: u16,
 }
@@ -226,6 +234,7 @@ impl Monitor {
         arm: 0,
         config: 0,
         group: NIL,
+        epoch: 0,
         next: NIL,
         prev: NIL,
     };
@@ -387,6 +396,15 @@ impl Dcore {
         }
     }
 
+    /// Disarm monitor `m` by a `STATUS` write: unlinked, and a firing of
+    /// it still queued dropped (its epoch moves on). O(1).
+    fn disarm(&mut self, m: usize) {
+        self.unlink(m);
+        if let Some(x) = self.mons.get_mut(m) {
+            x.epoch = x.epoch.wrapping_add(1);
+        }
+    }
+
     /// Unlink monitor `m` from its group's list (disarm it). O(1).
     fn unlink(&mut self, m: usize) {
         let Some(x) = self.mons.get(m).copied().filter(|x| x.armed()) else {
@@ -414,7 +432,8 @@ impl Dcore {
 /// The sync managers and the FIFO of monitors to fire.
 pub struct SyncManager {
     dcores: [Dcore; DCORES],
-    /// Ring of `dcore << 16 | monitor` to fire.
+    /// Ring of `dcore << 30 | monitor << 16 | epoch` to fire (the
+    /// monitor's [`Monitor::epoch`] when it was queued, 13 bits).
     fifo: [u32; FIFO],
     head: usize,
     len: usize,
@@ -422,6 +441,8 @@ pub struct SyncManager {
     draining: bool,
     fired: u64,
     dropped: u64,
+    /// Messages of user monitors refused (a register no user may write).
+    refused: u64,
 }
 
 /// A register of a monitor (its six arrays, in address order).
@@ -540,6 +561,7 @@ impl SyncManager {
             draining: false,
             fired: 0,
             dropped: 0,
+            refused: 0,
         }
     }
 
@@ -548,9 +570,10 @@ impl SyncManager {
         self.len
     }
 
-    /// Monitors fired so far and firings dropped on a full FIFO. O(1).
-    pub fn counts(&self) -> (u64, u64) {
-        (self.fired, self.dropped)
+    /// Monitors fired so far, firings dropped on a full FIFO, and user
+    /// monitors' messages refused (a register no user may write). O(1).
+    pub fn counts(&self) -> (u64, u64, u64) {
+        (self.fired, self.dropped, self.refused)
     }
 
     /// The register `reg` if it is a sync manager's the model gives meaning.
@@ -611,9 +634,10 @@ impl SyncManager {
                 }
                 // A STATUS write without VALID disarms (upstream's context
                 // init writes PROT alone to every user monitor,
-                // gaudi2/gaudi2.c:10899-10911).
+                // gaudi2/gaudi2.c:10899-10911), and drops a firing of it
+                // still queued.
                 if f == MonReg::Status && val & 1 == 0 {
-                    dc.unlink(m);
+                    dc.disarm(m);
                 }
             }
             Reg::AsidNonSec => dc.asid_nonsec = val & 0x3FF,
@@ -656,7 +680,7 @@ impl SyncManager {
             q.lbw_data = 0;
         }
         for m in mon..MONS {
-            dc.unlink(m);
+            dc.disarm(m);
             if let Some(x) = dc.mons.get_mut(m) {
                 x.config = 0;
             }
@@ -783,22 +807,36 @@ impl SyncManager {
             self.dropped = self.dropped.wrapping_add(1);
             return;
         }
+        let epoch = self
+            .dcores
+            .get(d)
+            .and_then(|dc| dc.mons.get(m))
+            .map_or(0, |x| x.epoch);
         let at = (self.head + self.len) % FIFO;
         if let Some(e) = self.fifo.get_mut(at) {
-            *e = (d as u32) << 16 | (m as u32 & 0xFFFF);
+            *e = (d as u32) << 30 | (m as u32 & 0x3FFF) << 16 | u32::from(epoch & EPOCH_MASK);
             self.len += 1;
         }
     }
 
-    /// The next monitor to fire. O(1).
+    /// The next monitor to fire, skipping those disarmed by a `STATUS`
+    /// write since they were queued. O(1) amortized.
     fn pop(&mut self) -> Option<(usize, usize)> {
-        if self.len == 0 {
-            return None;
+        while self.len > 0 {
+            let e = self.fifo.get(self.head).copied()?;
+            self.head = (self.head + 1) % FIFO;
+            self.len -= 1;
+            let (d, m) = ((e >> 30) as usize, ((e >> 16) & 0x3FFF) as usize);
+            let now = self
+                .dcores
+                .get(d)
+                .and_then(|dc| dc.mons.get(m))
+                .map_or(0, |x| x.epoch & EPOCH_MASK);
+            if (e & 0xFFFF) as u16 == now {
+                return Some((d, m));
+            }
         }
-        let e = self.fifo.get(self.head).copied()?;
-        self.head = (self.head + 1) % FIFO;
-        self.len -= 1;
-        Some(((e >> 16) as usize, (e & 0xFFFF) as usize))
+        None
     }
 }
 
@@ -808,17 +846,24 @@ impl SyncManager {
 /// in-module simulation (host 1, `crate::hw::sim::sync_manager`), so both
 /// fire monitors, write CQs and raise interrupts with this code.
 pub trait SmPort {
-    /// The sync manager whose monitors fire.
+    /// The sync manager whose monitors fire. O(1).
     fn sm(&mut self) -> &mut SyncManager;
     /// Read `buf.len()` bytes at `addr` with `asid`; false on a fault.
+    /// O(an engine read).
     fn read(&mut self, asid: u16, addr: u64, buf: &mut [u8]) -> bool;
     /// Write `data` at `addr` with `asid`: an LBW write into the register
-    /// space, or memory through the MMUs; false on a fault.
+    /// space, or memory through the MMUs; false on a fault. O(an engine
+    /// write, or a register write: more firings queued).
     fn write(&mut self, asid: u16, addr: u64, data: &[u8]) -> bool;
-    /// The virtual MSI-X doorbell's address (0: none yet).
+    /// The virtual MSI-X doorbell's address (0: none yet). O(1).
     fn msix_doorbell(&self) -> u64;
-    /// Raise MSI-X `vector` (< 128).
+    /// Raise MSI-X `vector` (< 128). O(1).
     fn raise(&mut self, vector: u16);
+    /// Whether a user's (unsecured) monitor may write register `reg`: the
+    /// host's `security::user_writable` (the check lives with the hosts so
+    /// that this file and `security.rs`, which classifies registers with
+    /// [`decode`], do not import each other). O(1).
+    fn user_writable(&self, reg: u32) -> bool;
 }
 
 /// Fire up to [`FIRE_BUDGET`] queued monitors of `port`'s sync manager,
@@ -854,6 +899,10 @@ fn fire<P: SmPort + ?Sized>(port: &mut P, d: usize, m: usize) {
     };
     sm.fired = sm.fired.wrapping_add(1);
     let asid = sm.asid(d, m);
+    // DCORE0's monitors below the first unsecured one are the driver's
+    // (secured); every other monitor's writes are the user's, and into the
+    // register space they reach only what a user CB may write.
+    let secured = d == 0 && m < RESERVED_MONS;
     let writes = ((config >> 5) & 3) as usize + 1;
     for k in 0..writes {
         let Some(x) = port
@@ -867,9 +916,9 @@ fn fire<P: SmPort + ?Sized>(port: &mut P, d: usize, m: usize) {
         };
         if k == 0 && config & CFG_CQ_EN != 0 {
             let lbw = config & CFG_LBW_EN != 0;
-            cq_write(port, (d, asid), x.pay_lo as usize, x.data, lbw);
+            cq_write(port, (d, asid, secured), x.pay_lo as usize, x.data, lbw);
         } else {
-            let _ = port.write(asid, x.pay_addr(), &x.data.to_le_bytes());
+            message(port, (asid, secured), x.pay_addr(), x.data);
         }
     }
 }
@@ -878,7 +927,7 @@ fn fire<P: SmPort + ?Sized>(port: &mut P, d: usize, m: usize) {
 /// 64-bit add, then with `lbw` the CQ's LBW write. O(1).
 fn cq_write<P: SmPort + ?Sized>(
     port: &mut P,
-    (d, asid): (usize, u16),
+    (d, asid, secured): (usize, u16, bool),
     c: usize,
     data: u32,
     lbw: bool,
@@ -911,13 +960,29 @@ fn cq_write<P: SmPort + ?Sized>(
         }
     }
     if lbw {
-        lbw_interrupt(port, q.lbw_addr, q.lbw_data);
+        lbw_interrupt(port, secured, q.lbw_addr, q.lbw_data);
     }
+}
+
+/// A monitor's message: `data` at `addr` with `asid`; into the register
+/// space only what a user CB may write unless the monitor is `secured`
+/// (else a RAZWI: dropped, counted in `SyncManager::counts`). O(a write).
+fn message<P: SmPort + ?Sized>(port: &mut P, (asid, secured): (u16, bool), addr: u64, data: u32) {
+    let cfg_end = super::regs::CFG_BASE.saturating_add(super::regs::CFG_SIZE);
+    if !secured && (super::regs::CFG_BASE..cfg_end).contains(&addr) {
+        let reg = u32::try_from(addr - super::regs::CFG_BASE).unwrap_or(u32::MAX);
+        if !port.user_writable(reg) {
+            let sm = port.sm();
+            sm.refused = sm.refused.wrapping_add(1);
+            return;
+        }
+    }
+    let _ = port.write(asid, addr, &data.to_le_bytes());
 }
 
 /// An LBW write of `data` at `addr`: an MSI-X at the virtual doorbell or
 /// the PCIe block's `PCIE_MSIX`, else a plain write. O(1) (a bus write).
-fn lbw_interrupt<P: SmPort + ?Sized>(port: &mut P, addr: u64, data: u32) {
+fn lbw_interrupt<P: SmPort + ?Sized>(port: &mut P, secured: bool, addr: u64, data: u32) {
     let db = port.msix_doorbell();
     let msix = u64::from(PCIE_MSIX);
     let cfg_msix = super::regs::CFG_BASE.wrapping_add(msix);
@@ -928,47 +993,6 @@ fn lbw_interrupt<P: SmPort + ?Sized>(port: &mut P, addr: u64, data: u32) {
             }
         }
     } else {
-        let _ = port.write(0, addr, &data.to_le_bytes());
-    }
-}
-
-/// Host 2's port: the model's own MMUs, register file and MSI-X.
-struct ModelPort<'a> {
-    g: &'a mut Gaudi2,
-    env: &'a mut dyn Env,
-}
-
-impl SmPort for ModelPort<'_> {
-    fn sm(&mut self) -> &mut SyncManager {
-        &mut self.g.sm
-    }
-
-    fn read(&mut self, asid: u16, addr: u64, buf: &mut [u8]) -> bool {
-        self.g.engine_read(self.env, asid, addr, buf).is_ok()
-    }
-
-    fn write(&mut self, asid: u16, addr: u64, data: &[u8]) -> bool {
-        self.g.engine_write(self.env, asid, addr, data).is_ok()
-    }
-
-    fn msix_doorbell(&self) -> u64 {
-        self.g.cpu_if.msix_db
-    }
-
-    fn raise(&mut self, vector: u16) {
-        self.g.raise(self.env, vector);
-    }
-}
-
-impl Gaudi2 {
-    /// Fire up to [`FIRE_BUDGET`] queued monitors ([`drain`]); true while
-    /// some are left.
-    pub(super) fn sm_run(&mut self, env: &mut dyn Env) -> bool {
-        drain(&mut ModelPort { g: self, env })
-    }
-
-    /// Monitors are queued to fire. O(1).
-    pub(super) fn sm_pending(&self) -> bool {
-        self.sm.len > 0
+        message(port, (0, secured), addr, data);
     }
 }

@@ -65,6 +65,12 @@ struct Bus<'a, 'b> {
 }
 
 impl Bus<'_, '_> {
+    /// The QMAN and CP a frame runs on: the stream's, or its QMAN's lower
+    /// CP. O(1).
+    fn cp(&self, lower: bool) -> (usize, usize) {
+        (self.slot.0, if lower { qman::LOWER } else { self.slot.1 })
+    }
+
     /// A u32 write into the register space at `reg`: the sync manager's
     /// and the CP's registers a user CB may write (the monitors it fires
     /// drained here, between reschedule points, until none is left or the
@@ -73,7 +79,8 @@ impl Bus<'_, '_> {
     fn register_write(&mut self, reg: u32, val: u32) -> bool {
         let sync = &self.sim.sync;
         let mut more = false;
-        if !sync.user_write(self.sim, reg, val, &mut more) {
+        let owner = self.owner;
+        if !sync.user_write(self.sim, (reg, val), &|| owner.stop().is_some(), &mut more) {
             return false;
         }
         while more && self.owner.stop().is_none() {
@@ -130,27 +137,27 @@ impl EngineBus for Bus<'_, '_> {
         true
     }
 
-    fn msg_base(&mut self, base: u32) -> u64 {
-        self.sim.sync.msg_base(self.slot, base)
+    fn msg_base(&mut self, lower: bool, base: u32) -> u64 {
+        self.sim.sync.msg_base(self.cp(lower), base)
     }
 
     fn qman_block(&self) -> u64 {
         CFG_BASE.wrapping_add(u64::from(qman::base(self.slot.0).unwrap_or(0)))
     }
 
-    fn cp_regs(&mut self) -> CpRegs {
-        self.sim.sync.cp_regs(self.slot)
+    fn cp_regs(&mut self, lower: bool) -> CpRegs {
+        self.sim.sync.cp_regs(self.cp(lower))
     }
 
-    fn set_cp_regs(&mut self, regs: CpRegs) {
-        self.sim.sync.set_cp_regs(self.slot, regs);
+    fn set_cp_regs(&mut self, lower: bool, regs: CpRegs) {
+        self.sim.sync.set_cp_regs(self.cp(lower), regs);
     }
 
-    fn fence(&mut self, id: u32, target: u32, dec: u32) -> Result<(), Stop> {
+    fn fence(&mut self, lower: bool, fence: (u32, u32, u32)) -> Result<(), Stop> {
         let owner = self.owner;
         self.sim
             .sync
-            .fence_wait(self.slot, (id, target, dec), &mut || owner.stop())
+            .fence_wait(self.cp(lower), fence, &mut || owner.stop())
     }
 }
 

@@ -3,8 +3,9 @@
 //! The packets of a Gaudi2 command buffer on the simulated engines (host
 //! 1): the model core decodes and runs them (`crate::model::packets`, and
 //! `crate::model::engine`, which runs `NOP`, `MSG_LONG`, `LIN_DMA` and,
-//! with the sync manager, `MSG_SHORT`, `FENCE`, `WREG_32`, `ARB_POINT`,
-//! `CP_DMA`, `CB_LIST` and `LOAD_AND_EXE`, and refuses every other opcode
+//! with the sync manager, `MSG_SHORT`, `MSG_PROT`, `FENCE`, `WREG_32`,
+//! `WREG_BULK`, `ARB_POINT`, `STOP`, `CP_DMA`, `CB_LIST` and
+//! `LOAD_AND_EXE`, and refuses every other opcode
 //! before more than its header is fetched).
 //! This file turns the model's refusals into the engine boundary's
 //! [`PacketError`] (an undefined opcode is [`PacketError::Unsupported`], a
@@ -35,7 +36,8 @@ pub(crate) fn refused(e: model::PacketError) -> PacketError {
 /// KUnit-only: the engines run the model core's CP. O(1).
 #[cfg(CONFIG_KUNIT)]
 pub(crate) fn decode(bytes: &[u8]) -> Result<(Packet, usize), PacketError> {
-    let (packet, size) = crate::model::engine::decode(bytes, true).map_err(refused)?;
+    let (packet, size) =
+        crate::model::engine::decode(bytes, bytes.len() as u64, true).map_err(refused)?;
     Ok((packet, usize::try_from(size).unwrap_or(usize::MAX)))
 }
 
@@ -159,8 +161,8 @@ mod tests {
 
     #[test]
     fn bad_packets_are_refused() {
-        // Every opcode but the ten, including 0 and the ones no packet
-        // has.
+        // Every opcode but the thirteen, including 0 and the ones no
+        // packet has.
         for op in 0..32u32 {
             let mut b = [0u8; 24];
             b[4..8].copy_from_slice(&packet_ctl(op, false, false).to_le_bytes());
@@ -168,7 +170,9 @@ mod tests {
             match op {
                 PACKET_NOP | PACKET_MSG_LONG | PACKET_LIN_DMA | PACKET_MSG_SHORT | PACKET_FENCE
                 | PACKET_WREG_32 | PACKET_ARB_POINT | PACKET_CP_DMA | PACKET_CB_LIST
-                | PACKET_LOAD_AND_EXE => assert!(r.is_ok()),
+                | PACKET_LOAD_AND_EXE | PACKET_STOP | PACKET_MSG_PROT => assert!(r.is_ok()),
+                // 8 bytes and 0 values: a whole WREG_BULK.
+                PACKET_WREG_BULK => assert!(r.is_ok()),
                 _ => assert_eq!(r, Err(PacketError::Unsupported { opcode: op })),
             }
         }

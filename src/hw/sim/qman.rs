@@ -46,7 +46,7 @@
 //! `Feed` (`Engine::fifo` in the table); a worker's `scratch` is held
 //! across a job's execution (and so over the sync manager's, the STLB's
 //! and the memories' locks), never with the other two, and released before
-//! [`JobOwner::done`].
+//! the job's last reschedule point and [`JobOwner::done`].
 
 use super::{
     cp::{self, Scratch},
@@ -182,22 +182,26 @@ impl Engine {
         )?)
     }
 
-    /// Run `job` with its stream's buffers `scratch`, then report it to its
-    /// owner (after its stream's count dropped: a WAIT_CS that returns for
-    /// the last job finds the engine idle). O(job).
-    /// The engine's time is charged to `budget`, its context's.
-    pub(crate) fn run(&self, job: ListArc<HwJob>, budget: &CpuBudget, scratch: &mut Scratch) {
+    /// Run `job` with its stream's buffers `scratch` (locked for the run
+    /// only), then report it to its owner (after its stream's count
+    /// dropped: a WAIT_CS that returns for the last job finds the engine
+    /// idle). O(job). The engine's time is charged to `budget`, its
+    /// context's.
+    pub(crate) fn run(&self, job: ListArc<HwJob>, budget: &CpuBudget, scratch: &Mutex<Scratch>) {
         let who = EngineAccess::new(self.id, job.asid);
         let cb = (job.cb, job.cb_size);
         let mut pace = Pace::new(budget);
-        let end = cp::execute(
-            &self.sim,
-            (scratch, self.dma),
-            (who, job.slot),
-            cb,
-            &*job,
-            &mut pace,
-        );
+        let end = {
+            let mut s = scratch.lock();
+            cp::execute(
+                &self.sim,
+                (&mut s, self.dma),
+                (who, job.slot),
+                cb,
+                &*job,
+                &mut pace,
+            )
+        };
         // The job's last slice is charged before it is reported.
         pace.point();
         if let Some(n) = self.streams.get(job.slot.1) {

@@ -90,6 +90,7 @@ pub(crate) struct SimSync {
 impl SimSync {
     /// Every object zeroed, no monitor armed, the CPs' message bases as
     /// the driver's init sets them. Allocates about 330 KiB. `ENOMEM`.
+    /// O(size).
     pub(crate) fn new() -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             sm <- new_mutex!(KVBox::init(crate::ffi::zeroable::idle_sync_manager(), GFP_KERNEL)?),
@@ -99,7 +100,8 @@ impl SimSync {
         })
     }
 
-    /// Send the user interrupts to `sink`. O(1).
+    /// Send the user interrupts to `sink` (at the device's bring-up).
+    /// O(1).
     pub(crate) fn connect(&self, sink: Arc<dyn MsixSink>) {
         *self.msix.lock() = Some(sink);
     }
@@ -107,18 +109,29 @@ impl SimSync {
     /// An engine's u32 write of `val` at the register `reg`: false if a
     /// user CB may not write it (the caller's RAZWI). Monitors it makes
     /// fire (the first [`sm::FIRE_BUDGET`]); `*more` tells whether some
-    /// wait for [`Self::drain`]. O(monitors armed on a SOB's group +
-    /// FIRE_BUDGET messages).
-    pub(crate) fn user_write(&self, sim: &SimGaudi2, reg: u32, val: u32, more: &mut bool) -> bool {
+    /// wait for [`Self::drain`]. A job `stopped` (halted) by the time the
+    /// lock is held writes nothing: a halt moves the job's epoch on before
+    /// it takes the locks to disarm its stream's monitor and clear its
+    /// fence, so no write of the halted job lands after that cleaning.
+    /// O(monitors armed on a SOB's group + FIRE_BUDGET messages).
+    pub(crate) fn user_write(
+        &self,
+        sim: &SimGaudi2,
+        (reg, val): (u32, u32),
+        stopped: &dyn Fn() -> bool,
+        more: &mut bool,
+    ) -> bool {
         if !security::user_writable(reg) {
             return false;
         }
         if let Some((m, off)) = qman::decode(reg) {
-            self.qman_write(m, off, val);
+            self.qman_write(m, off, val, stopped);
             return true;
         }
         *more = self.fire(sim, |sm| {
-            sm.write(reg, val);
+            if !stopped() {
+                sm.write(reg, val);
+            }
         });
         true
     }
@@ -148,14 +161,17 @@ impl SimSync {
         more
     }
 
-    /// A write of QMAN `m`'s register at `off` (a fence counter's wakes
-    /// the fence waiters). O(1).
-    fn qman_write(&self, m: usize, off: u32, val: u32) {
-        let effect = self
-            .cps
-            .lock()
+    /// A write of QMAN `m`'s register at `off` (none if `stopped` once the
+    /// lock is held; a fence counter's wakes the fence waiters). O(1).
+    fn qman_write(&self, m: usize, off: u32, val: u32, stopped: &dyn Fn() -> bool) {
+        let mut cps = self.cps.lock();
+        if stopped() {
+            return;
+        }
+        let effect = cps
             .get_mut(m)
             .map_or(Effect::NotMine, |q| q.write(off, val));
+        drop(cps);
         if effect == Effect::Fence {
             self.fenced.notify_all();
         }
@@ -296,8 +312,9 @@ impl SimSync {
         }
     }
 
-    /// Monitors fired and firings dropped (debugfs). O(1).
-    pub(crate) fn counts(&self) -> (u64, u64) {
+    /// Monitors fired, firings dropped and user monitors' messages refused
+    /// (tests). O(1).
+    pub(crate) fn counts(&self) -> (u64, u64, u64) {
         self.sm.lock().counts()
     }
 
@@ -309,6 +326,7 @@ impl SimSync {
 }
 
 /// The QMANs' registers as the driver's init leaves them. `ENOMEM`.
+/// O(QMANS x CPS).
 fn idle_cps() -> Result<KVVec<Qman>> {
     let mut v = KVVec::with_capacity(QMANS, GFP_KERNEL)?;
     for _ in 0..QMANS {
@@ -373,7 +391,7 @@ impl SmPort for Port<'_> {
         // An LBW write of the sync manager itself: its objects (queued
         // firings), a CP's registers; anything else is dropped.
         if let Some((m, off)) = qman::decode(reg) {
-            self.sync.qman_write(m, off, val);
+            self.sync.qman_write(m, off, val, &|| false);
             true
         } else {
             self.sm.write(reg, val)
@@ -389,6 +407,10 @@ impl SmPort for Port<'_> {
         if vector < 128 {
             self.raised |= 1 << vector;
         }
+    }
+
+    fn user_writable(&self, reg: u32) -> bool {
+        security::user_writable(reg)
     }
 }
 
@@ -429,23 +451,23 @@ mod tests {
                 (500 / 8) | (!(1u32 << (500 % 8)) & 0xFF) << 8 | 2 << 17,
             ),
         ] {
-            assert!(s.user_write(&sim, reg, val, &mut more));
+            assert!(s.user_write(&sim, (reg, val), &|| false, &mut more));
         }
         let mut stop = || Some(());
         assert_eq!(s.fence_wait((1, 0), (1, 1, 1), &mut stop), Err(()));
-        assert!(s.user_write(&sim, sob(500), 1 << 31 | 1, &mut more));
+        assert!(s.user_write(&sim, (sob(500), 1 << 31 | 1), &|| false, &mut more));
         assert_eq!(s.fence_wait((1, 0), (1, 1, 1), &mut stop), Err(()));
-        assert!(s.user_write(&sim, sob(500), 1 << 31 | 1, &mut more));
+        assert!(s.user_write(&sim, (sob(500), 1 << 31 | 1), &|| false, &mut more));
         assert_eq!(s.fence_wait((1, 0), (1, 1, 1), &mut stop), Ok(()));
-        assert_eq!(s.counts(), (1, 0));
+        assert_eq!(s.counts(), (1, 0, 0));
         // The CS-completion SOBs are the driver's: no user write lands.
-        assert!(!s.user_write(&sim, sob(3), 7, &mut more));
+        assert!(!s.user_write(&sim, (sob(3), 7), &|| false, &mut more));
         assert_eq!(s.sm_read(sob(3)), Some(0));
         // A new context finds the user's objects zeroed and no monitor armed.
         assert!(s.user_write(
             &sim,
-            mon(sm::MON_ARM, 301),
-            (500 / 8) | (3 << 17),
+            (mon(sm::MON_ARM, 301), (500 / 8) | (3 << 17)),
+            &|| false,
             &mut more
         ));
         s.reset_user(2);

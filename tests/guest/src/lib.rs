@@ -39,6 +39,14 @@ pub fn debugfs(dev: u32, file: &str) -> String {
         .unwrap_or_default()
 }
 
+/// Whether device `dev` is the Gaudi2 on PCI (its debugfs `pci` file says
+/// so; a simulated device's says "not a PCI device"). Both report the same
+/// HW_IP_INFO card name.
+pub fn on_pci(dev: u32) -> bool {
+    let pci = debugfs(dev, "pci");
+    !pci.is_empty() && !pci.starts_with("not a PCI device")
+}
+
 /// Start `/bin/hlrs hold ARGS` and wait until it holds its memory; kill the
 /// returned child to test teardown of a process that dies.
 pub fn spawn_hold(args: &[&str]) -> std::process::Child {

@@ -6,7 +6,7 @@
 //! judged on the guest log.
 
 use hlrs::Device;
-use hlrs_guest_tests::guest_only;
+use hlrs_guest_tests::{guest_only, on_pci};
 
 #[test]
 fn fuzz_200k_calls_on_2_devices() {
@@ -52,9 +52,7 @@ fn fuzz_sync_2000_calls_on_the_pci_device() {
     let pci = hlrs::device_indices().unwrap().into_iter().find(|&i| {
         Device::open_compute(i)
             .and_then(|d| d.hw_ip_info())
-            .is_ok_and(|h| {
-                h.number_of_user_interrupts > 0 && !h.card_name.starts_with(b"GAUDI2-SIM")
-            })
+            .is_ok_and(|h| h.number_of_user_interrupts > 0 && on_pci(i))
     });
     // The Device above is closed: the fuzzer opens the compute node itself.
     let Some(pci) = pci else {
@@ -97,7 +95,7 @@ fn fuzz_sync_1000_calls_on_a_simulated_device() {
     guest_only!();
     let sim = Device::open_compute(0)
         .and_then(|d| d.hw_ip_info())
-        .is_ok_and(|h| h.card_name.starts_with(b"GAUDI2-SIM"));
+        .is_ok_and(|h| h.number_of_user_interrupts > 0 && !on_pci(0));
     if !sim {
         eprintln!("device 0 is not a simulated Gaudi2");
         return;

@@ -95,7 +95,7 @@ impl ThreadBody for WorkerBody {
                     let _ = self.more.wait_interruptible(&mut feed);
                 }
             };
-            self.engine.run(job, &self.budget, &mut self.scratch.lock());
+            self.engine.run(job, &self.budget, &self.scratch);
             cond_resched();
         }
     }

@@ -656,3 +656,57 @@ fn clearing_the_user_objects_equals_the_drivers_register_writes() {
         }
     }
 }
+
+/// A cycle of monitors one user left running ends at the driver's restore
+/// for the next context: its `STATUS` writes disarm both and drop the
+/// firing still queued, so nothing fires afterwards.
+#[test]
+fn disarming_by_status_drops_a_queued_firing_and_ends_a_cycle() {
+    let (mut g, mut env) = device();
+    let (a, b) = (370u32, 371u32);
+    let arm = arm_val(1300, 0, 0);
+    payload(&mut g, &mut env, 0, a, cfg(mon(0, sm::MON_ARM, b)), arm);
+    payload(&mut g, &mut env, 0, b, cfg(mon(0, sm::MON_ARM, a)), arm);
+    g.reg_write(&mut env, mon(0, sm::MON_ARM, a), arm);
+    g.step(&mut env);
+    assert!(g.pending(), "the cycle runs");
+    for m in [a, b] {
+        g.reg_write(&mut env, mon(0, sm::MON_STATUS, m), 1 << 9);
+    }
+    let fired = g.stats().monitors_fired;
+    for _ in 0..4 {
+        g.step(&mut env);
+    }
+    assert!(!g.pending());
+    assert_eq!(g.stats().monitors_fired, fired);
+    for m in [a, b] {
+        assert_eq!(
+            status(&mut g, &mut env, 0, m) & 1,
+            0,
+            "monitor {m} armed again"
+        );
+    }
+}
+
+/// A user's monitor reaches in the register space only what a user CB may
+/// write: a payload into a driver's SOB (below 85) or an MMU register is
+/// refused and counted; the same from a driver's (secured) monitor lands.
+#[test]
+fn a_user_monitors_register_writes_pass_the_security_check() {
+    let (mut g, mut env) = device();
+    // User monitor 400 pays 5 into the driver's SOB 10 when SOB 1400 >= 1.
+    monitor(&mut g, &mut env, 0, 400, 1400, 1, 0, cfg(sob(0, 10)), 5);
+    g.reg_write(&mut env, sob(0, 1400), 1);
+    g.step(&mut env);
+    assert_eq!(g.reg_read(&mut env, sob(0, 10)), 0);
+    assert_eq!(g.stats().sm_refused, 1);
+    // Driver's monitor 100 (secured) does the same: it lands.
+    monitor(&mut g, &mut env, 0, 100, 1400, 1, 0, cfg(sob(0, 10)), 5);
+    g.step(&mut env);
+    assert_eq!(g.reg_read(&mut env, sob(0, 10)), 5);
+    assert_eq!(g.stats().sm_refused, 1);
+    // A user SOB stays reachable from a user monitor.
+    monitor(&mut g, &mut env, 0, 401, 1400, 1, 0, cfg(sob(0, 1500)), 6);
+    g.step(&mut env);
+    assert_eq!(g.reg_read(&mut env, sob(0, 1500)), 6);
+}

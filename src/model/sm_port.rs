@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Host 2's side of the sync managers' firing ([`super::sm::SmPort`]):
+//! the model's own MMUs (a monitor's message into memory), its register
+//! file (an LBW write: a SOB, a monitor, a CP's fence counter), the CPU-CP
+//! stand-in's MSI-X doorbell, and the security predicate
+//! ([`super::security::user_writable`]) that a user monitor's register
+//! writes pass. Host 1 has its own (`crate::hw::sim::sync_manager`).
+
+use super::security;
+use super::sm::{drain, SmPort, SyncManager};
+use super::{Env, Gaudi2};
+
+/// Host 2's port: a device and its environment, for one drain.
+struct ModelPort<'a> {
+    g: &'a mut Gaudi2,
+    env: &'a mut dyn Env,
+}
+
+impl SmPort for ModelPort<'_> {
+    fn sm(&mut self) -> &mut SyncManager {
+        &mut self.g.sm
+    }
+
+    fn read(&mut self, asid: u16, addr: u64, buf: &mut [u8]) -> bool {
+        self.g.engine_read(self.env, asid, addr, buf).is_ok()
+    }
+
+    fn write(&mut self, asid: u16, addr: u64, data: &[u8]) -> bool {
+        self.g.engine_write(self.env, asid, addr, data).is_ok()
+    }
+
+    fn msix_doorbell(&self) -> u64 {
+        self.g.cpu_if.msix_db
+    }
+
+    fn raise(&mut self, vector: u16) {
+        self.g.raise(self.env, vector);
+    }
+
+    fn user_writable(&self, reg: u32) -> bool {
+        security::user_writable(reg)
+    }
+}
+
+impl Gaudi2 {
+    /// Fire up to [`super::sm::FIRE_BUDGET`] queued monitors ([`drain`]);
+    /// true while some are left. O(FIRE_BUDGET x (WR_NUM + 1) messages).
+    pub(super) fn sm_run(&mut self, env: &mut dyn Env) -> bool {
+        drain(&mut ModelPort { g: self, env })
+    }
+
+    /// Monitors are queued to fire. O(1).
+    pub(super) fn sm_pending(&self) -> bool {
+        self.sm.queued() > 0
+    }
+}
