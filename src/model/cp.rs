@@ -563,13 +563,9 @@ impl Gaudi2 {
     /// nothing written), elsewhere through the MMUs. True when done. O(an
     /// engine write).
     fn message(&mut self, env: &mut dyn Env, m: usize, addr: u64, value: u32) -> bool {
-        let cfg_end = regs::CFG_BASE.saturating_add(regs::CFG_SIZE);
-        if (regs::CFG_BASE..cfg_end).contains(&addr) {
-            let reg = u32::try_from(addr - regs::CFG_BASE).unwrap_or(u32::MAX);
-            if !security::user_writable(reg) {
-                self.razwi(env, addr);
-                return false;
-            }
+        if regs::cfg_reg(addr).is_some_and(|reg| !security::user_writable(reg)) {
+            self.razwi(env, addr);
+            return false;
         }
         let (asid, _, _) = self.asids(m);
         self.engine_write(env, asid, addr, &value.to_le_bytes())

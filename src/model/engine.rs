@@ -239,12 +239,7 @@ pub fn execute<B: EngineBus>(
     (base, size): (u64, u32),
 ) -> JobEnd<B::Fault, B::Stop> {
     let sync = bus.sync_manager();
-    // The stream's CP's registers and the lower CP's (read back only if a
-    // frame ran as the lower CP).
-    let mut regs = [CpRegs::IDLE; 2];
-    if sync {
-        regs = [bus.cp_regs(false), bus.cp_regs(true)];
-    }
+    let mut regs = RegsCache::default();
     let mut cp = Cp {
         frames: [Frame::default(); DEPTH],
         depth: 1,
@@ -256,7 +251,6 @@ pub fn execute<B: EngineBus>(
         },
         count: 0,
         sync,
-        lowered: false,
     };
     if let Some(f) = cp.frames.first_mut() {
         *f = Frame {
@@ -267,14 +261,62 @@ pub fn execute<B: EngineBus>(
         };
     }
     let end = cp.run(bus, data, &mut regs);
-    if sync {
-        let [upper, lower] = regs;
-        bus.set_cp_regs(false, upper);
-        if cp.lowered {
-            bus.set_cp_regs(true, lower);
+    regs.store(bus);
+    end
+}
+
+/// A job's view of its CPs' predicates and scalars ([`CpRegs`]): the
+/// stream's and the lower CP's, read from the host at their first use
+/// (most CBs name no predicate and load nothing, and cost the host no
+/// access) and written back at the job's end only if a `LOAD_AND_EXE`
+/// changed them.
+#[derive(Default)]
+struct RegsCache {
+    upper: Option<CpRegs>,
+    lower: Option<CpRegs>,
+    /// Changed: `(upper, lower)`.
+    dirty: (bool, bool),
+}
+
+impl RegsCache {
+    /// The registers of the stream's CP, or with `lower` the lower CP's.
+    /// O(1) (a host read the first time).
+    fn get<B: EngineBus>(&mut self, bus: &mut B, lower: bool) -> &mut CpRegs {
+        let slot = if lower {
+            &mut self.lower
+        } else {
+            &mut self.upper
+        };
+        slot.get_or_insert_with(|| bus.cp_regs(lower))
+    }
+
+    /// The same, to change. O(1).
+    fn get_mut<B: EngineBus>(&mut self, bus: &mut B, lower: bool) -> &mut CpRegs {
+        if lower {
+            self.dirty.1 = true;
+        } else {
+            self.dirty.0 = true;
+        }
+        self.get(bus, lower)
+    }
+
+    /// Whether predicate `p` of that CP holds (P0 always does, without a
+    /// read). O(1).
+    fn holds<B: EngineBus>(&mut self, bus: &mut B, lower: bool, p: u32) -> bool {
+        p == 0 || self.get(bus, lower).holds(p)
+    }
+
+    /// Write back what changed. O(1).
+    fn store<B: EngineBus>(self, bus: &mut B) {
+        for (regs, dirty, lower) in [
+            (self.upper, self.dirty.0, false),
+            (self.lower, self.dirty.1, true),
+        ] {
+            if let (Some(r), true) = (regs, dirty) {
+                bus.set_cp_regs(lower, r);
+            }
         }
     }
-    end
 }
 
 /// The CB frames of a job's CP (the CP's own registers are the caller's).
@@ -288,8 +330,6 @@ struct Cp<'w> {
     count: u32,
     /// The host has a sync manager (see [`EngineBus::sync_manager`]).
     sync: bool,
-    /// A frame ran as the lower CP.
-    lowered: bool,
 }
 
 impl Cp<'_> {
@@ -298,7 +338,7 @@ impl Cp<'_> {
         &mut self,
         bus: &mut B,
         data: &mut [u8],
-        regs: &mut [CpRegs; 2],
+        regs: &mut RegsCache,
     ) -> JobEnd<B::Fault, B::Stop> {
         loop {
             let Some(top) = self
@@ -322,8 +362,7 @@ impl Cp<'_> {
             if self.count % RESCHED_PACKETS == 0 {
                 bus.point();
             }
-            let cp_regs = &mut regs[usize::from(top.lower)];
-            let (flow, len) = match self.packet(bus, data, cp_regs, top) {
+            let (flow, len) = match self.packet(bus, data, regs, top) {
                 Ok(x) => x,
                 Err(end) => return end,
             };
@@ -333,7 +372,6 @@ impl Cp<'_> {
                 Flow::Call { cb, len: n, upper } => {
                     // The lower CP's calls stay on it.
                     let lower = top.lower || !upper;
-                    self.lowered |= lower;
                     if let Err(error) = self.call(top, len, (cb, n, lower)) {
                         let addr = top.cb.wrapping_add(u64::from(top.pc));
                         return JobEnd::BadPacket { addr, error };
@@ -405,7 +443,7 @@ impl Cp<'_> {
         &mut self,
         bus: &mut B,
         data: &mut [u8],
-        regs: &mut CpRegs,
+        regs: &mut RegsCache,
         top: Frame,
     ) -> Result<(Flow, u32), JobEnd<B::Fault, B::Stop>> {
         let (pc, sync) = (top.pc, self.sync);
@@ -435,7 +473,7 @@ impl Cp<'_> {
             decode(bytes, left as u64, sync).map_err(|error| JobEnd::BadPacket { addr, error })?;
         // `len` <= `top.len - pc`.
         let len = u32::try_from(len).unwrap_or(u32::MAX);
-        if sync && !regs.holds(packets::pred(ctl)) {
+        if sync && !regs.holds(bus, top.lower, packets::pred(ctl)) {
             return Ok((Flow::Next, len));
         }
         let bad = |error| JobEnd::BadPacket { addr, error };
@@ -456,9 +494,17 @@ impl Cp<'_> {
                 len: tsize,
                 upper,
             },
-            Packet::CbList { index, table } => cb_list(bus, regs, (index, table), bad)?,
+            Packet::CbList { index, table } => {
+                cb_list(bus, (regs, top.lower), (index, table), bad)?
+            }
             Packet::LoadAndExe { cfg, src } => {
-                load_and_exe(bus, (regs, top.lower), (cfg, src), bad)?;
+                // Only a load changes the CP's registers.
+                let r = if cfg & packets::LAE_LOAD != 0 {
+                    regs.get_mut(bus, top.lower)
+                } else {
+                    regs.get(bus, top.lower)
+                };
+                load_and_exe(bus, (r, top.lower), (cfg, src), bad)?;
                 Flow::Next
             }
             Packet::WregBulk { offset, count } => {
@@ -555,7 +601,7 @@ fn wreg_bulk<B: EngineBus>(
 /// (skipped if its predicate is clear). O(two reads).
 fn cb_list<B: EngineBus>(
     bus: &mut B,
-    regs: &CpRegs,
+    (regs, lower): (&mut RegsCache, bool),
     (index, table): (u64, u64),
     bad: impl Fn(PacketError) -> JobEnd<B::Fault, B::Stop>,
 ) -> Result<Flow, JobEnd<B::Fault, B::Stop>> {
@@ -569,7 +615,7 @@ fn cb_list<B: EngineBus>(
     bus.read(at, &mut entry).map_err(JobEnd::Fault)?;
     match packets::decode(&entry, packets::CB_LIST_ENTRY) {
         Ok((Packet::CpDma { tsize, src, upper }, _)) => {
-            if regs.holds(packets::pred(packets::le32(&entry, 4))) {
+            if regs.holds(bus, lower, packets::pred(packets::le32(&entry, 4))) {
                 Ok(Flow::Call {
                     cb: src,
                     len: tsize,

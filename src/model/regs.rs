@@ -27,6 +27,13 @@ pub const CFG_BASE: u64 = 0x1000_007F_F800_0000;
 /// `CFG_SIZE`: the register space (include/gaudi2/gaudi2.h:21).
 pub const CFG_SIZE: u64 = 0x0800_0000;
 
+/// The register (`mm*` address) a device address names, if it lies in the
+/// configuration space `[CFG_BASE, CFG_BASE + CFG_SIZE)`. O(1).
+pub fn cfg_reg(addr: u64) -> Option<u32> {
+    let off = addr.checked_sub(CFG_BASE).filter(|&o| o < CFG_SIZE)?;
+    u32::try_from(off).ok()
+}
+
 // --- PSOC global configuration: boot status, scratchpads ------------------
 
 /// `mmPSOC_GLOBAL_CONF_SCRATCHPAD_0` (asic_reg/psoc_global_conf_regs.h:95);

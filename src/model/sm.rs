@@ -174,6 +174,9 @@ pub const FIFO: usize = 512;
 /// Monitor firings one register write or `Gaudi2::step` runs.
 pub const FIRE_BUDGET: u32 = 64;
 
+/// `MON_STATUS.PROT` (masks.h:74): written alone, the `STATUS` write
+/// disarms the monitor (the driver's restore, a halt).
+pub const MON_STATUS_PROT: u32 = 1 << 9;
 /// `SOB_OBJ.VAL` (masks.h:24-25).
 const SOB_VAL: u32 = 0x7FFF;
 /// `SOB_OBJ.LONG_SOB` (masks.h:26-27).
@@ -968,14 +971,11 @@ fn cq_write<P: SmPort + ?Sized>(
 /// space only what a user CB may write unless the monitor is `secured`
 /// (else a RAZWI: dropped, counted in `SyncManager::counts`). O(a write).
 fn message<P: SmPort + ?Sized>(port: &mut P, (asid, secured): (u16, bool), addr: u64, data: u32) {
-    let cfg_end = super::regs::CFG_BASE.saturating_add(super::regs::CFG_SIZE);
-    if !secured && (super::regs::CFG_BASE..cfg_end).contains(&addr) {
-        let reg = u32::try_from(addr - super::regs::CFG_BASE).unwrap_or(u32::MAX);
-        if !port.user_writable(reg) {
-            let sm = port.sm();
-            sm.refused = sm.refused.wrapping_add(1);
-            return;
-        }
+    let refused = super::regs::cfg_reg(addr).is_some_and(|reg| !port.user_writable(reg));
+    if !secured && refused {
+        let sm = port.sm();
+        sm.refused = sm.refused.wrapping_add(1);
+        return;
     }
     let _ = port.write(asid, addr, &data.to_le_bytes());
 }

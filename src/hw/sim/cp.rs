@@ -27,7 +27,7 @@ use super::{
 use crate::model::{
     engine::{self, CpRegs, EngineBus},
     qman,
-    regs::{CFG_BASE, CFG_SIZE},
+    regs::{cfg_reg, CFG_BASE},
 };
 use kernel::{alloc::KVVec, prelude::*};
 
@@ -100,10 +100,7 @@ impl EngineBus for Bus<'_, '_> {
     }
 
     fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), EngineFault> {
-        let reg = addr
-            .checked_sub(CFG_BASE)
-            .filter(|&o| o < CFG_SIZE && data.len() == 4)
-            .and_then(|o| u32::try_from(o).ok());
+        let reg = cfg_reg(addr);
         let val = data.try_into().ok().map(u32::from_le_bytes);
         if let (Some(reg), Some(val)) = (reg, val) {
             if self.register_write(reg, val) {

@@ -44,9 +44,9 @@ use crate::hw::engines::MsixSink;
 use crate::model::{
     engine::CpRegs,
     qman::{self, Effect, Qman, CPS, QMANS},
-    regs::{qm, CFG_BASE, CFG_SIZE},
+    regs::{cfg_reg, qm, CFG_BASE},
     security,
-    sm::{self, SmPort, SyncManager, DCORES, DCORE_STRIDE},
+    sm::{self, SmPort, SyncManager, DCORES, DCORE_STRIDE, MON_STATUS_PROT},
 };
 use kernel::{
     alloc::{KVBox, KVVec},
@@ -61,15 +61,6 @@ use kernel::{
 pub(crate) const SM_ENGINE: u16 = u16::MAX;
 /// How often a fence wait checks whether its job was stopped, in ms.
 const FENCE_POLL_MS: u32 = 10;
-/// `MON_STATUS.PROT` (asic_reg/dcore0_sync_mngr_objs_masks.h:74): written
-/// alone, it disarms.
-const MON_STATUS_PROT: u32 = 1 << 9;
-
-/// The register `addr` names, if it is in the configuration space. O(1).
-fn cfg_reg(addr: u64) -> Option<u32> {
-    let off = addr.checked_sub(CFG_BASE).filter(|&o| o < CFG_SIZE)?;
-    u32::try_from(off).ok()
-}
 
 /// The sync manager and the CP registers of one simulated device.
 #[pin_data]
@@ -238,27 +229,28 @@ impl SimSync {
         }
     }
 
-    /// Wake every fence wait to ask its job whether to stop (a halt).
-    /// O(waiters).
-    pub(crate) fn wake_fences(&self) {
-        self.fenced.notify_all();
-    }
-
-    /// Queue `q` = (QMAN `m`, stream `s`) halted: its sync-stream monitor
-    /// (`GAUDI2_RESERVED_MON_NUMBER + q`) disarmed and fence 2 of its CP
-    /// cleared, so a halted WAIT leaves nothing that releases the next one
-    /// early (as the PCI driver's halt does). O(1).
-    pub(crate) fn halt_stream(&self, (m, s): (usize, usize)) {
-        let q = (m * qman::STREAMS + s) as u32;
-        let mon = sm::RESERVED_MONS as u32 + q;
-        self.sm
-            .lock()
-            .write(sm::OBJS_BASE + sm::MON_STATUS + 4 * mon, MON_STATUS_PROT);
-        if let Some(cp) = self.cps.lock().get_mut(m).and_then(|x| x.cp_mut(s)) {
-            if let Some(f) = cp.fence.get_mut(2) {
+    /// Queues `(QMAN m, stream s)` of `slots` halted: each one's
+    /// sync-stream monitor (`GAUDI2_RESERVED_MON_NUMBER + q`) disarmed and
+    /// fence 2 of its CP cleared, so a halted WAIT leaves nothing that
+    /// releases the next one early (as the PCI driver's halt does); then
+    /// every fence wait is woken to ask its job whether to stop. Both locks
+    /// taken once. O(slots + waiters).
+    pub(crate) fn halt_streams(&self, slots: &mut dyn Iterator<Item = (usize, usize)>) {
+        let mut sm = self.sm.lock();
+        let mut cps = self.cps.lock();
+        for (m, s) in slots {
+            let mon = (sm::RESERVED_MONS + m * qman::STREAMS + s) as u32;
+            sm.write(sm::OBJS_BASE + sm::MON_STATUS + 4 * mon, MON_STATUS_PROT);
+            if let Some(f) = cps
+                .get_mut(m)
+                .and_then(|x| x.cp_mut(s))
+                .and_then(|cp| cp.fence.get_mut(2))
+            {
                 *f = 0;
             }
         }
+        drop(cps);
+        drop(sm);
         self.fenced.notify_all();
     }
 

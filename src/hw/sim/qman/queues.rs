@@ -135,25 +135,25 @@ impl AsidQueues for SimQueues {
     }
 
     fn halt(&self, queues: Option<&mut dyn Iterator<Item = u32>>) {
-        let sync = &self.sim.sync;
+        // The epochs move on first (jobs stop, and their later writes to
+        // the sync manager are refused), then the streams are cleaned.
+        let mut halted = [false; ENGINES * STREAMS];
+        let mut halt = |(e, s): (usize, usize)| {
+            self.halts.bump((e, s));
+            if let Some(h) = halted.get_mut(e * STREAMS + s) {
+                *h = true;
+            }
+        };
         match queues {
-            Some(qs) => {
-                for slot in qs.filter_map(queue_engine) {
-                    self.halts.bump(slot);
-                    sync.halt_stream(slot);
-                }
-            }
-            None => {
-                for e in 0..ENGINES {
-                    for s in 0..STREAMS {
-                        self.halts.bump((e, s));
-                        sync.halt_stream((e, s));
-                    }
-                }
-            }
+            Some(qs) => qs.filter_map(queue_engine).for_each(&mut halt),
+            None => (0..ENGINES * STREAMS).for_each(|i| halt((i / STREAMS, i % STREAMS))),
         }
-        // A job asleep in a FENCE asks its owner again now.
-        sync.wake_fences();
+        let mut slots = halted
+            .iter()
+            .enumerate()
+            .filter(|(_, &h)| h)
+            .map(|(i, _)| (i / STREAMS, i % STREAMS));
+        self.sim.sync.halt_streams(&mut slots);
     }
 
     fn quiesce(&self) {
