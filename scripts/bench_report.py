@@ -83,6 +83,8 @@ def fmt(value, unit):
         return f"{value:,.0f}/s"
     if unit == "MiB/s":
         return f"{value:,.0f} MiB/s"
+    if unit == "s":
+        return f"{value:,.0f} s" if value >= 100 else f"{value:.2f} s"
     if unit == "per_op":
         return f"{value:.1f}/op"
     return f"{value:g} {unit}"
@@ -193,6 +195,21 @@ def sync(get, row):
             get(f"{prefix}.stream.ns"), "ns", nop)
         row(sec, "interrupt: submit -> waiter woken (monitor->CQ->MSI-X)",
             get(f"{prefix}.interrupt.ns"), "ns", nop)
+
+
+def all2all(get, row):
+    """libhlthunk's all-to-all CS (`bench_all2all.rs`): 8 EDMAs copying
+    inside the device, 2 PDMAs in and out, ordered by the sync manager; its
+    rate per direction, and the seconds libhlthunk's own sizes (60,000
+    copies of sram/8 per EDMA, ...) would take at it, against the 30 s TDR
+    (ratio = seconds / TDR: above 1, the test cannot finish in time)."""
+    for prefix, where in [("a2a_sim", "simulated device 0"), ("a2a", "the Gaudi2 on PCI")]:
+        sec = f"libhlthunk's gaudi2_dma all-to-all on {where}"
+        tdr = get(f"{prefix}.tdr_s")
+        for d in ["dram2sram", "dram2dram", "sram2sram"]:
+            row(sec, f"{d}: 8 EDMAs, MiB/s", get(f"{prefix}.{d}.mib_s"), "MiB/s")
+            row(sec, f"{d}: libhlthunk's bytes at that rate / TDR",
+                get(f"{prefix}.{d}.libhlthunk_s"), "s", tdr)
 
 
 def main():
@@ -379,6 +396,8 @@ def main():
     pci(get, row)
     # 8. Its sync manager against a NOP CS on it (`bench_sync.rs`).
     sync(get, row)
+    # 9. libhlthunk's all-to-all CS (`bench_all2all.rs`).
+    all2all(get, row)
 
     # Print.
     kernel = os.environ.get("HLRS_BENCH_KERNEL", "debug")

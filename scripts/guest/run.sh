@@ -53,6 +53,9 @@ hlrs dram-host | sed 's/^/    /'
 say "Two queues ordered by the sync manager on the simulated device: a SOB, a monitor and a FENCE, an interrupt wait, then SIGNAL and WAIT CSs (hlrs sync)"
 hlrs sync 2>&1 | sed 's/^/  /'
 
+say "libhlthunk's all-to-all: 8 EDMAs copying through their lower CPs while the PDMAs copy in and out, one CS ordered by SOBs, monitors and fences (hlrs all-to-all)"
+hlrs all-to-all --copies 8 2>&1 | sed 's/^/  /'
+
 say "A walk through the memory ioctls (hlrs walk)"
 hlrs walk >/tmp/walk.txt 2>&1
 rc=$?

@@ -24,8 +24,8 @@
 //! nothing), `CP_DMA` and `CB_LIST` (calls, [`DEPTH`] frames deep, a call
 //! that is its frame's last packet a tail call) and `LOAD_AND_EXE`
 //! (predicates and scalars, kept in the CP's registers across jobs:
-//! [`EngineBus::cp_regs`]); a packet whose `pred` names a clear predicate
-//! is skipped. Every other opcode is refused as undefined before more than
+//! [`EngineBus::cp_regs`]) and `WAIT` (a `NOP`: no cycles to wait, as in
+//! `super::cp`); a packet whose `pred` names a clear predicate is skipped. Every other opcode is refused as undefined before more than
 //! its header is fetched.
 //!
 //! **The lower CP, inline.** A `CP_DMA` with `upper_cp` clear hands its CB
@@ -157,6 +157,7 @@ pub fn packet_size(head: &[u8], sync: bool) -> Result<u64, PacketError> {
         | op::CP_DMA
         | op::CB_LIST
         | op::LOAD_AND_EXE
+        | op::WAIT
             if sync =>
         {
             packets::packet_size(head)

@@ -167,4 +167,19 @@ impl Kdma<'_> {
             k::COMMIT_LIN | k::COMMIT_MEM_SET,
         )
     }
+
+    /// Write `data` (at most [`KDMA_CHUNK`] bytes) at the device address
+    /// `dst` with one KDMA job from the bounce buffer, the KDMA with the
+    /// kernel ASID and the MMU bypassed: how the driver writes a range of
+    /// registers holding different values ([`Self::memset`] fills one).
+    /// `EINVAL` for more than a chunk, `ENODEV` once unbound or dead,
+    /// `ETIMEDOUT`. Sleeps; O(len) bytes copied, one job.
+    pub(crate) fn write(&self, dst: u64, data: &[u8]) -> Result {
+        if data.len() > KDMA_CHUNK {
+            return Err(EINVAL);
+        }
+        self.mem.write(0, data)?;
+        self.hw
+            .kdma_commit(self.mem, (self.mem.bus(), dst), data.len(), k::COMMIT_LIN)
+    }
 }

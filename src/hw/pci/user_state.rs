@@ -20,7 +20,19 @@
 //!   and the next context's SIGNAL CSs count from 0;
 //! - per enabled QMAN, the fence counters of its five CPs
 //!   (`gaudi2_clear_qm_fence_counters_common`) and `ARB_CFG_0`
-//!   (`gaudi2_restore_user_qm_registers`).
+//!   (`gaudi2_restore_user_qm_registers`);
+//! - per QMAN, the message bases of its five CPs (`CP_MSG_BASE0..3`) back
+//!   to what `gaudi2_init_qman_cp` set: base 0 the monitors' payload
+//!   registers, base 1 the SOBs, bases 2 and 3 zero.
+//!
+//! **Better than upstream:** upstream leaves `CP_MSG_BASE0..3` writable by
+//! user CBs (`gaudi2_pb_pdma0_unsecured_regs`, gaudi2/gaudi2_security.c:
+//! 373-412) but does not restore them at a context's start, so a
+//! `MSG_SHORT` of the next user lands wherever the last one pointed a
+//! base. Here they are restored with the fence counters: one KDMA job per
+//! QMAN writes `CP_MSG_BASE0_ADDR_LO_0` .. `CP_FENCE3_CNT_4` from a
+//! template ([`cp_template`]; the `CP_FENCEn_RDATA` words in between are
+//! written with 0, which adds nothing to a counter).
 //!
 //! **Difference from upstream:** upstream writes every register with a
 //! `WREG32` (`gaudi2_memset_device_lbw`: about 50,000 of them per context);
@@ -30,7 +42,7 @@
 
 use super::PciGaudi2;
 use crate::asic::{
-    gaudi2_regs::{self as r, sm, DCORES, DCORE_OFFSET},
+    gaudi2_regs::{self as r, qm, sm, DCORES, DCORE_OFFSET},
     CFG_BASE, GAUDI2_FIRST_USER_CQ, GAUDI2_RESERVED_MON_NUMBER, GAUDI2_RESERVED_SOB_NUMBER,
 };
 use kernel::prelude::*;
@@ -42,9 +54,14 @@ const MONS: u32 = 2048;
 const CQS: u32 = 64;
 /// `MON_STATUS.PROT` (asic_reg/dcore0_sync_mngr_objs_masks.h:74).
 const MON_STATUS_PROT: u32 = 1 << 9;
-/// `CP_FENCE0_CNT_0` .. `CP_BARRIER_CFG` of a QMAN: the 20 fence counters
-/// (asic_reg/pdma0_qm_regs.h:375-413).
-const QM_FENCE_CNT: (u32, u32) = (0x2E0, 0x50);
+/// `CP_MSG_BASE0_ADDR_LO_0` .. `CP_FENCE3_CNT_4` of a QMAN (the 40
+/// message-base halves, the 20 `RDATA`s and the 20 fence counters,
+/// asic_reg/pdma0_qm_regs.h:255-413): 80 registers.
+const QM_CP_SPAN: (u32, usize) = (qm::CP_MSG_BASE0_LO, 0x140);
+/// Bytes from one message base to the next (`+ 0x28 n`), and from `LO` to
+/// `HI` (`+ 0x14`), of the CPs' registers.
+const MSG_BASE_STRIDE: usize = 0x28;
+const MSG_BASE_HI: usize = 0x14;
 /// `ARB_CFG_0` of a QMAN (pdma0_qm_regs.h:585).
 const QM_ARB_CFG_0: u32 = 0x4A4;
 
@@ -79,6 +96,28 @@ fn sm_fills(dcore: u32) -> [Fill; 9] {
     ]
 }
 
+/// What a QMAN's [`QM_CP_SPAN`] holds after the restore: the message bases
+/// `gaudi2_init_qman_cp` sets for all five CPs (base 0 the monitors'
+/// `PAY_ADDRL`, base 1 the SOBs), everything else 0. O(1).
+fn cp_template() -> [u8; QM_CP_SPAN.1] {
+    let mut t = [0u8; QM_CP_SPAN.1];
+    let bases = [
+        CFG_BASE + u64::from(sm::MON_PAY_ADDRL_0),
+        CFG_BASE + u64::from(sm::SOB_OBJ_0),
+    ];
+    for (n, base) in bases.into_iter().enumerate() {
+        for (half, val) in [(0, base as u32), (MSG_BASE_HI, (base >> 32) as u32)] {
+            for cp in 0..5 {
+                let at = n * MSG_BASE_STRIDE + half + 4 * cp;
+                if let Some(w) = t.get_mut(at..at + 4) {
+                    w.copy_from_slice(&val.to_le_bytes());
+                }
+            }
+        }
+    }
+    t
+}
+
 impl PciGaudi2 {
     /// Reset what users may have left in the sync managers and the QMANs
     /// (the module doc), before a context runs, with the KDMA held once.
@@ -90,9 +129,9 @@ impl PciGaudi2 {
                     k.memset(CFG_BASE + u64::from(reg), bytes, val)?;
                 }
             }
+            let cps = cp_template();
             for &base in r::QM_BASES.iter() {
-                let (off, bytes) = QM_FENCE_CNT;
-                k.memset(CFG_BASE + u64::from(base + off), bytes, 0)?;
+                k.write(CFG_BASE + u64::from(base + QM_CP_SPAN.0), &cps)?;
                 self.mmio.wreg(base + QM_ARB_CFG_0, 0)?;
             }
             Ok(())
@@ -116,5 +155,25 @@ mod tests {
         let d3 = sm_fills(3);
         assert_eq!(d3[8], (0x470_0000, 4 * 8192, 0));
         assert_eq!(d3[7], (0x471_0000, 4 * 2048, 0));
+    }
+
+    #[test]
+    fn the_cp_template_restores_init_qman_cp() {
+        let t = cp_template();
+        let word = |at: usize| {
+            t.get(at..at + 4)
+                .map_or(u32::MAX, |w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+        };
+        let mon = CFG_BASE + u64::from(sm::MON_PAY_ADDRL_0);
+        let sob = CFG_BASE + u64::from(sm::SOB_OBJ_0);
+        // Base 0 of CP 0 and CP 4, LO and HI; base 1 of CP 4.
+        assert_eq!(word(0), mon as u32);
+        assert_eq!(word(4 * 4 + 0x14), (mon >> 32) as u32);
+        assert_eq!(word(0x28 + 4 * 4), sob as u32);
+        assert_eq!(word(0x28 + 0x14), (sob >> 32) as u32);
+        // Bases 2 and 3, the RDATAs and the counters: zero, to the end of
+        // CP_FENCE3_CNT_4 (0x32C).
+        assert!((0x50..0x140).step_by(4).all(|at| word(at) == 0));
+        assert_eq!(QM_CP_SPAN.0 as usize + QM_CP_SPAN.1, 0x330);
     }
 }

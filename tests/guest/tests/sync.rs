@@ -275,6 +275,41 @@ fn a_new_context_finds_the_user_sobs_zeroed() {
     assert_eq!(word(&out, 0), 0x5EED);
 }
 
+/// A user CB may point a CP's message base elsewhere (upstream leaves
+/// `CP_MSG_BASE0..3` unsecured); the next context finds the driver's bases
+/// back (upstream does not restore them: its next user's `MSG_SHORT`s land
+/// where the last one pointed).
+#[test]
+fn a_new_context_finds_the_message_bases_restored() {
+    guest_only!();
+    let sob = {
+        let d = Device::open_compute(0).unwrap();
+        let (sob, _) = first(&d);
+        let (out, o) = host(&d, 4096);
+        let (qman, cp) = hlrs::sync::qman_of(PDMA0).unwrap();
+        // Base 1 (the SOBs) of PDMA_0_0's CP now points at `out`.
+        let cb = Cb::new()
+            .push(&hlrs::sync::set_msg_base(qman, cp, 1, o))
+            .push(&hlrs::sync::msg_short(1, 8, 0xB0B));
+        completed(run(&d, &[(PDMA0, &cb)]));
+        assert_eq!(word(&out, 8), 0xB0B, "the moved base took no effect");
+        Sob::new(sob.0 + 41)
+    };
+    let d = Device::open_compute(0).unwrap();
+    let (_, mon) = first(&d);
+    let (out, o) = host(&d, 4096);
+    // `set` is a MSG_SHORT with base 1: it must reach the SOB, whose
+    // monitor then writes `out`; through the last context's base it would
+    // write the old VA (a fault, or `out` itself if mapped there again).
+    let cb = Cb::new()
+        .push(&sob.set(7))
+        .push(&mon.payload(0, o + 16, 0x5EED))
+        .push(&mon.arm(sob, Compare::Equal, 7));
+    completed(run(&d, &[(PDMA0, &cb)]));
+    assert_eq!(word(&out, 16), 0x5EED);
+    assert_eq!(word(&out, 8), 0, "a MSG_SHORT used the last context's base");
+}
+
 #[test]
 fn a_cb_may_not_write_the_drivers_sync_objects() {
     guest_only!();
@@ -413,7 +448,7 @@ fn predicated_packets_run_or_are_skipped_as_the_loaded_predicates_say() {
 /// `FENCE` passes), `MSG_PROT` writes as `MSG_LONG` does, and `STOP` ends
 /// the CB: nothing after it runs.
 #[test]
-fn wreg_bulk_msg_prot_and_stop() {
+fn wreg_bulk_msg_prot_wait_and_stop() {
     guest_only!();
     let d = Device::open_compute(0).unwrap();
     let (out, o) = host(&d, 4096);
@@ -437,6 +472,8 @@ fn wreg_bulk_msg_prot_and_stop() {
         .push(&fence.wait(2))
         .msg_long(o, 1)
         .push(&prot)
+        // WAIT: no cycles to wait, on both hosts.
+        .push(&hlrs::cs::packet::raw(PACKET_WAIT, 100))
         .push(&hlrs::cs::packet::raw(PACKET_STOP, 0))
         .msg_long(o + 8, 3);
     completed(run(&d, &[(q, &cb)]));

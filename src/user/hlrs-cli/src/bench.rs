@@ -334,6 +334,9 @@ pub fn run(s: &Settings) -> io::Result<()> {
     step("cs", &|| crate::bench_dma::run(0))?;
     // Host 1's sync manager: the same figures on simulated device 0.
     step("sync", &|| crate::bench_sync::run(0, "sync_sim"))?;
+    // libhlthunk's all-to-all CS: 8 EDMAs and 2 PDMAs ordered by the sync
+    // manager, its rate and what it means for libhlthunk's sizes.
+    step("all2all", &|| crate::bench_all2all::run(0, "a2a_sim"))?;
     // A Gaudi2 on PCI (`make bench` boots one when QEMU has vfio-user):
     // the figures where it differs, against simulated device 0.
     if let Some(pci) = crate::bench_pci::pci_device() {
@@ -342,6 +345,7 @@ pub fn run(s: &Settings) -> io::Result<()> {
         // next to a NOP CS (`bench_sync`; a device without user interrupts
         // reports nothing).
         step("sync", &|| crate::bench_sync::run(pci, "sync"))?;
+        step("all2all", &|| crate::bench_all2all::run(pci, "a2a"))?;
     }
     emit("bench.userspace_seconds", t.elapsed().as_secs_f64(), "s");
     Ok(())

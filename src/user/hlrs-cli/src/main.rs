@@ -5,6 +5,7 @@ use hlrs::{uapi::HlInfoHwIpInfo, Device};
 use std::process::ExitCode;
 
 mod bench;
+mod bench_all2all;
 mod bench_common;
 mod bench_dma;
 mod bench_pci;
@@ -190,6 +191,24 @@ enum Command {
         #[arg(long, default_value_t = 65536)]
         block: u32,
     },
+    /// libhlthunk's gaudi2_dma all-to-all: one CS in which the 8 EDMAs copy
+    /// inside the device (each through its lower CP, started by a fence)
+    /// while PDMA_0_0 copies in and PDMA_1_0 out, ordered by SOBs and
+    /// monitors; every byte checked.
+    AllToAll {
+        /// dram2sram, dram2dram or sram2sram.
+        #[arg(long, default_value = "dram2sram")]
+        direction: String,
+        /// LIN_DMAs per EDMA (libhlthunk: 50 on its simulator, 60,000 on silicon).
+        #[arg(long, default_value_t = 50)]
+        copies: u32,
+        /// Bytes per LIN_DMA.
+        #[arg(long, default_value_t = 256 << 10)]
+        size: u32,
+        /// Bytes PDMA_0_0 copies in and PDMA_1_0 out.
+        #[arg(long, default_value_t = 1 << 20)]
+        external: u32,
+    },
     /// Back-to-back NOP CSs, each waited for, then pipelined: the cost of
     /// CS + WAIT_CS next to the null ioctl.
     Cs {
@@ -306,6 +325,41 @@ fn run(cli: &Cli) -> std::io::Result<String> {
         } => dma::run_dma(cli.device, size, via, queue, fault),
         Command::Cs { count, queue } => dma::run_cs(cli.device, count, queue),
         Command::Sync { rounds, block } => sync::run(cli.device, rounds, block),
+        Command::AllToAll {
+            ref direction,
+            copies,
+            size,
+            external,
+        } => {
+            use hlrs::all_to_all::{self, Direction, Plan};
+            let dir = Direction::ALL
+                .into_iter()
+                .find(|d| d.name() == direction.as_str())
+                .ok_or_else(|| std::io::Error::other(format!("no direction {direction}")))?;
+            let dev = Device::open_compute(cli.device)?;
+            let plan = Plan {
+                direction: dir,
+                copies,
+                size,
+                external,
+                timeout_s: 0,
+            };
+            let out = all_to_all::run(&dev, &plan)?;
+            let rate = out.copied as f64 / out.elapsed.as_secs_f64().max(1e-9);
+            let hw = dev.hw_ip_info()?;
+            let full = all_to_all::libhlthunk_bytes(dir, u64::from(hw.sram_size), hw.dram_size);
+            Ok(format!(
+                "{}: 8 EDMAs x {copies} copies of {size} bytes, {external} bytes in and out: \
+                 {:.1} ms, {:.0} MiB/s, every byte checked\n\
+                 libhlthunk's test at this device's sizes moves {:.1} GiB: \
+                 {:.0} s at this rate (TDR 30 s)",
+                dir.name(),
+                out.elapsed.as_secs_f64() * 1e3,
+                rate / f64::from(1u32 << 20),
+                full as f64 / f64::from(1u32 << 30),
+                full as f64 / rate
+            ))
+        }
         Command::Mappings => {
             let dev = Device::open_compute(cli.device)?;
             let mut buf = vec![0u8; 16 * 1024];

@@ -18,6 +18,7 @@
 #[allow(missing_docs, dead_code)]
 pub mod uapi;
 
+pub mod all_to_all;
 pub mod cs;
 pub mod debugfs;
 pub mod gaudi2;

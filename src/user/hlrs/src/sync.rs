@@ -278,6 +278,25 @@ impl Fence {
     }
 }
 
+/// `CP_MSG_BASE0_ADDR_LO_0` of a QMAN block (pdma0_qm_regs.h:255): base
+/// `n` of CP `c` at `+ 0x28 n + 4 c`, its `HI` half at `+ 0x14`.
+const CP_MSG_BASE0_LO: u32 = 0x1F0;
+
+/// Two `MSG_LONG`s pointing message base `n` (0..3) of CP `cp` (a stream,
+/// or 4 the lower CP) of the QMAN block `qman` at the device address
+/// `addr`: a later `MSG_SHORT` of that CP with base `n` writes at
+/// `addr + offset`. User CBs may write the bases (upstream leaves them
+/// unsecured); the driver puts them back to its own at every new context.
+pub fn set_msg_base(qman: u32, cp: u32, n: u32, addr: u64) -> Vec<u8> {
+    let lo = qman + CP_MSG_BASE0_LO + 0x28 * (n & 3) + 4 * cp;
+    let mut p = crate::cs::packet::msg_long(reg_addr(lo), addr as u32).to_vec();
+    p.extend_from_slice(&crate::cs::packet::msg_long(
+        reg_addr(lo + 0x14),
+        (addr >> 32) as u32,
+    ));
+    p
+}
+
 /// The QMAN block and stream of queue id `queue` (upstream's
 /// `gaudi2_qm_blocks_bases`): PDMA, EDMA, MME and TPC queues.
 pub fn qman_of(queue: u32) -> Option<(u32, u32)> {
