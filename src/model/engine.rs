@@ -28,15 +28,13 @@
 //! `super::cp`); a packet whose `pred` names a clear predicate is skipped. Every other opcode is refused as undefined before more than
 //! its header is fetched.
 //!
-//! **The lower CP, inline.** A `CP_DMA` with `upper_cp` clear hands its CB
-//! to the QMAN's lower CP on silicon (and in `super::cp`), and the upper
-//! CP goes on; here the stream calls it and goes on after it, but the
-//! frame runs as the lower CP: its `FENCE`s wait on the lower CP's
-//! counters (libhlthunk's `cmdq_fence`), its `MSG_SHORT`s use the lower
-//! CP's message bases, its predicates and scalars are the lower CP's.
-//! What tells the two apart: a CB handed to the lower CP that waits for
-//! something only the upper CP's later packets do (a deadlock here, until
-//! the CS times out).
+//! **The lower CP.** A `CP_DMA` with `upper_cp` clear on an upper CP
+//! hands its CB to the QMAN's lower CP ([`EngineBus::hand_to_lower`]), as
+//! on silicon and in `super::cp`: the host queues it for its lower CP,
+//! which runs it ([`execute_lower`]) with its own fence counters
+//! (libhlthunk's `cmdq_fence`), message bases, predicates and scalars,
+//! while the stream goes on. A host without a lower CP of its own has the
+//! stream call the CB instead, the frame running as the lower CP.
 //!
 //! A `LIN_DMA` moves its bytes through the host's bounce buffer, one chunk
 //! at a time: read, swapped, written, so a transfer of up to 4 GiB - 1
@@ -117,6 +115,15 @@ pub trait EngineBus {
     }
     /// The same at a job's end. O(1).
     fn set_cp_regs(&mut self, _lower: bool, _regs: CpRegs) {}
+    /// A `CP_DMA` with `upper_cp` clear on an upper CP: hand the CB
+    /// `[cb, cb + len)` to the QMAN's lower CP, which runs it as its own
+    /// work while the stream goes on (`Ok(true)`, as on silicon); the host
+    /// sleeps while the lower CP's queue is full. `Ok(false)`: the host has
+    /// no lower CP of its own, and the stream calls the CB as a frame of
+    /// the lower CP. `Err`: stopped first.
+    fn hand_to_lower(&mut self, _cb: u64, _len: u32) -> Result<bool, Self::Stop> {
+        Ok(false)
+    }
 }
 
 /// How a job ended.
@@ -236,8 +243,29 @@ enum Flow {
 /// bytes moved).
 pub fn execute<B: EngineBus>(
     bus: &mut B,
+    bufs: (&mut [u8], &mut [u8]),
+    cb: (u64, u32),
+) -> JobEnd<B::Fault, B::Stop> {
+    execute_as(bus, bufs, cb, false)
+}
+
+/// [`execute`] on the QMAN's lower CP: the job is a CB an upper CP handed
+/// to it ([`EngineBus::hand_to_lower`]), run with the lower CP's fence
+/// counters, message bases, predicates and scalars, its own `CP_DMA`s
+/// calls. O(packets run + bytes moved).
+pub fn execute_lower<B: EngineBus>(
+    bus: &mut B,
+    bufs: (&mut [u8], &mut [u8]),
+    cb: (u64, u32),
+) -> JobEnd<B::Fault, B::Stop> {
+    execute_as(bus, bufs, cb, true)
+}
+
+fn execute_as<B: EngineBus>(
+    bus: &mut B,
     (window, data): (&mut [u8], &mut [u8]),
     (base, size): (u64, u32),
+    lower: bool,
 ) -> JobEnd<B::Fault, B::Stop> {
     let sync = bus.sync_manager();
     let mut regs = RegsCache::default();
@@ -258,7 +286,7 @@ pub fn execute<B: EngineBus>(
             cb: base,
             len: size,
             pc: 0,
-            lower: false,
+            lower,
         };
     }
     let end = cp.run(bus, data, &mut regs);
@@ -371,6 +399,16 @@ impl Cp<'_> {
                 Flow::Next => self.advance(len),
                 Flow::Stop => self.depth = 0,
                 Flow::Call { cb, len: n, upper } => {
+                    if !top.lower && !upper {
+                        match bus.hand_to_lower(cb, n) {
+                            Ok(true) => {
+                                self.advance(len);
+                                continue;
+                            }
+                            Ok(false) => {}
+                            Err(stop) => return JobEnd::Stopped(stop),
+                        }
+                    }
                     // The lower CP's calls stay on it.
                     let lower = top.lower || !upper;
                     if let Err(error) = self.call(top, len, (cb, n, lower)) {

@@ -53,6 +53,18 @@ impl Scratch {
     }
 }
 
+/// Where a stream's job hands CBs for its QMAN's lower CP
+/// (`super::qman::lower_cp`).
+pub(crate) trait LowerCp {
+    /// Queue `cb` for the lower CP, sleeping while its queue is full;
+    /// `Err` if `halted` says so first.
+    fn hand(&self, cb: (u64, u32), halted: &dyn Fn() -> Option<Stop>) -> Result<(), Stop>;
+    /// Whether a CB the running job handed failed. O(1).
+    fn failed(&self) -> bool;
+    /// Wait until every CB the job handed has ended: the first failure.
+    fn settle(&self) -> Option<JobEnd>;
+}
+
 /// The engine's side of this host, as the model core's CP sees it.
 struct Bus<'a, 'b> {
     sim: &'a SimGaudi2,
@@ -62,9 +74,19 @@ struct Bus<'a, 'b> {
     owner: &'a dyn JobOwner,
     pace: &'a mut Pace<'b>,
     dma: bool,
+    /// The QMAN's lower CP, for a job of an upper CP.
+    lower: Option<&'a dyn LowerCp>,
 }
 
 impl Bus<'_, '_> {
+    /// Whether the job must stop: its owner says so, or a CB it handed to
+    /// the lower CP failed. O(1).
+    fn halted(&self) -> Option<Stop> {
+        self.owner
+            .stop()
+            .or_else(|| self.lower.filter(|l| l.failed()).map(|_| Stop::Halted))
+    }
+
     /// The QMAN and CP a frame runs on: the stream's, or its QMAN's lower
     /// CP. O(1).
     fn cp(&self, lower: bool) -> (usize, usize) {
@@ -119,7 +141,7 @@ impl EngineBus for Bus<'_, '_> {
     }
 
     fn stop(&mut self) -> Option<Stop> {
-        self.owner.stop()
+        self.halted()
     }
 
     fn point(&mut self) {
@@ -151,23 +173,40 @@ impl EngineBus for Bus<'_, '_> {
     }
 
     fn fence(&mut self, lower: bool, fence: (u32, u32, u32)) -> Result<(), Stop> {
+        let (owner, handed) = (self.owner, self.lower);
+        let failed = move || handed.is_some_and(|l| l.failed());
+        self.sim.sync.fence_wait(self.cp(lower), fence, &mut || {
+            owner.stop().or_else(|| failed().then_some(Stop::Halted))
+        })
+    }
+
+    fn hand_to_lower(&mut self, cb: u64, len: u32) -> Result<bool, Stop> {
+        let Some(lower) = self.lower else {
+            return Ok(false);
+        };
         let owner = self.owner;
-        self.sim
-            .sync
-            .fence_wait(self.cp(lower), fence, &mut || owner.stop())
+        lower.hand((cb, len), &|| {
+            owner
+                .stop()
+                .or_else(|| lower.failed().then_some(Stop::Halted))
+        })?;
+        Ok(true)
     }
 }
 
 /// Run the job of `size` bytes of CB at `base` for `owner`, as engine
 /// `who` with `scratch` (`dma`: a DMA core is behind its QMAN): fetch,
-/// decode and execute its packets in order (the model core's CP).
+/// decode and execute its packets in order (the model core's CP). On the
+/// stream's upper CP, handing the CBs of `CP_DMA`s with `upper_cp` clear
+/// to `lower` (without one, the stream calls them as frames of the lower
+/// CP); with `lower_cp`, the job is a CB handed to the lower CP.
 /// O(size + bytes moved).
 pub(crate) fn execute(
     sim: &SimGaudi2,
     (scratch, dma): (&mut Scratch, bool),
     (who, slot): (EngineAccess, (usize, usize)),
-    cb: (u64, u32),
-    owner: &dyn JobOwner,
+    (cb, owner): ((u64, u32), &dyn JobOwner),
+    (lower, lower_cp): (Option<&dyn LowerCp>, bool),
     pace: &mut Pace<'_>,
 ) -> JobEnd {
     let mut bus = Bus {
@@ -177,8 +216,15 @@ pub(crate) fn execute(
         owner,
         pace,
         dma,
+        lower,
     };
-    match engine::execute(&mut bus, (&mut scratch.cb, &mut scratch.data), cb) {
+    let bufs = (&mut scratch.cb[..], &mut scratch.data[..]);
+    let end = if lower_cp {
+        engine::execute_lower(&mut bus, bufs, cb)
+    } else {
+        engine::execute(&mut bus, bufs, cb)
+    };
+    match end {
         engine::JobEnd::Done => JobEnd::Done,
         engine::JobEnd::Fault(f) => JobEnd::Fault(f),
         engine::JobEnd::Stopped(s) => JobEnd::Stopped(s),
@@ -208,8 +254,8 @@ mod tests {
                 sim,
                 (s, true),
                 (who, (0, 0)),
-                cb,
-                owner,
+                (cb, owner),
+                (None, false),
                 &mut Pace::new(&budget),
             ),
             // No budget: an end no test expects.

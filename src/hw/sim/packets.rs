@@ -161,7 +161,7 @@ mod tests {
 
     #[test]
     fn bad_packets_are_refused() {
-        // Every opcode but the thirteen, including 0 and the ones no
+        // Every opcode but the fourteen, including 0 and the ones no
         // packet has.
         for op in 0..32u32 {
             let mut b = [0u8; 24];
@@ -170,7 +170,9 @@ mod tests {
             match op {
                 PACKET_NOP | PACKET_MSG_LONG | PACKET_LIN_DMA | PACKET_MSG_SHORT | PACKET_FENCE
                 | PACKET_WREG_32 | PACKET_ARB_POINT | PACKET_CP_DMA | PACKET_CB_LIST
-                | PACKET_LOAD_AND_EXE | PACKET_STOP | PACKET_MSG_PROT => assert!(r.is_ok()),
+                | PACKET_LOAD_AND_EXE | PACKET_STOP | PACKET_MSG_PROT | PACKET_WAIT => {
+                    assert!(r.is_ok())
+                }
                 // 8 bytes and 0 values: a whole WREG_BULK.
                 PACKET_WREG_BULK => assert!(r.is_ok()),
                 _ => assert_eq!(r, Err(PacketError::Unsupported { opcode: op })),

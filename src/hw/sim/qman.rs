@@ -49,7 +49,7 @@
 //! the job's last reschedule point and [`JobOwner::done`].
 
 use super::{
-    cp::{self, Scratch},
+    cp::{self, LowerCp, Scratch},
     cpu_budget::{CpuBudget, Pace},
     engine_mem::EngineAccess,
     job::{JobEnd, JobOwner, Stop},
@@ -69,6 +69,7 @@ use kernel::{
     },
 };
 
+pub(crate) mod lower_cp;
 pub(crate) mod queues;
 pub(crate) mod worker;
 
@@ -187,7 +188,12 @@ impl Engine {
     /// dropped: a WAIT_CS that returns for the last job finds the engine
     /// idle). O(job). The engine's time is charged to `budget`, its
     /// context's.
-    pub(crate) fn run(&self, job: ListArc<HwJob>, budget: &CpuBudget, scratch: &Mutex<Scratch>) {
+    pub(crate) fn run(
+        &self,
+        job: ListArc<HwJob>,
+        (budget, scratch): (&CpuBudget, &Mutex<Scratch>),
+        lower: Option<&dyn LowerCp>,
+    ) {
         let who = EngineAccess::new(self.id, job.asid);
         let cb = (job.cb, job.cb_size);
         let mut pace = Pace::new(budget);
@@ -197,17 +203,46 @@ impl Engine {
                 &self.sim,
                 (&mut s, self.dma),
                 (who, job.slot),
-                cb,
-                &*job,
+                (cb, &*job),
+                (lower, false),
                 &mut pace,
             )
         };
+        // The CBs it handed to the lower CP end first: its completion
+        // covers them, and the first of them to fail is its error.
+        let end = lower.and_then(|l| l.settle()).unwrap_or(end);
         // The job's last slice is charged before it is reported.
         pace.point();
         if let Some(n) = self.streams.get(job.slot.1) {
             n.fetch_sub(1, Relaxed);
         }
         job.done(self.id, end);
+    }
+
+    /// Run the CB `cb` that `job` handed to the QMAN's lower CP, with the
+    /// lower CP's `scratch`: how it ended. O(the CB + bytes moved).
+    pub(crate) fn run_lower(
+        &self,
+        job: &HwJob,
+        cb: (u64, u32),
+        budget: &CpuBudget,
+        scratch: &Mutex<Scratch>,
+    ) -> JobEnd {
+        let who = EngineAccess::new(self.id, job.asid);
+        let mut pace = Pace::new(budget);
+        let end = {
+            let mut s = scratch.lock();
+            cp::execute(
+                &self.sim,
+                (&mut s, self.dma),
+                (who, job.slot),
+                (cb, job),
+                (None, true),
+                &mut pace,
+            )
+        };
+        pace.point();
+        end
     }
 
     /// Whether a DMA core is behind the engine's QMAN. O(1).

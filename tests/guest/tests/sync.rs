@@ -395,6 +395,49 @@ fn a_cb_handed_to_the_lower_cp_waits_on_its_fence() {
     assert_eq!(word(&out, 0), 0x44);
 }
 
+/// A CB handed to the lower CP waits at its fence for what the upper CP
+/// does after the hand (a SOB whose monitor pays that fence): the upper CP
+/// goes on, as on silicon, and the job completes once the handed CB ran.
+/// A stream that ran the handed CB itself before going on would wait for
+/// ever.
+#[test]
+fn the_upper_cp_goes_on_while_the_lower_cp_waits_for_it() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let (sob, mon) = first(&d);
+    let q = GAUDI2_QUEUE_ID_DCORE1_EDMA_0_0 + 2;
+    let (out, o) = host(&d, 4096);
+    let lower_fence = Fence::lower(q).unwrap();
+    let lower = Cb::new().push(&lower_fence.wait(1)).msg_long(o, 0x55);
+    let (_l, lva) = host_with(&d, lower.bytes());
+    let upper = Cb::new()
+        .push(&mon.fire_into(lower_fence, sob, 1))
+        .push(&hlrs::sync::cp_dma(lva, lower.len(), false))
+        .msg_long(o + 4, 0x66)
+        .push(&sob.add(1));
+    completed(run(&d, &[(q, &upper)]));
+    assert_eq!(words(&out, 0, 2), [0x55, 0x66]);
+}
+
+/// A bad packet in a CB handed to the lower CP fails the CS whose stream
+/// handed it, and the stream and the lower CP go on with the next CS.
+#[test]
+fn a_bad_packet_of_a_handed_cb_fails_the_cs_that_handed_it() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let q = GAUDI2_QUEUE_ID_DCORE0_EDMA_0_0 + 3;
+    let (out, o) = host(&d, 4096);
+    let bad = Cb::new().push(&hlrs::cs::packet::raw(0x11, 0));
+    let (_b, bva) = host_with(&d, bad.bytes());
+    let upper = Cb::new().push(&hlrs::sync::cp_dma(bva, bad.len(), false));
+    expect_errno(run(&d, &[(q, &upper)]), EIO);
+    let good = Cb::new().msg_long(o, 0x77);
+    let (_g, gva) = host_with(&d, good.bytes());
+    let upper = Cb::new().push(&hlrs::sync::cp_dma(gva, good.len(), false));
+    completed(run(&d, &[(q, &upper)]));
+    assert_eq!(word(&out, 0), 0x77);
+}
+
 #[test]
 fn a_cb_list_chain_runs_every_entry() {
     guest_only!();

@@ -26,11 +26,21 @@
 //! a throttled or preempted worker stops within 64 KiB of work even on a
 //! kernel without preemption.
 //!
+//! **The lower CPs.** With an engine's first stream worker comes its lower
+//! CP's thread (`hlrs-l<engine>-<pid>`, [`super::lower_cp`]): the streams
+//! hand it the CBs of their `CP_DMA`s with `upper_cp` clear and go on; a
+//! stream's job is reported after the CBs it handed ended. At the close,
+//! the streams end first (their queues empty, so nothing is handed any
+//! more), then the lower CPs.
+//!
 //! Lock order: `Qman::submit`, then a worker's [`Feed`] (a leaf: the crate
 //! root's `Engine::fifo`); the thread takes its `Feed` alone and runs jobs
 //! with none held.
 
-use super::{Engine, HwJob, Qman, Scratch, ENGINES, QUEUE_LENGTH, STREAMS};
+use super::{
+    lower_cp::{Handoff, LowerBody, LowerWorker, StreamHand},
+    Engine, HwJob, Qman, Scratch, ENGINES, QUEUE_LENGTH, STREAMS,
+};
 use crate::{
     ffi::{
         kthread::{engine_cpu_pct, KThread, ThreadBody},
@@ -70,6 +80,10 @@ pub(crate) struct WorkerBody {
     scratch: Mutex<Scratch>,
     /// The CPU budget of the context's engines (shared by its workers).
     budget: Arc<CpuBudget>,
+    /// The engine's lower CP (this context's), and what the running job
+    /// handed it.
+    lower: Arc<LowerBody>,
+    handoff: Arc<Handoff>,
     #[pin]
     feed: Mutex<Feed>,
     /// Notified when a job is queued or the worker must stop.
@@ -95,7 +109,13 @@ impl ThreadBody for WorkerBody {
                     let _ = self.more.wait_interruptible(&mut feed);
                 }
             };
-            self.engine.run(job, &self.budget, &self.scratch);
+            let hand = StreamHand {
+                lower: &self.lower,
+                handoff: &self.handoff,
+                job: job.clone_arc(),
+            };
+            self.engine
+                .run(job, (&self.budget, &self.scratch), Some(&hand));
             cond_resched();
         }
     }
@@ -108,6 +128,8 @@ pub(crate) type EngineWorker = KThread<WorkerBody>;
 /// [`STREAMS`] + stream).
 pub(crate) struct Workers {
     threads: [Option<EngineWorker>; ENGINES * STREAMS],
+    /// The lower CP of each engine a stream of which has a worker.
+    lowers: [Option<LowerWorker>; ENGINES],
     /// The host CPU all of them may use together (`engine_cpu_pct`),
     /// made with the first worker.
     budget: Option<Arc<CpuBudget>>,
@@ -118,6 +140,7 @@ impl Workers {
     pub(crate) fn new() -> Self {
         Self {
             threads: [const { None }; ENGINES * STREAMS],
+            lowers: [const { None }; ENGINES],
             budget: None,
         }
     }
@@ -143,10 +166,26 @@ impl Workers {
                 self.budget.insert(b).clone()
             }
         };
+        let pid = kernel::current!().pid();
+        let lower_slot = self.lowers.get_mut(e).ok_or(EINVAL)?;
+        let lower = match lower_slot {
+            Some(l) => l.body().clone(),
+            None => {
+                let body = LowerBody::new(engine.clone(), budget.clone())?;
+                let name = CString::try_from_fmt(fmt!("hlrs-l{}-{}", e, pid))?;
+                lower_slot
+                    .insert(KThread::spawn(&name, body, FOLLOW_CGROUPS)?)
+                    .body()
+                    .clone()
+            }
+        };
+        let handoff = Arc::pin_init(Handoff::new(), GFP_KERNEL)?;
         let body = Arc::pin_init(
             try_pin_init!(WorkerBody {
                 engine,
                 budget,
+                lower,
+                handoff,
                 scratch <- new_mutex!(Scratch::new(dma)?),
                 feed <- new_mutex!(Feed {
                     jobs: List::new(),
@@ -158,7 +197,6 @@ impl Workers {
         )?;
         // `comm` keeps 15 bytes: "hlrs-q9-4194304" fits, a longer one is
         // cut.
-        let pid = kernel::current!().pid();
         let name = CString::try_from_fmt(fmt!("hlrs-q{}-{}", e * STREAMS + s, pid))?;
         *slot = Some(KThread::spawn(&name, body, FOLLOW_CGROUPS)?);
         Ok(())
@@ -225,6 +263,16 @@ impl Workers {
         for slot in self.threads.iter_mut() {
             if let Some(w) = slot.take() {
                 w.stop();
+            }
+        }
+        // The streams' jobs waited for what they handed: the lower CPs'
+        // queues are empty.
+        for l in self.lowers.iter().flatten() {
+            l.body().stop();
+        }
+        for slot in self.lowers.iter_mut() {
+            if let Some(l) = slot.take() {
+                l.stop();
             }
         }
     }
