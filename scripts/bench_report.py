@@ -451,12 +451,15 @@ def main():
     missing = [s for s, k in [("ioctl", "ioctl.null.median"), ("VA allocators", "va.ours.live100.best"),
                               ("scaling", "scale.map_unmap_4k.live100.median"),
                               ("command submission", "cs.nop_wait.median"),
-                              ("sync (simulated)", "sync_sim.pingpong.ns")] if get(k) is None]
+                              ("sync (simulated)", "sync_sim.pingpong.ns"),
+                              ("all-to-all (simulated)", "a2a_sim.dram2sram.mib_s")] if get(k) is None]
     # bench.sh booted a Gaudi2 on PCI (HLRS_PCI=1): its section must report.
     if os.environ.get("HLRS_PCI") == "1" and get("pci.lin_dma_2m.pci") is None:
         missing.append("PCI")
     if os.environ.get("HLRS_PCI") == "1" and get("sync.pingpong.ns") is None:
         missing.append("sync")
+    if os.environ.get("HLRS_PCI") == "1" and get("a2a.dram2sram.mib_s") is None:
+        missing.append("all-to-all")
     if missing:
         print(f"benchmarks did not report: {', '.join(missing)}")
         return 1
