@@ -59,9 +59,14 @@ pub(crate) trait LowerCp {
     /// Queue `cb` for the lower CP, sleeping while its queue is full;
     /// `Err` if `halted` says so first.
     fn hand(&self, cb: (u64, u32), halted: &dyn Fn() -> Option<Stop>) -> Result<(), Stop>;
-    /// Whether a CB the running job handed failed. O(1).
+    /// Whether the running job is cancelled: a CB it handed failed (or
+    /// [`Self::cancel`]). O(1).
     fn failed(&self) -> bool;
-    /// Wait until every CB the job handed has ended: the first failure.
+    /// Cancel the CBs the running job handed (it faulted itself): they
+    /// stop at their next packet. O(1).
+    fn cancel(&self);
+    /// Wait until every CB the job handed has ended (those still queued
+    /// are dropped once the job is halted or cancelled): the first failure.
     fn settle(&self) -> Option<JobEnd>;
 }
 
@@ -101,11 +106,10 @@ impl Bus<'_, '_> {
     fn register_write(&mut self, reg: u32, val: u32) -> bool {
         let sync = &self.sim.sync;
         let mut more = false;
-        let owner = self.owner;
-        if !sync.user_write(self.sim, (reg, val), &|| owner.stop().is_some(), &mut more) {
+        if !sync.user_write(self.sim, (reg, val), &|| self.halted().is_some(), &mut more) {
             return false;
         }
-        while more && self.owner.stop().is_none() {
+        while more && self.halted().is_none() {
             self.pace.point();
             more = sync.drain(self.sim);
         }

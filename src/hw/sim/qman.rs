@@ -31,7 +31,8 @@
 //! **Threads of the context.** The workers are kernel threads created on a
 //! context's first job for each queue ([`crate::ffi::kthread`]), each with
 //! its buffers (68 KiB), ending when the context closes (see [`worker`] on
-//! why they are not moved into the submitter's cgroups on 7.3).
+//! why they are not moved into the submitter's cgroups on 7.3); each
+//! engine used also gets its lower CP's thread ([`lower_cp`]).
 //!
 //! **Bounds.** Like a QMAN's PQ of `HL_QUEUE_LENGTH` entries, a stream
 //! takes at most [`QUEUE_LENGTH`] jobs that have not ended; a batch that
@@ -46,7 +47,8 @@
 //! `Feed` (`Engine::fifo` in the table); a worker's `scratch` is held
 //! across a job's execution (and so over the sync manager's, the STLB's
 //! and the memories' locks), never with the other two, and released before
-//! the job's last reschedule point and [`JobOwner::done`].
+//! the job waits for the CBs it handed to its QMAN's lower CP
+//! ([`lower_cp`]), its last reschedule point and [`JobOwner::done`].
 
 use super::{
     cp::{self, LowerCp, Scratch},
@@ -209,8 +211,22 @@ impl Engine {
             )
         };
         // The CBs it handed to the lower CP end first: its completion
-        // covers them, and the first of them to fail is its error.
-        let end = lower.and_then(|l| l.settle()).unwrap_or(end);
+        // covers them. A job that faulted cancels them and reports its own
+        // error; else the first of them to fail is its error (the job
+        // itself then stopped at its next packet).
+        let end = match lower {
+            None => end,
+            Some(l) => {
+                let own = matches!(end, JobEnd::Fault(_) | JobEnd::BadPacket { .. });
+                if own {
+                    l.cancel();
+                }
+                match l.settle() {
+                    Some(handed) if !own => handed,
+                    _ => end,
+                }
+            }
+        };
         // The job's last slice is charged before it is reported.
         pace.point();
         if let Some(n) = self.streams.get(job.slot.1) {
@@ -220,10 +236,11 @@ impl Engine {
     }
 
     /// Run the CB `cb` that `job` handed to the QMAN's lower CP, with the
-    /// lower CP's `scratch`: how it ended. O(the CB + bytes moved).
+    /// lower CP's `scratch`, stopping when `owner` says (the job's halt or
+    /// cancellation): how it ended. O(the CB + bytes moved).
     pub(crate) fn run_lower(
         &self,
-        job: &HwJob,
+        (job, owner): (&HwJob, &dyn JobOwner),
         cb: (u64, u32),
         budget: &CpuBudget,
         scratch: &Mutex<Scratch>,
@@ -236,7 +253,7 @@ impl Engine {
                 &self.sim,
                 (&mut s, self.dma),
                 (who, job.slot),
-                (cb, job),
+                (cb, owner),
                 (None, true),
                 &mut pace,
             )

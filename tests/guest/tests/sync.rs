@@ -438,6 +438,35 @@ fn a_bad_packet_of_a_handed_cb_fails_the_cs_that_handed_it() {
     assert_eq!(word(&out, 0), 0x77);
 }
 
+/// A job that fails after handing a CB to the lower CP ends with its own
+/// error at once, the handed CB (which waited for what the failing job
+/// would have done next) stopped rather than left to the TDR.
+#[test]
+fn a_job_that_fails_after_a_hand_ends_with_its_own_error() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let (sob, mon) = first(&d);
+    let q = GAUDI2_QUEUE_ID_DCORE2_EDMA_0_0 + 1;
+    let (out, o) = host(&d, 4096);
+    let lower_fence = Fence::lower(q).unwrap();
+    let lower = Cb::new().push(&lower_fence.wait(1)).msg_long(o, 0x88);
+    let (_l, lva) = host_with(&d, lower.bytes());
+    let upper = Cb::new()
+        .push(&mon.fire_into(lower_fence, sob, 1))
+        .push(&hlrs::sync::cp_dma(lva, lower.len(), false))
+        .push(&hlrs::cs::packet::raw(0x11, 0))
+        .push(&sob.add(1));
+    let cb = host_cb(&d, &upper);
+    expect_errno(d.run_cb(q, cb.va, cb.len, 30 * SEC), EIO);
+    assert_eq!(word(&out, 0), 0, "the handed CB ran past its fence");
+    // The queue and its lower CP go on.
+    let good = Cb::new().msg_long(o + 4, 0x99);
+    let (_g, gva) = host_with(&d, good.bytes());
+    let upper = Cb::new().push(&hlrs::sync::cp_dma(gva, good.len(), false));
+    completed(run(&d, &[(q, &upper)]));
+    assert_eq!(word(&out, 4), 0x99);
+}
+
 #[test]
 fn a_cb_list_chain_runs_every_entry() {
     guest_only!();

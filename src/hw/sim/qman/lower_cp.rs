@@ -12,26 +12,46 @@
 //! [`crate::model::engine::execute_lower`]) and its own buffers. The
 //! stream that handed a CB goes on at once; only when the lower CP's queue
 //! holds [`LOWER_FIFO`] CBs does a hand wait for room (a full FIFO parks
-//! the upper CP on its `CP_DMA`, as `super::super::cp` of the model core
-//! does).
+//! the upper CP on its `CP_DMA`, as `crate::model::cp` does).
 //!
 //! **A stream's job completes after what it handed.** Each stream's
 //! [`Handoff`] counts the CBs its running job handed that have not ended;
 //! the job is reported done only once they all have, so a completion never
 //! overtakes the work it stands for (as the model core's QMANs). A handed
-//! CB that fails (a fault, a bad packet) makes its stream's job stop at its
-//! next packet, and the job ends with that CB's error; a halted job's
-//! handed CBs stop at their next packet too (they poll the same job's
-//! halt).
+//! CB that fails (a fault, a bad packet) cancels its job: the job and its
+//! other handed CBs stop at their next packet, and the job ends with that
+//! CB's error. A job that faults itself cancels its handed CBs the same
+//! way and ends with its own error. A halted job's handed CBs stop at their
+//! next packet too (they poll the same job's halt), and those still queued
+//! behind another stream's CB are taken out of the queue by the job's
+//! settle (which polls its halt every [`POLL_MS`]), so a halt never waits
+//! for another stream's CB.
+//!
+//! Difference from the model core's stepped lower CP: there, an error of
+//! the lower CP halts it, and its release drops every stream's queued CBs;
+//! here only the failing job's CBs are dropped, and the other streams'
+//! handed CBs run on.
+//!
+//! **References.** A queued CB holds its job (and so the CS's flight, its
+//! context's tracker, the context's workers and this thread): a cycle
+//! while the CB is queued. It never outlives the context's close, which
+//! halts and drains every CS before it stops the workers
+//! ([`super::worker::Workers::stop_all`]), and the thread drops a CB's job
+//! before it reports the CB's end.
 //!
 //! Lock order (the crate root's 12c): a hand takes the [`LowerBody`]'s
 //! `feed`, then with it the [`Handoff`]'s `state`; everything else takes
-//! each alone, and neither is held across a CB's execution.
+//! each alone (the close's stop takes `feed` under the context's
+//! `SimQueues::workers`), and neither is held across a CB's execution.
 
 use super::{Engine, HwJob, Scratch};
 use crate::{
     ffi::{kthread::KThread, kthread::ThreadBody, sched::cond_resched},
-    hw::sim::{cp::LowerCp, cpu_budget::CpuBudget, job::JobEnd, job::Stop},
+    hw::sim::{
+        cp::LowerCp,
+        cpu_budget::CpuBudget,
+        job::{JobEnd, JobOwner, Stop},
+    },
 };
 use kernel::{
     new_condvar, new_mutex,
@@ -56,8 +76,9 @@ pub(crate) struct Handoff {
     /// Notified when a handed CB ends.
     #[pin]
     ended: CondVar,
-    /// A handed CB of the running job failed (read without the lock by the
-    /// job's halt checks).
+    /// The running job is cancelled: a CB it handed failed, or it faulted
+    /// itself (read without the lock by the halt checks of the job and of
+    /// its handed CBs).
     failed: Atomic<bool>,
 }
 
@@ -81,22 +102,34 @@ impl Handoff {
         })
     }
 
-    /// Whether a CB the running job handed failed. O(1), lock-free.
+    /// Whether the running job is cancelled (a CB it handed failed, or it
+    /// faulted). O(1), lock-free.
     pub(crate) fn failed(&self) -> bool {
         self.failed.load(Relaxed)
     }
 
-    /// Wait until every CB the job handed has ended (each ends at the
-    /// latest at its next packet once the job is halted), and start afresh
-    /// for the stream's next job: the first failure, if any. Sleeps;
-    /// O(CBs handed).
-    pub(crate) fn settle(&self) -> Option<JobEnd> {
+    /// Cancel the running job's handed CBs: they stop at their next
+    /// packet. O(1).
+    pub(crate) fn cancel(&self) {
+        self.failed.store(true, Relaxed);
+    }
+
+    /// Wait up to `ms` for every CB the job handed to have ended: whether
+    /// they all have. Sleeps; O(1).
+    fn settled(&self, ms: u32) -> bool {
         let mut st = self.state.lock();
-        while st.outstanding > 0 {
-            // Interruptible: a kernel thread gets no signal, and a long
-            // wait must not look hung.
-            let _ = self.ended.wait_interruptible(&mut st);
+        if st.outstanding > 0 {
+            let _ = self
+                .ended
+                .wait_interruptible_timeout(&mut st, msecs_to_jiffies(ms));
         }
+        st.outstanding == 0
+    }
+
+    /// Once every handed CB ended: the first failure, and a fresh start for
+    /// the stream's next job. O(1).
+    fn take(&self) -> Option<JobEnd> {
+        let mut st = self.state.lock();
         self.failed.store(false, Relaxed);
         st.failure.take()
     }
@@ -209,6 +242,45 @@ impl LowerBody {
         Ok(())
     }
 
+    /// Take the CBs `from`'s job handed that are still queued out of the
+    /// queue, and end each as stopped: what a halted or cancelled job's
+    /// settle does, so it never waits behind another stream's CB.
+    /// O([`LOWER_FIFO`]).
+    fn drop_queued(&self, from: &Arc<Handoff>) {
+        let mut out: [Option<Handed>; LOWER_FIFO] = [const { None }; LOWER_FIFO];
+        let mut feed = self.feed.lock();
+        let (head, len) = (feed.head, feed.len);
+        let mut kept = 0;
+        for i in 0..len {
+            let at = (head + i) % LOWER_FIFO;
+            let h = feed.ring.get_mut(at).and_then(Option::take);
+            match h {
+                Some(h) if Arc::ptr_eq(&h.from, from) => {
+                    if let Some(o) = out.get_mut(i) {
+                        *o = Some(h);
+                    }
+                }
+                h => {
+                    let to = (head + kept) % LOWER_FIFO;
+                    if let Some(slot) = feed.ring.get_mut(to) {
+                        *slot = h;
+                    }
+                    kept += 1;
+                }
+            }
+        }
+        feed.len = kept;
+        drop(feed);
+        if out.iter().any(Option::is_some) {
+            self.room.notify_all();
+        }
+        for h in out.into_iter().flatten() {
+            let Handed { job, from, .. } = h;
+            drop(job);
+            from.end(JobEnd::Stopped(Stop::Halted));
+        }
+    }
+
     /// Tell the thread to end once its queue is empty. O(1).
     pub(crate) fn stop(&self) {
         self.feed.lock().stop = true;
@@ -240,14 +312,36 @@ impl LowerBody {
     }
 }
 
+/// A handed CB's owner: its job, and the job's cancellation.
+struct LowerOwner<'a> {
+    job: &'a HwJob,
+    from: &'a Handoff,
+}
+
+impl JobOwner for LowerOwner<'_> {
+    fn stop(&self) -> Option<Stop> {
+        self.job
+            .stop()
+            .or_else(|| self.from.failed().then_some(Stop::Halted))
+    }
+
+    /// A handed CB's end goes to its job's [`Handoff`], not to the driver.
+    fn done(&self, _engine: u16, _end: JobEnd) {}
+}
+
 impl ThreadBody for LowerBody {
     /// Run the handed CBs in order until told to stop. O(CBs x CB).
     fn run(&self) {
-        while let Some(h) = self.next() {
+        while let Some(Handed { cb, job, from }) = self.next() {
+            let owner = LowerOwner {
+                job: &job,
+                from: &from,
+            };
             let end = self
                 .engine
-                .run_lower(&h.job, h.cb, &self.budget, &self.scratch);
-            h.from.end(end);
+                .run_lower((&job, &owner), cb, &self.budget, &self.scratch);
+            drop(job);
+            from.end(end);
             cond_resched();
         }
     }
@@ -273,8 +367,20 @@ impl LowerCp for StreamHand<'_> {
         self.handoff.failed()
     }
 
+    fn cancel(&self) {
+        self.handoff.cancel();
+    }
+
+    /// Wait for the job's handed CBs, polling its halt and cancellation
+    /// every [`POLL_MS`]: once either is set, its CBs still queued are
+    /// taken out (the one running stops at its next packet).
     fn settle(&self) -> Option<JobEnd> {
-        self.handoff.settle()
+        while !self.handoff.settled(POLL_MS) {
+            if self.job.stop().is_some() || self.handoff.failed() {
+                self.lower.drop_queued(self.handoff);
+            }
+        }
+        self.handoff.take()
     }
 }
 
@@ -294,9 +400,15 @@ mod tests {
         assert!(h.failed());
         h.end(JobEnd::Stopped(Stop::Halted));
         // All three ended: the first failure, and a fresh start.
-        assert_eq!(h.settle(), Some(fault));
+        assert!(h.settled(0));
+        assert_eq!(h.take(), Some(fault));
         assert!(!h.failed());
-        assert_eq!(h.settle(), None);
+        assert_eq!(h.take(), None);
+        // A cancel without a failure: nothing to report.
+        h.cancel();
+        assert!(h.failed());
+        assert_eq!(h.take(), None);
+        assert!(!h.failed());
         Ok(())
     }
 }
