@@ -14,7 +14,7 @@ use crate::{
     cs::{device_cs::DeviceCs, tracker::ContextCs, user_interrupt::UserInterrupts},
     hw::{
         backend::{Backend, DeviceStatus},
-        cpucp::{CpuCp, SimCpuCp},
+        cpucp::{identity, CpuCp, FwIdentity, SimCpuCp},
         engines::Engines,
         sim::{qman::queues::SimEngines, SimGaudi2},
     },
@@ -123,6 +123,9 @@ pub(crate) struct HlDevice {
     hw: Arc<dyn Backend>,
     /// The device CPU's firmware (CPU-CP), as the INFO ops ask it.
     pub(crate) cpucp: Arc<dyn CpuCp>,
+    /// What the firmware said of itself at creation (HW_IP_INFO's
+    /// `cpucp_version` and `card_name`).
+    pub(crate) fw_identity: FwIdentity,
     /// A PCI device's bus id (`None`: simulated, a fake one from the index).
     pci_bus: Option<BusId>,
     /// The MMUs: hop pools, scrambler.
@@ -197,11 +200,18 @@ impl HlDevice {
         vm: Arc<DeviceVm>,
         cs: Arc<DeviceCs>,
     ) -> Result<Arc<Self>> {
+        // `hl_fw_cpucp_info_get` at late init; a device whose firmware does
+        // not answer stays usable, with upstream's default card name.
+        let fw_identity = identity(&*cpucp).unwrap_or_else(|e| {
+            pr_warn!("device {index}: no CPU-CP info ({e:?}); card name HL225\n");
+            FwIdentity::unknown()
+        });
         Arc::pin_init(
             pin_init!(Self {
                 hardware,
                 hw,
                 cpucp,
+                fw_identity,
                 pci_bus,
                 mmu,
                 vm,

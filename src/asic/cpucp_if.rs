@@ -92,6 +92,8 @@ pub(crate) mod op {
     pub(crate) const ENABLE_PCI_ACCESS: u32 = 2;
     /// `CPUCP_PACKET_FREQUENCY_GET`.
     pub(crate) const FREQUENCY_GET: u32 = 11;
+    /// `CPUCP_PACKET_INFO_GET`.
+    pub(crate) const INFO_GET: u32 = 15;
     /// `CPUCP_PACKET_FREQUENCY_CURR_GET`.
     pub(crate) const FREQUENCY_CURR_GET: u32 = 20;
     /// `CPUCP_PACKET_MAX_POWER_GET`.

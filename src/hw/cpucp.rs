@@ -21,6 +21,7 @@
 use crate::asic::cpucp_if::{self as fw, op, CpucpPacket, PACKET_BYTES};
 use crate::model::{self, cpucp as model_fw, BusFault};
 use kernel::{
+    alloc::KVec,
     prelude::*,
     sync::atomic::{Atomic, Relaxed},
 };
@@ -223,6 +224,71 @@ pub(crate) fn pci_counters(fw: &dyn CpuCp) -> Result<(u64, u64, u32)> {
     Ok((rx, tx, replays as u32))
 }
 
+/// What the firmware says of itself in its `cpucp_info`
+/// (`hl_fw_cpucp_info_get`, common/firmware_if.c:858-930), as HW_IP_INFO
+/// reports it (habanalabs_ioctl.c:88-91): the CPU-CP version and the card
+/// name (upstream's `GAUDI2_DEFAULT_CARD_NAME` when the firmware gives none,
+/// gaudi2/gaudi2.c:3379-3381).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct FwIdentity {
+    /// `cpucp_info.cpucp_version`, NUL-padded.
+    pub(crate) cpucp_version: [u8; crate::uapi::HL_INFO_VERSION_MAX_LEN],
+    /// `cpucp_info.card_name`, NUL-padded.
+    pub(crate) card_name: [u8; crate::uapi::HL_INFO_CARD_NAME_MAX_LEN],
+}
+
+impl FwIdentity {
+    /// A device whose firmware did not answer: no version, upstream's
+    /// default card name.
+    pub(crate) const fn unknown() -> Self {
+        let mut card_name = [0u8; crate::uapi::HL_INFO_CARD_NAME_MAX_LEN];
+        let d = DEFAULT_CARD_NAME;
+        let mut i = 0;
+        while i < d.len() && i < card_name.len() {
+            card_name[i] = d[i];
+            i += 1;
+        }
+        Self {
+            cpucp_version: [0; crate::uapi::HL_INFO_VERSION_MAX_LEN],
+            card_name,
+        }
+    }
+}
+
+/// `GAUDI2_DEFAULT_CARD_NAME` (gaudi2/gaudi2P.h:97).
+const DEFAULT_CARD_NAME: &[u8] = b"HL225";
+
+/// `hl_fw_cpucp_info_get`: the firmware's `cpucp_info` (`INFO_GET`, the
+/// struct DMA'd into a buffer of its size), the fields HW_IP_INFO reports.
+/// `ENOMEM`, and the channel's errors. Sleeps; O(1).
+pub(crate) fn identity(fw: &dyn CpuCp) -> Result<FwIdentity> {
+    use model_fw::info;
+    let mut raw = KVec::from_elem(0u8, info::BYTES, GFP_KERNEL)?;
+    let mut pkt = CpucpPacket::new(op::INFO_GET);
+    pkt.index = info::BYTES as u32;
+    fw.send(pkt, Some(&mut raw), fw::INFO_TIMEOUT_US)?;
+    let mut id = FwIdentity::unknown();
+    let field = |at: usize, n: usize| raw.get(at..at + n).unwrap_or(&[]);
+    let version = field(info::CPUCP_VERSION, id.cpucp_version.len());
+    id.cpucp_version
+        .iter_mut()
+        .zip(version)
+        .for_each(|(d, s)| *d = *s);
+    let name = field(info::CARD_NAME, id.card_name.len());
+    if name.first().is_some_and(|&c| c != 0) {
+        id.card_name = [0; crate::uapi::HL_INFO_CARD_NAME_MAX_LEN];
+        id.card_name.iter_mut().zip(name).for_each(|(d, s)| *d = *s);
+    }
+    // Both NUL-terminated, as upstream's copies are.
+    if let Some(last) = id.cpucp_version.last_mut() {
+        *last = 0;
+    }
+    if let Some(last) = id.card_name.last_mut() {
+        *last = 0;
+    }
+    Ok(id)
+}
+
 /// `hl_fw_dram_pending_row_get` (:1325-1346).
 pub(crate) fn dram_pending_rows(fw: &dyn CpuCp) -> Result<u32> {
     let pkt = CpucpPacket::new(op::HBM_PENDING_ROWS_STATUS);
@@ -237,4 +303,23 @@ pub(crate) fn dram_replaced_rows(fw: &dyn CpuCp) -> Result<[u8; fw::HBM_ROW_INFO
     pkt.index = fw::HBM_ROW_INFO_BYTES as u32;
     fw.send(pkt, Some(&mut info), fw::INFO_TIMEOUT_US)?;
     Ok(info)
+}
+
+#[kunit_tests(hlrs_cpucp_identity)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_simulated_firmware_names_an_hl225() -> Result {
+        let id = identity(&SimCpuCp::new(1 << 30))?;
+        let name: &[u8] = &id.card_name;
+        assert!(name.starts_with(b"HL-225\0"));
+        let version: &[u8] = &id.cpucp_version;
+        assert!(version.starts_with(b"gaudi2-model cpucp stand-in\0"));
+        // Without an answer: upstream's default name, no version.
+        let unknown = FwIdentity::unknown();
+        assert!(unknown.card_name.starts_with(b"HL225\0"));
+        assert!(unknown.cpucp_version.iter().all(|&b| b == 0));
+        Ok(())
+    }
 }

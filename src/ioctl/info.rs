@@ -143,18 +143,11 @@ pub(crate) fn hw_ip_info(dev: &HlDevice) -> HlInfoHwIpInfo {
         hw.tpc_interrupt_id = crate::cs::user_interrupt::TPC_ASSERT_INTERRUPT as u16;
     }
     hw.module_id = dev.index;
-    copy_str(
-        &mut hw.cpucp_version,
-        b"habanalabs_rs simulated Gaudi2, no CPU-CP firmware",
-    );
-    copy_str(&mut hw.card_name, b"GAUDI2-SIM");
+    // What the firmware said of itself (ioc:88-91): the model core's CPU-CP
+    // on both hosts ("HL-225", "gaudi2-model cpucp stand-in").
+    hw.cpucp_version = dev.fw_identity.cpucp_version;
+    hw.card_name = dev.fw_identity.card_name;
     hw
-}
-
-fn copy_str(dst: &mut [u8], src: &[u8]) {
-    for (d, s) in dst.iter_mut().zip(src.iter()) {
-        *d = *s;
-    }
 }
 
 /// `HL_INFO_DRAM_USAGE` (`dram_usage_info`, habanalabs_ioctl.c:155-177).

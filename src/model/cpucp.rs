@@ -116,14 +116,21 @@ pub const CARD_NAME: &[u8] = b"HL-225";
 /// `struct cpucp_info` offsets (cpucp_if.h:1175-1204; checked with
 /// offsetof on the header): `kernel_version`, `card_type`, `cpucp_version`,
 /// `dram_size`, `card_name`, `fw_os_version`; the struct is 1768 bytes.
-mod info {
-    pub(super) const KERNEL_VERSION: usize = 1024;
-    pub(super) const CARD_TYPE: usize = 1156;
-    pub(super) const CPUCP_VERSION: usize = 1428;
-    pub(super) const DRAM_SIZE: usize = 1560;
-    pub(super) const CARD_NAME: usize = 1568;
-    pub(super) const FW_OS_VERSION: usize = 1640;
-    pub(super) const BYTES: usize = 1768;
+pub mod info {
+    /// `kernel_version`.
+    pub const KERNEL_VERSION: usize = 1024;
+    /// `card_type`.
+    pub const CARD_TYPE: usize = 1156;
+    /// `cpucp_version` (`VERSION_MAX_LEN`, 128 bytes).
+    pub const CPUCP_VERSION: usize = 1428;
+    /// `dram_size`.
+    pub const DRAM_SIZE: usize = 1560;
+    /// `card_name` (`CARD_NAME_MAX_LEN`, 16 bytes).
+    pub const CARD_NAME: usize = 1568;
+    /// `fw_os_version`.
+    pub const FW_OS_VERSION: usize = 1640;
+    /// The whole struct.
+    pub const BYTES: usize = 1768;
 }
 
 /// Copy `src` into `buf` at `at` (as much as fits).

@@ -26,6 +26,23 @@ fn nodes(i: u32) -> [Device; 2] {
     ]
 }
 
+/// HW_IP_INFO's card name and CPU-CP version are what the firmware says of
+/// itself (`hl_fw_cpucp_info_get` at the device's creation).
+#[test]
+fn hw_ip_info_names_the_card_as_its_firmware_does() {
+    guest_only!();
+    for i in devices() {
+        for dev in nodes(i) {
+            let hw = dev.hw_ip_info().unwrap();
+            assert_eq!(hlrs::c_string(&hw.card_name), "HL-225");
+            assert_eq!(
+                hlrs::c_string(&hw.cpucp_version),
+                "gaudi2-model cpucp stand-in"
+            );
+        }
+    }
+}
+
 #[test]
 fn clock_rate_is_an_hl225s_mme_clock() {
     guest_only!();

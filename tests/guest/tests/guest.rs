@@ -111,7 +111,7 @@ fn hw_ip_info_reports_a_gaudi2_on_both_nodes() {
         assert_eq!(hw.dram_base_address, 0x1001_0018_0000_0000);
         assert_eq!(hw.reserved_dram_size, hw.dram_page_size);
         assert_eq!(hw.module_id, i);
-        assert_eq!(hlrs::c_string(&hw.card_name), "GAUDI2-SIM");
+        assert_eq!(hlrs::c_string(&hw.card_name), "HL-225");
         let cmp = Device::open_compute(i).unwrap();
         assert_eq!(cmp.hw_ip_info().unwrap(), hw);
         // All of it is free, and none of it belongs to the new context.
