@@ -57,7 +57,10 @@
 //! # Messages
 //!
 //! With `CQ_EN`, the first message goes to CQ `PAY_ADDRL` of the monitor's
-//! dcore: `CQ_INC_MODE` 0 writes the 32-bit `PAY_DATA` as the 4-byte entry
+//! dcore (a user's monitor only to a user CQ: DCORE0's CQs below
+//! [`FIRST_USER_CQ`] are the driver's, and a user monitor's message to
+//! one is refused like a register write a user CB may not make):
+//! `CQ_INC_MODE` 0 writes the 32-bit `PAY_DATA` as the 4-byte entry
 //! at `PI` (modulo the ring of `2^SIZE_LOG2` bytes at `CQ_BASE_ADDR`) and
 //! increments `PI`; mode 1 adds `PAY_DATA` to the 64-bit counter at
 //! `CQ_BASE_ADDR` (a read-modify-write through the bus); then with
@@ -927,7 +930,10 @@ fn fire<P: SmPort + ?Sized>(port: &mut P, d: usize, m: usize) {
 }
 
 /// A monitor's message to CQ `c` of dcore `d`: the ring entry or the
-/// 64-bit add, then with `lbw` the CQ's LBW write. O(1).
+/// 64-bit add, then with `lbw` the CQ's LBW write. A user's (unsecured)
+/// monitor may not post to the driver's CQs (DCORE0's below
+/// [`FIRST_USER_CQ`]: CQ 0 carries the driver's CS completions): refused
+/// and counted as a refused message, the CQ's `PI` untouched. O(1).
 fn cq_write<P: SmPort + ?Sized>(
     port: &mut P,
     (d, asid, secured): (usize, u16, bool),
@@ -935,6 +941,11 @@ fn cq_write<P: SmPort + ?Sized>(
     data: u32,
     lbw: bool,
 ) {
+    if !secured && d == 0 && c < FIRST_USER_CQ {
+        let sm = port.sm();
+        sm.refused = sm.refused.wrapping_add(1);
+        return;
+    }
     let Some(q) = port
         .sm()
         .dcores

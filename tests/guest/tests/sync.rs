@@ -310,6 +310,31 @@ fn a_new_context_finds_the_message_bases_restored() {
     assert_eq!(word(&out, 8), 0, "a MSG_SHORT used the last context's base");
 }
 
+/// A user's monitor with `CQ_EN` may not post to the driver's CQs (CQ 0
+/// carries the CS completions on the PCI device): the message is refused,
+/// and the device's CSs go on completing. (Before it was refused, one such
+/// monitor moved CQ 0's PI past the driver's and no CS completed again
+/// until the module was reloaded; the sync fuzz found it.)
+#[test]
+fn a_user_monitor_may_not_post_to_the_drivers_cqs() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let (sob, mon) = first(&d);
+    for cq in [0u64, 1] {
+        let cb = Cb::new()
+            .push(&mon.payload(config::CQ_EN | config::LBW_EN, cq, 0xBAD))
+            .push(&mon.arm(sob, Compare::AtLeast, 1))
+            .push(&sob.add(1));
+        completed(run(&d, &[(PDMA0, &cb)]));
+    }
+    for _ in 0..4 {
+        completed(run(
+            &d,
+            &[(PDMA0, &Cb::new().nop()), (PDMA1, &Cb::new().nop())],
+        ));
+    }
+}
+
 #[test]
 fn a_cb_may_not_write_the_drivers_sync_objects() {
     guest_only!();

@@ -710,3 +710,39 @@ fn a_user_monitors_register_writes_pass_the_security_check() {
     g.step(&mut env);
     assert_eq!(g.reg_read(&mut env, sob(0, 1500)), 6);
 }
+
+/// A user's monitor may not post to the driver's CQs (DCORE0's CQ 0 and 1:
+/// CQ 0 carries the driver's CS completions): refused and counted, the
+/// CQ's PI and ring untouched. The driver's monitor posts there, and a user
+/// monitor posts to a user CQ (2) and to DCORE1's CQ 0.
+#[test]
+fn a_user_monitor_may_not_post_to_the_drivers_cqs() {
+    let (mut g, mut env) = device();
+    for c in [0, 1] {
+        cq_setup(
+            &mut g,
+            &mut env,
+            0,
+            c,
+            HOST + 0x3000 + 0x100 * u64::from(c),
+            4,
+            0,
+        );
+        cq_fire(&mut g, &mut env, 0, 352, 1216, c, 0xBAD, CQ_EN);
+        assert_eq!(g.reg_read(&mut env, cq(0, sm::CQ_PI, c)), 0, "CQ {c}");
+        assert_eq!(env.host_read_u32(HOST + 0x3000 + 0x100 * u64::from(c)), 0);
+    }
+    assert_eq!(g.stats().sm_refused, 2);
+    // The driver's monitor 60 (secured) posts to CQ 0.
+    cq_fire(&mut g, &mut env, 0, 60, 1216, 0, 0x600D, CQ_EN);
+    assert_eq!(g.reg_read(&mut env, cq(0, sm::CQ_PI, 0)), 1);
+    assert_eq!(env.host_read_u32(HOST + 0x3000), 0x600D);
+    // A user monitor posts to user CQ 2, and to DCORE1's CQ 0.
+    cq_setup(&mut g, &mut env, 0, 2, HOST + 0x3400, 4, 0);
+    cq_fire(&mut g, &mut env, 0, 353, 1224, 2, 0x22, CQ_EN);
+    assert_eq!(env.host_read_u32(HOST + 0x3400), 0x22);
+    cq_setup(&mut g, &mut env, 1, 0, HOST + 0x3800, 4, 0);
+    cq_fire(&mut g, &mut env, 1, 20, 1232, 0, 0x10, CQ_EN);
+    assert_eq!(env.host_read_u32(HOST + 0x3800), 0x10);
+    assert_eq!(g.stats().sm_refused, 2);
+}
