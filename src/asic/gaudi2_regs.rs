@@ -380,6 +380,8 @@ pub(crate) mod qm {
     /// `CP_MSG_BASE0_ADDR_LO_0`: base `n` of CP `c` at `+ 0x28 n + 4 c`,
     /// its `HI` at `+ 0x14` more.
     pub(crate) const CP_MSG_BASE0_LO: u32 = 0x1F0;
+    /// `CP_PRED_0` (pdma0_qm_regs.h:463): CP `c`'s predicates at + 4 c.
+    pub(crate) const CP_PRED_0: u32 = 0x3A4;
     /// `PQC_LBW_WDATA_0`.
     pub(crate) const PQC_LBW_WDATA: u32 = 0x45C;
     /// `PQC_LBW_BASE_LO_0`.

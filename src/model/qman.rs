@@ -450,6 +450,9 @@ impl Qman {
                 return x.fence.get(n as usize).copied();
             }
         }
+        if let Some(x) = cp(qm::CP_PRED) {
+            return Some(x.pred);
+        }
         None
     }
 
@@ -490,6 +493,10 @@ impl Qman {
             half(&mut x.pqc_base, true, val);
         } else if let Some(x) = at(qm::PQC_LBW_WDATA).and_then(|q| s.get_mut(q)) {
             x.pqc_wdata = val;
+        } else if let Some(x) = per(off, qm::CP_PRED, CPS).and_then(|c| self.cp_mut(c)) {
+            // The CP's predicates (what `LOAD_AND_EXE` loads); predicate 0
+            // always holds.
+            x.pred = val | 1;
         } else if let Some((n, high, c)) = msg_base(off) {
             match self.cp_mut(c).and_then(|x| x.msg_base.get_mut(n)) {
                 Some(b) => half(b, high, val),

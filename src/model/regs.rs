@@ -292,6 +292,9 @@ pub mod qm {
     pub const CP_FENCE0_RDATA: u32 = 0x290;
     /// `CP_FENCE0_CNT_0` (:375).
     pub const CP_FENCE0_CNT: u32 = 0x2E0;
+    /// `CP_PRED_0` (:463): CP `c`'s predicates at + 4 c (bit `p` predicate
+    /// `p`; predicate 0 always holds).
+    pub const CP_PRED: u32 = 0x3A4;
     /// `PQC_LBW_WDATA_0` (:555).
     pub const PQC_LBW_WDATA: u32 = 0x45C;
     /// `PQC_LBW_BASE_LO_0` (:563).

@@ -34,10 +34,17 @@
 //! template ([`cp_template`]; the `CP_FENCEn_RDATA` words in between are
 //! written with 0, which adds nothing to a counter).
 //!
+//! **Also better than upstream: the predicates.** `CP_PRED_0..4` are user
+//! state too (a `LOAD_AND_EXE` loads them, and upstream leaves the
+//! registers unsecured, gaudi2_security.c); upstream does not clear them,
+//! so the next user's predicated packets follow the last user's
+//! predicates. Here one KDMA memset per QMAN zeroes them (predicate 0
+//! always holds).
+//!
 //! **Difference from upstream:** upstream writes every register with a
 //! `WREG32` (`gaudi2_memset_device_lbw`: about 50,000 of them per context);
-//! here each range is one KDMA memset into the register space (36 jobs plus
-//! one per QMAN), which on a device behind a socket is the difference
+//! here each range is one KDMA job into the register space (36 jobs plus
+//! two per QMAN), which on a device behind a socket is the difference
 //! between seconds and milliseconds per open.
 
 use super::PciGaudi2;
@@ -132,6 +139,7 @@ impl PciGaudi2 {
             let cps = cp_template();
             for &base in r::QM_BASES.iter() {
                 k.write(CFG_BASE + u64::from(base + QM_CP_SPAN.0), &cps)?;
+                k.memset(CFG_BASE + u64::from(base + qm::CP_PRED_0), 4 * 5, 0)?;
                 self.mmio.wreg(base + QM_ARB_CFG_0, 0)?;
             }
             Ok(())

@@ -544,6 +544,32 @@ fn predicated_packets_run_or_are_skipped_as_the_loaded_predicates_say() {
 /// fence counter 3 of CPs 0 and 1, through their `RDATA`, and the next
 /// `FENCE` passes), `MSG_PROT` writes as `MSG_LONG` does, and `STOP` ends
 /// the CB: nothing after it runs.
+/// The predicates one context loads are gone for the next: a packet
+/// predicated on P5 that the last user's all-ones predicates would run is
+/// skipped (upstream does not clear `CP_PRED`).
+#[test]
+fn a_new_context_finds_the_predicates_cleared() {
+    guest_only!();
+    use hlrs::sync::{load_and_exe, msg_long_pred, LoadAndExe};
+    {
+        let d = Device::open_compute(0).unwrap();
+        let (out, o) = host(&d, 4096);
+        let (_all, all) = host_with(&d, &u32::MAX.to_le_bytes());
+        let cb = Cb::new()
+            .push(&load_and_exe(LoadAndExe::Predicates { bitmap: true }, all))
+            .push(&msg_long_pred(o, 0x5, 5));
+        completed(run(&d, &[(PDMA0, &cb)]));
+        assert_eq!(word(&out, 0), 0x5);
+    }
+    let d = Device::open_compute(0).unwrap();
+    let (out, o) = host(&d, 4096);
+    let cb = Cb::new()
+        .push(&msg_long_pred(o, 0x5, 5))
+        .push(&msg_long_pred(o + 4, 0x6, 0));
+    completed(run(&d, &[(PDMA0, &cb)]));
+    assert_eq!(words(&out, 0, 2), [0, 0x6]);
+}
+
 #[test]
 fn wreg_bulk_msg_prot_wait_and_stop() {
     guest_only!();
