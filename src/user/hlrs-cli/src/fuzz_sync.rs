@@ -18,8 +18,6 @@
 //!   arms (random groups, masks, values), CQ set-ups, `CP_DMA`, `CB_LIST`,
 //!   `LOAD_AND_EXE` and predicated `MSG_LONG`s with random
 //!   (sometimes bad) addresses, writes to random config registers (RAZWI),
-//!   message bases 2 and 3 of random CPs repointed at SRAM and
-//!   `MSG_SHORT`s through them,
 //!   and now and then a fence nothing releases. Every CS has a short CS
 //!   timeout (`HL_CS_FLAGS_CUSTOM_TIMEOUT`) and is waited for: Ok, or EIO,
 //!   ETIMEDOUT, EINVAL.
@@ -288,13 +286,11 @@ fn random_fence(rng: &mut Rng) -> Fence {
 }
 
 /// A random config register no user CB may write: not the sync manager
-/// objects of DCORE0 (its user part is the clean CSs'), not a CP's message
-/// base or fence counter (`0x1F0..0x330` of a QMAN block: users may write
-/// them, and the clean CSs' `MSG_SHORT`s and fences use them).
+/// objects of DCORE0 (its user part is the clean CSs'), not a fence counter.
 fn random_reg(rng: &mut Rng) -> u64 {
     let off = rng.below(0x500_0000) as u32 & !3;
     let sm = (0x410_0000..0x412_0000).contains(&off);
-    let fence = (0x1F0..0x330).contains(&(off & 0xFFF));
+    let fence = (0x280..0x300).contains(&(off & 0xFFF));
     sync::reg_addr(if sm || fence { 0x4C8_A010 } else { off })
 }
 
@@ -504,24 +500,7 @@ fn loose_packet(st: &SyncState, rng: &mut Rng, va: u64, counter: Option<(u64, u6
         // A config register no user CB may write: RAZWI. (No ARB_POINT:
         // an arbitration taken and never released would outlive the CS and
         // hold the QMAN's other streams.)
-        13 => packet::msg_long(random_reg(rng), rng.next() as u32).to_vec(),
-        // Message base 2 or 3 (no clean CS uses them) of some CP pointed at
-        // SRAM no op reads, then a `MSG_SHORT` through base 2 or 3 of the CP
-        // that runs it: wherever some thread pointed it, or 0 (a fault).
-        14 => {
-            let q = rng.below(156) as u32;
-            let (qman, _) = sync::qman_of(q).unwrap_or((0x4C8_A000, 0));
-            let n = 2 + rng.below(2) as u32;
-            let at = SRAM + (44 << 20) + (rng.below(1 << 20) & !3);
-            let mut p = sync::set_msg_base(qman, rng.below(5) as u32, n, at);
-            let n = 2 + rng.below(2) as u32;
-            p.extend_from_slice(&sync::msg_short(
-                n,
-                4 * rng.below(256) as u32,
-                rng.next() as u32,
-            ));
-            p
-        }
+        13..=14 => packet::msg_long(random_reg(rng), rng.next() as u32).to_vec(),
         _ => packet::msg_long(st.sram(rng.below(0xE00)), rng.next() as u32).to_vec(),
     }
 }
@@ -951,8 +930,7 @@ mod tests {
         match op {
             PACKET_MSG_SHORT => {
                 let c = word(p, 4);
-                // Bases 2 and 3 point at SRAM (or nowhere), not a register.
-                let base = *[MON_PAY_ADDRL_0, SOB_OBJ_0].get(((c >> 22) & 3) as usize)?;
+                let base = [MON_PAY_ADDRL_0, SOB_OBJ_0][((c >> 22) & 3) as usize];
                 Some(base + (c & 0xFFFF))
             }
             PACKET_MSG_LONG => {
@@ -1008,8 +986,6 @@ mod tests {
                         // manager, whose CQ registers share the low bits).
                         let sm = (0x410_0000..0x412_0000).contains(&reg);
                         assert!(sm || !(0x290..0x300).contains(&(reg & 0xFFF)), "{reg:#x}");
-                        // No message base the clean CSs use (0 and 1).
-                        assert!(sm || !(0x1F0..0x240).contains(&(reg & 0xFFF)), "{reg:#x}");
                         if let Some(id) = sob_of(reg) {
                             assert!(id < DRIVER_SOBS || own_sobs.contains(&id), "SOB {id}");
                         }
