@@ -25,8 +25,9 @@
 //! that is its frame's last packet a tail call) and `LOAD_AND_EXE`
 //! (predicates and scalars, kept in the CP's registers across jobs:
 //! [`EngineBus::cp_regs`]) and `WAIT` (a `NOP`: no cycles to wait, as in
-//! `super::cp`); a packet whose `pred` names a clear predicate is skipped. Every other opcode is refused as undefined before more than
-//! its header is fetched.
+//! `super::cp`); a packet whose `pred` names a clear predicate is skipped.
+//! Every other opcode is refused as undefined before more than its header
+//! is fetched.
 //!
 //! **The lower CP.** A `CP_DMA` with `upper_cp` clear on an upper CP
 //! hands its CB to the QMAN's lower CP ([`EngineBus::hand_to_lower`]), as

@@ -83,13 +83,18 @@ struct Bus<'a, 'b> {
     lower: Option<&'a dyn LowerCp>,
 }
 
+/// Whether a job must stop: its `owner` says so, or a CB it handed to its
+/// `lower` CP failed. O(1).
+fn halted(owner: &dyn JobOwner, lower: Option<&dyn LowerCp>) -> Option<Stop> {
+    owner
+        .stop()
+        .or_else(|| lower.filter(|l| l.failed()).map(|_| Stop::Halted))
+}
+
 impl Bus<'_, '_> {
-    /// Whether the job must stop: its owner says so, or a CB it handed to
-    /// the lower CP failed. O(1).
+    /// [`halted`] for this job. O(1).
     fn halted(&self) -> Option<Stop> {
-        self.owner
-            .stop()
-            .or_else(|| self.lower.filter(|l| l.failed()).map(|_| Stop::Halted))
+        halted(self.owner, self.lower)
     }
 
     /// The QMAN and CP a frame runs on: the stream's, or its QMAN's lower
@@ -178,10 +183,9 @@ impl EngineBus for Bus<'_, '_> {
 
     fn fence(&mut self, lower: bool, fence: (u32, u32, u32)) -> Result<(), Stop> {
         let (owner, handed) = (self.owner, self.lower);
-        let failed = move || handed.is_some_and(|l| l.failed());
-        self.sim.sync.fence_wait(self.cp(lower), fence, &mut || {
-            owner.stop().or_else(|| failed().then_some(Stop::Halted))
-        })
+        self.sim
+            .sync
+            .fence_wait(self.cp(lower), fence, &mut || halted(owner, handed))
     }
 
     fn hand_to_lower(&mut self, cb: u64, len: u32) -> Result<bool, Stop> {
@@ -189,11 +193,7 @@ impl EngineBus for Bus<'_, '_> {
             return Ok(false);
         };
         let owner = self.owner;
-        lower.hand((cb, len), &|| {
-            owner
-                .stop()
-                .or_else(|| lower.failed().then_some(Stop::Halted))
-        })?;
+        lower.hand((cb, len), &|| halted(owner, Some(lower)))?;
         Ok(true)
     }
 }

@@ -196,20 +196,9 @@ impl Engine {
         (budget, scratch): (&CpuBudget, &Mutex<Scratch>),
         lower: Option<&dyn LowerCp>,
     ) {
-        let who = EngineAccess::new(self.id, job.asid);
-        let cb = (job.cb, job.cb_size);
         let mut pace = Pace::new(budget);
-        let end = {
-            let mut s = scratch.lock();
-            cp::execute(
-                &self.sim,
-                (&mut s, self.dma),
-                (who, job.slot),
-                (cb, &*job),
-                (lower, false),
-                &mut pace,
-            )
-        };
+        let cb = (job.cb, job.cb_size);
+        let end = self.execute((&job, &*job, cb), (lower, false), scratch, &mut pace);
         // The CBs it handed to the lower CP end first: its completion
         // covers them. A job that faulted cancels them and reports its own
         // error; else the first of them to fail is its error (the job
@@ -245,21 +234,32 @@ impl Engine {
         budget: &CpuBudget,
         scratch: &Mutex<Scratch>,
     ) -> JobEnd {
-        let who = EngineAccess::new(self.id, job.asid);
         let mut pace = Pace::new(budget);
-        let end = {
-            let mut s = scratch.lock();
-            cp::execute(
-                &self.sim,
-                (&mut s, self.dma),
-                (who, job.slot),
-                (cb, owner),
-                (None, true),
-                &mut pace,
-            )
-        };
+        let end = self.execute((job, owner, cb), (None, true), scratch, &mut pace);
         pace.point();
         end
+    }
+
+    /// Execute the CB `cb` of `job` for `owner` with `scratch` (locked for
+    /// the execution only): on the stream's upper CP handing to `lower`,
+    /// or with `lower_cp` on the QMAN's lower CP. O(the CB + bytes moved).
+    fn execute(
+        &self,
+        (job, owner, cb): (&HwJob, &dyn JobOwner, (u64, u32)),
+        lower: (Option<&dyn LowerCp>, bool),
+        scratch: &Mutex<Scratch>,
+        pace: &mut Pace<'_>,
+    ) -> JobEnd {
+        let who = EngineAccess::new(self.id, job.asid);
+        let mut s = scratch.lock();
+        cp::execute(
+            &self.sim,
+            (&mut s, self.dma),
+            (who, job.slot),
+            (cb, owner),
+            lower,
+            pace,
+        )
     }
 
     /// Whether a DMA core is behind the engine's QMAN. O(1).
