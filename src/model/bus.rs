@@ -32,6 +32,7 @@
 use super::events;
 use super::mmu::{ENGINE_HMMU, PMMU};
 use super::regs;
+use super::security;
 use super::stlb::{Miss, Side};
 use super::walker::WalkStop;
 use super::{Env, Gaudi2};
@@ -135,6 +136,63 @@ impl Gaudi2 {
             pos = pos.saturating_add(n);
         }
         Ok(())
+    }
+
+    /// A user engine's read: a CP's fetch of a user CB (its packets, a
+    /// `CB_LIST` table, a `LOAD_AND_EXE` source) or a `LIN_DMA`'s source.
+    /// As [`Self::engine_read`], but as a non-secured initiator
+    /// ([`user_closed`]): the first address it may not reach is a fault,
+    /// reported before anything is read. O(the engine read + its words in
+    /// the register space).
+    pub fn user_read(
+        &mut self,
+        env: &mut dyn Env,
+        asid: u16,
+        addr: u64,
+        buf: &mut [u8],
+    ) -> Result<(), EngineFault> {
+        self.user_access(env, addr, buf.len(), false)?;
+        self.engine_read(env, asid, addr, buf)
+    }
+
+    /// A user engine's write (a `LIN_DMA`'s destination, a CP's message):
+    /// as [`Self::engine_write`], a non-secured initiator's as
+    /// [`Self::user_read`]. O(the engine write + its words in the register
+    /// space).
+    pub fn user_write(
+        &mut self,
+        env: &mut dyn Env,
+        asid: u16,
+        addr: u64,
+        data: &[u8],
+    ) -> Result<(), EngineFault> {
+        self.user_access(env, addr, data.len(), true)?;
+        self.engine_write(env, asid, addr, data)
+    }
+
+    /// [`user_closed`] for `[addr, addr + len)`, the fault counted and
+    /// reported as any. O(words in the register space).
+    fn user_access(
+        &mut self,
+        env: &mut dyn Env,
+        addr: u64,
+        len: usize,
+        write: bool,
+    ) -> Result<(), EngineFault> {
+        match user_closed(addr, len as u64, self.pmmu_on()) {
+            Some(f) => {
+                self.fault(env, f, write);
+                Err(f)
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the PMMU translates (the driver's MMU init is done): then a
+    /// non-secured initiator's host accesses are VAs ([`user_closed`]).
+    /// O(1).
+    pub fn pmmu_on(&self) -> bool {
+        self.mmus.get(PMMU).is_some_and(|m| m.translates())
     }
 
     /// Translate and touch one piece (inside one 4 KiB page).
@@ -378,6 +436,42 @@ impl Gaudi2 {
         };
         self.post_event_data(env, event, data);
     }
+}
+
+/// Where a non-secured initiator (a user CB's CP, its DMA core's data, a
+/// user monitor or CQ) may not go in `[addr, addr + len)`, as the fault
+/// it meets first, or `None`:
+///
+/// - with the PMMU on (`pmmu_on`), a host bus address: upstream gives
+///   non-secured accesses the context's ASID with the MMU on
+///   (`QM_AXUSER_NONSECURED_HB_MMU_BP` 0, `gaudi2_mmu_prepare`,
+///   gaudi2/gaudi2.c:7937-7995), and no context's tables map a bus
+///   address: a PMMU page fault. Only the driver's own initiators (the PQ
+///   fetch, the PQC, the KDMA, its monitors) reach the bus addresses it
+///   gives them. With the MMU off (upstream's `mmu_disable`) every
+///   address is physical;
+/// - a word of the register space a user CB may not write
+///   ([`security::user_writable`], upstream's protection bits, for reads
+///   as for writes): a RAZWI.
+///
+/// O(words of the access in the register space).
+pub fn user_closed(addr: u64, len: u64, pmmu_on: bool) -> Option<EngineFault> {
+    let end = addr.saturating_add(len);
+    if pmmu_on && addr < HOST_PHYS_END {
+        return Some(EngineFault::Page {
+            mmu: PMMU,
+            va: addr,
+        });
+    }
+    let cfg_end = regs::CFG_BASE.saturating_add(regs::CFG_SIZE);
+    let mut at = addr.max(regs::CFG_BASE);
+    while at < end.min(cfg_end) {
+        if !regs::cfg_reg(at).is_some_and(|reg| security::user_writable(reg & !3)) {
+            return Some(EngineFault::Decode { addr: at });
+        }
+        at = (at | 3).saturating_add(1);
+    }
+    None
 }
 
 /// Bytes of an access of `len` at `at` up to the next 4 KiB boundary.

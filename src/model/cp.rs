@@ -78,7 +78,6 @@ use super::events;
 use super::packets::{self, LinDma, Packet, PacketError};
 use super::qman::{self, Frame, Handed, Kind, CPS, DEPTH, LOWER, QMANS};
 use super::regs;
-use super::security;
 use super::{Env, Gaudi2};
 
 /// Work units one [`Gaudi2::step`] runs.
@@ -328,7 +327,7 @@ impl Gaudi2 {
         let Some(window) = buf.get_mut(..n) else {
             return Flow::Error;
         };
-        if self.engine_read(env, qm_asid, at, window).is_err() {
+        if self.user_read(env, qm_asid, at, window).is_err() {
             return Flow::Error;
         }
         let (packet, size) = match packets::decode(buf.get(..n).unwrap_or(&[]), left) {
@@ -448,7 +447,7 @@ impl Gaudi2 {
     ) -> Flow {
         let (asid, _, _) = self.asids(m);
         let mut i = [0u8; 4];
-        if self.engine_read(env, asid, index, &mut i).is_err() {
+        if self.user_read(env, asid, index, &mut i).is_err() {
             return Flow::Error;
         }
         let Some(at) = u64::from(u32::from_le_bytes(i))
@@ -458,7 +457,7 @@ impl Gaudi2 {
             return Flow::Error;
         };
         let mut entry = [0u8; 16];
-        if self.engine_read(env, asid, at, &mut entry).is_err() {
+        if self.user_read(env, asid, at, &mut entry).is_err() {
             return Flow::Error;
         }
         match packets::decode(&entry, packets::CB_LIST_ENTRY) {
@@ -490,7 +489,7 @@ impl Gaudi2 {
             let Some(win) = b.get_mut(..packets::lae_load_len(cfg)) else {
                 return Flow::Error;
             };
-            if self.engine_read(env, asid, src, win).is_err() {
+            if self.user_read(env, asid, src, win).is_err() {
                 return Flow::Error;
             }
             let Some(cp) = self.qmans.get_mut(m).and_then(|x| x.cp_mut(c)) else {
@@ -533,7 +532,7 @@ impl Gaudi2 {
                 (0..u64::from(count)).all(|i| {
                     let mut v = [0u8; 8];
                     let from = at.wrapping_add(8 + 8 * i);
-                    self.engine_read(env, asid, from, &mut v).is_ok()
+                    self.user_read(env, asid, from, &mut v).is_ok()
                         && self.message(
                             env,
                             m,
@@ -558,17 +557,14 @@ impl Gaudi2 {
         }
     }
 
-    /// A u32 write of a CP's packet at `addr`: into the register space
-    /// only where [`security::user_writable`] allows (else a RAZWI and
-    /// nothing written), elsewhere through the MMUs. True when done. O(an
-    /// engine write).
+    /// A u32 write of a CP's packet at `addr`, a non-secured initiator's
+    /// ([`super::bus::user_closed`]: into the register space only where
+    /// [`super::security::user_writable`] allows, else a RAZWI and nothing
+    /// written; no host bus address with the PMMU on), elsewhere through
+    /// the MMUs. True when done. O(an engine write).
     fn message(&mut self, env: &mut dyn Env, m: usize, addr: u64, value: u32) -> bool {
-        if regs::cfg_reg(addr).is_some_and(|reg| !security::user_writable(reg)) {
-            self.razwi(env, addr);
-            return false;
-        }
         let (asid, _, _) = self.asids(m);
-        self.engine_write(env, asid, addr, &value.to_le_bytes())
+        self.user_write(env, asid, addr, &value.to_le_bytes())
             .is_ok()
     }
 
@@ -588,14 +584,14 @@ impl Gaudi2 {
                 *b = fill.get((done as usize + i) % 8).copied().unwrap_or(0);
             }
         } else if self
-            .engine_read(env, rd, d.src.wrapping_add(u64::from(done)), chunk)
+            .user_read(env, rd, d.src.wrapping_add(u64::from(done)), chunk)
             .is_err()
         {
             return Flow::Error;
         }
         d.swap.apply(chunk);
         if self
-            .engine_write(env, wr, d.dst.wrapping_add(u64::from(done)), chunk)
+            .user_write(env, wr, d.dst.wrapping_add(u64::from(done)), chunk)
             .is_err()
         {
             return Flow::Error;

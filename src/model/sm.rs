@@ -865,11 +865,13 @@ pub trait SmPort {
     fn msix_doorbell(&self) -> u64;
     /// Raise MSI-X `vector` (< 128). O(1).
     fn raise(&mut self, vector: u16);
-    /// Whether a user's (unsecured) monitor may write register `reg`: the
-    /// host's `security::user_writable` (the check lives with the hosts so
-    /// that this file and `security.rs`, which classifies registers with
-    /// [`decode`], do not import each other). O(1).
-    fn user_writable(&self, reg: u32) -> bool;
+    /// Whether a user's (unsecured) monitor or CQ may write
+    /// `[addr, addr + len)`: the hosts' `bus::user_closed` (no host bus
+    /// address; in the register space only what `security::user_writable`
+    /// opens). The check lives with the hosts so that this file and
+    /// `security.rs`, which classifies registers with [`decode`], do not
+    /// import each other. O(words in the register space).
+    fn user_reaches(&self, addr: u64, len: u64) -> bool;
 }
 
 /// Fire up to [`FIRE_BUDGET`] queued monitors of `port`'s sync manager,
@@ -933,7 +935,10 @@ fn fire<P: SmPort + ?Sized>(port: &mut P, d: usize, m: usize) {
 /// 64-bit add, then with `lbw` the CQ's LBW write. A user's (unsecured)
 /// monitor may not post to the driver's CQs (DCORE0's below
 /// [`FIRST_USER_CQ`]: CQ 0 carries the driver's CS completions): refused
-/// and counted as a refused message, the CQ's `PI` untouched. O(1).
+/// and counted as a refused message, the CQ's `PI` untouched. A user's
+/// CQ whose entry or counter lies in the register space reaches only the
+/// words a user CB may write there; any other write is refused and
+/// counted (the `PI` moves on, as a RAZWI'd write leaves it). O(1).
 fn cq_write<P: SmPort + ?Sized>(
     port: &mut P,
     (d, asid, secured): (usize, u16, bool),
@@ -955,9 +960,15 @@ fn cq_write<P: SmPort + ?Sized>(
     else {
         return;
     };
+    // A user's CQ lies where its user put it: into the register space
+    // only words a user CB may write, as a monitor's message.
+    let closed = |port: &P, a: u64, words: u64| !secured && !port.user_reaches(a, 4 * words);
     if q.inc_mode & 1 != 0 {
         let mut b = [0u8; 8];
-        if port.read(asid, q.base, &mut b) {
+        if closed(port, q.base, 2) {
+            let sm = port.sm();
+            sm.refused = sm.refused.wrapping_add(1);
+        } else if port.read(asid, q.base, &mut b) {
             let v = u64::from_le_bytes(b).wrapping_add(u64::from(data));
             let _ = port.write(asid, q.base, &v.to_le_bytes());
         }
@@ -967,7 +978,12 @@ fn cq_write<P: SmPort + ?Sized>(
             .checked_rem(entries)
             .and_then(|slot| q.base.checked_add(slot * 4))
         {
-            let _ = port.write(asid, at, &data.to_le_bytes());
+            if closed(port, at, 1) {
+                let sm = port.sm();
+                sm.refused = sm.refused.wrapping_add(1);
+            } else {
+                let _ = port.write(asid, at, &data.to_le_bytes());
+            }
         }
         if let Some(x) = port.sm().dcores.get_mut(d).and_then(|dc| dc.cqs.get_mut(c)) {
             x.pi = x.pi.wrapping_add(1);
@@ -982,8 +998,7 @@ fn cq_write<P: SmPort + ?Sized>(
 /// space only what a user CB may write unless the monitor is `secured`
 /// (else a RAZWI: dropped, counted in `SyncManager::counts`). O(a write).
 fn message<P: SmPort + ?Sized>(port: &mut P, (asid, secured): (u16, bool), addr: u64, data: u32) {
-    let refused = super::regs::cfg_reg(addr).is_some_and(|reg| !port.user_writable(reg));
-    if !secured && refused {
+    if !secured && !port.user_reaches(addr, 4) {
         let sm = port.sm();
         sm.refused = sm.refused.wrapping_add(1);
         return;

@@ -4,10 +4,10 @@
 //! the model's own MMUs (a monitor's message into memory), its register
 //! file (an LBW write: a SOB, a monitor, a CP's fence counter), the CPU-CP
 //! stand-in's MSI-X doorbell, and the security predicate
-//! ([`super::security::user_writable`]) that a user monitor's register
+//! ([`super::bus::user_closed`]) that a user monitor's register
 //! writes pass. Host 1 has its own (`crate::hw::sim::sync_manager`).
 
-use super::security;
+use super::bus::user_closed;
 use super::sm::{drain, SmPort, SyncManager};
 use super::{Env, Gaudi2};
 
@@ -38,8 +38,8 @@ impl SmPort for ModelPort<'_> {
         self.g.raise(self.env, vector);
     }
 
-    fn user_writable(&self, reg: u32) -> bool {
-        security::user_writable(reg)
+    fn user_reaches(&self, addr: u64, len: u64) -> bool {
+        user_closed(addr, len, self.g.pmmu_on()).is_none()
     }
 }
 

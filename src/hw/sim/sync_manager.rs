@@ -401,8 +401,9 @@ impl SmPort for Port<'_> {
         }
     }
 
-    fn user_writable(&self, reg: u32) -> bool {
-        security::user_writable(reg)
+    fn user_reaches(&self, addr: u64, len: u64) -> bool {
+        // Host 1's engines reach no bus address at all (`engine_mem`).
+        crate::model::bus::user_closed(addr, len, true).is_none()
     }
 }
 

@@ -356,6 +356,59 @@ fn a_cb_may_not_write_the_drivers_sync_objects() {
     completed(run(&d, &[(PDMA0, &Cb::new().nop())]));
 }
 
+#[test]
+fn a_lin_dma_into_the_register_space_reaches_only_what_a_cb_may_write() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let (sob, mon) = first(&d);
+    let (out, o) = host(&d, 4096);
+    // A memset of a user SOB lands, as a MSG_LONG would: a monitor on it
+    // fires.
+    let cb = Cb::new()
+        .push(&mon.payload(0, o, 0x77))
+        .push(&mon.arm(sob, Compare::AtLeast, 5))
+        .memset(sob.addr(), 5, 4);
+    completed(run(&d, &[(PDMA0, &cb)]));
+    assert_eq!(word(&out.buf, 0), 0x77);
+    // Into the driver's SOB 0, or out of a QMAN's PQ registers: a RAZWI.
+    let pq_base = hlrs::sync::reg_addr(0x4C8_A050);
+    for cb in [
+        Cb::new().memset(Sob::new(0).addr(), 1, 4),
+        Cb::new().lin_dma(pq_base, o + 4, 4),
+    ] {
+        let cb = host_cb(&d, &cb);
+        expect_errno(d.run_cb(PDMA0, cb.va, cb.len, 10 * SEC), EIO);
+        let r = d.razwi_event().unwrap();
+        assert!(r.addr >= hlrs::sync::CFG_BASE, "razwi at {:#x}", r.addr);
+    }
+    assert_eq!(word(&out.buf, 4), 0);
+    completed(run(&d, &[(PDMA0, &Cb::new().nop())]));
+}
+
+#[test]
+fn a_cb_reaches_host_memory_only_through_the_mmu() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let (out, o) = host(&d, 4096);
+    // The page's bus address, as the device sees it behind the MMU.
+    let bus = hlrs_guest_tests::oracle_walk_bus(0, o).unwrap().0 & !0xFFF;
+    completed(run(&d, &[(PDMA0, &Cb::new().msg_long(o, 0x600D))]));
+    assert_eq!(word(&out.buf, 0), 0x600D);
+    // By its bus address a user CB's message, a copy into it and a copy
+    // out of it fault (the PMMU translates every user access): nothing
+    // lands, and the device goes on.
+    for cb in [
+        Cb::new().msg_long(bus + 4, 0xBAD),
+        Cb::new().lin_dma(o, bus + 8, 4),
+        Cb::new().lin_dma(bus, o + 12, 4),
+    ] {
+        let cb = host_cb(&d, &cb);
+        expect_errno(d.run_cb(PDMA0, cb.va, cb.len, 10 * SEC), EIO);
+    }
+    assert_eq!(words(&out.buf, 4, 3), [0, 0, 0]);
+    completed(run(&d, &[(PDMA0, &Cb::new().nop())]));
+}
+
 /// Words of `b` from `off`.
 fn words(b: &HostBuffer, off: usize, n: usize) -> Vec<u32> {
     (0..n).map(|i| word(b, off + 4 * i)).collect()

@@ -593,3 +593,42 @@ fn garbage_calls_lists_and_loads_never_panic() {
         g.reg_write(&mut env, base + 0x290 + 4 * (round % 5), next() as u32);
     }
 }
+
+#[test]
+fn a_lin_dma_into_the_register_space_is_a_razwi() {
+    let (mut g, mut env) = device();
+    qman_up(&mut g, &mut env, EDMA0);
+    let pq_base = g.reg_read(&mut env, EDMA0 + 0x050);
+    let target = regs::CFG_BASE + u64::from(EDMA0) + 0x050;
+    let cb = build::lin_dma(1, target, 4, true);
+    submit(&mut g, &mut env, (EDMA0, 0, 0), CB, &cb, 1);
+    run(&mut g, &mut env);
+    assert_eq!(
+        g.reg_read(&mut env, EDMA0 + 0x050),
+        pq_base,
+        "PQ_BASE_LO unchanged"
+    );
+    assert_eq!(g.reg_read(&mut env, EDMA0 + 0x024), 1, "halted");
+}
+
+#[test]
+fn a_lin_dma_reaches_user_sobs_in_the_register_space_and_reads_no_closed_word() {
+    let (mut g, mut env) = device();
+    qman_up(&mut g, &mut env, EDMA0);
+    // Two user SOBs (1000, 1001) set by a memset of 8 bytes.
+    let at = regs::CFG_BASE + u64::from(regs::SM_SOB_OBJ_0) + 4 * 1000;
+    let cb = build::lin_dma(0x0000_0002_0000_0001, at, 8, true);
+    submit(&mut g, &mut env, (EDMA0, 0, 0), CB, &cb, 1);
+    run(&mut g, &mut env);
+    assert_eq!(g.reg_read(&mut env, EDMA0 + 0x024), 0, "not halted");
+    assert_eq!(g.reg_read(&mut env, regs::SM_SOB_OBJ_0 + 4 * 1000), 1);
+    assert_eq!(g.reg_read(&mut env, regs::SM_SOB_OBJ_0 + 4 * 1001), 2);
+    // A copy out of the QMAN's own PQ registers: a RAZWI, nothing read.
+    env.host_write(DATA, &[0xEE; 16]);
+    let src = regs::CFG_BASE + u64::from(EDMA0) + 0x050;
+    let cb = build::lin_dma(src, DATA, 16, false);
+    submit(&mut g, &mut env, (EDMA0, 1, 0), CB + 0x100, &cb, 1);
+    run(&mut g, &mut env);
+    assert_eq!(g.reg_read(&mut env, EDMA0 + 0x028), 1, "stream 1 halted");
+    assert_eq!(env.host_read_u32(DATA), 0xEEEE_EEEE);
+}

@@ -951,3 +951,57 @@ fn the_kdma_copies_device_memory_to_the_host_and_writes_its_completion() {
     g.reg_write(&mut env, k::CFG_1, 1);
     assert!(!g.pending());
 }
+
+#[test]
+fn with_the_pmmu_on_a_user_cb_reaches_host_memory_only_by_va() {
+    let (mut g, mut env) = pdma_device();
+    // PMMU tables for ASID 0 at bus HOST: the CB page and the data page
+    // mapped at two VAs.
+    env.map(HOST, 1 << 20);
+    let (cb_va, data_va) = (0xFFF0_0000_0010_0000u64, 0xFFF0_0000_0020_0000u64);
+    set_hop0(&mut g, &mut env, PMMU_STLB, 0, HOST);
+    pmmu_map(&mut env, HOST, HOST + 0x2000, cb_va, CB);
+    pmmu_map(&mut env, HOST, HOST + 0x2000, data_va, DATA);
+    enable_mmu(&mut g, &mut env, regs::PMMU_MMU_BASE);
+    // By VA: the message and the copy land.
+    let cb = [
+        build::msg_long(data_va, 0x600D).to_vec(),
+        build::lin_dma(data_va, data_va + 0x100, 4, false).to_vec(),
+    ]
+    .concat();
+    env.host_write(CB, &cb);
+    arm(&mut g, &mut env, 5, 5, 1);
+    submit(&mut g, &mut env, 0, cb_va, cb.len() as u32, 5);
+    run(&mut g, &mut env);
+    assert_eq!(env.host_read_u32(DATA + 0x100), 0x600D);
+    assert_eq!(g.reg_read(&mut env, QM0 + 0x024), 0, "not halted");
+    // By bus address: a MSG_LONG, a LIN_DMA's destination, its source:
+    // each a PMMU page fault that halts the stream, nothing written.
+    let faults = g.stats().faults;
+    for (i, p) in [
+        build::msg_long(DATA, 0xBAD).to_vec(),
+        build::lin_dma(data_va, DATA, 4, false).to_vec(),
+        build::lin_dma(DATA, data_va + 0x200, 4, false).to_vec(),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        env.host_write(CB, &p);
+        submit(&mut g, &mut env, 1 + i as u32, cb_va, p.len() as u32, 5);
+        run(&mut g, &mut env);
+        assert_eq!(g.reg_read(&mut env, QM0 + 0x024), 1, "case {i} halted");
+        g.reg_write(&mut env, QM0 + 0x004, 0);
+    }
+    assert_eq!(env.host_read_u32(DATA), 0x600D);
+    assert_eq!(env.host_read_u32(DATA + 0x200), 0);
+    assert_eq!(g.stats().faults, faults + 3);
+    // A CB fetched by bus address is a user fetch too.
+    env.host_write(CB, &build::nop());
+    submit(&mut g, &mut env, 4, CB, 8, 5);
+    run(&mut g, &mut env);
+    assert_eq!(
+        g.reg_read(&mut env, QM0 + 0x024),
+        1,
+        "bus-address CB halted"
+    );
+}

@@ -746,3 +746,30 @@ fn a_user_monitor_may_not_post_to_the_drivers_cqs() {
     assert_eq!(env.host_read_u32(HOST + 0x3800), 0x10);
     assert_eq!(g.stats().sm_refused, 2);
 }
+
+#[test]
+fn a_user_cq_in_the_register_space_reaches_only_what_users_may_write() {
+    let (mut g, mut env) = device();
+    // CQ 2's ring at the driver's SOB 0, then its counter there: refused.
+    let driver_sob = regs::CFG_BASE + u64::from(sob(0, 0));
+    g.reg_write(&mut env, sob(0, 0), 7);
+    for mode in [0, 1] {
+        cq_setup(&mut g, &mut env, 0, 2, driver_sob, 4, mode);
+        cq_fire(&mut g, &mut env, 0, 352, 1216, 2, 0x55, CQ_EN);
+        assert_eq!(g.reg_read(&mut env, sob(0, 0)), 7, "mode {mode}");
+    }
+    assert_eq!(g.stats().sm_refused, 2);
+    // CQ 3's ring at a user SOB (1000): the entry lands.
+    cq_setup(
+        &mut g,
+        &mut env,
+        0,
+        3,
+        regs::CFG_BASE + u64::from(sob(0, 1000)),
+        4,
+        0,
+    );
+    cq_fire(&mut g, &mut env, 0, 352, 1216, 3, 0x55, CQ_EN);
+    assert_eq!(g.reg_read(&mut env, sob(0, 1000)), 0x55);
+    assert_eq!(g.stats().sm_refused, 2);
+}
