@@ -43,7 +43,9 @@
 //!   (PDMA, EDMA, MME, TPC) that fetches them;
 //! - [`engine`]: one engine's command processor running a job to its end
 //!   (host 1's engines, each a thread of its own);
-//! - [`kdma`]: the driver's register-programmed DMA engine;
+//! - [`dma_core`], [`kdma`]: the DMA cores' context registers and the
+//!   transfers a `COMMIT` starts (the driver's KDMA, the users' PDMA and
+//!   EDMA cores);
 //! - [`sm`]: the four dcores' sync managers (SOBs, long SOBs, monitors,
 //!   the completion queues, the CQ's MSI-X), fired through a port each
 //!   host implements (host 2's: `sm_port`);
@@ -60,6 +62,7 @@ pub mod bus;
 pub mod cp;
 pub mod cpu_if;
 pub mod cpucp;
+pub mod dma_core;
 pub mod engine;
 pub mod events;
 pub mod kdma;
@@ -285,12 +288,19 @@ impl Gaudi2 {
                     self.stats.doorbells = self.stats.doorbells.wrapping_add(1);
                 }
                 Some(qman::Effect::Fence) => self.unfence(i),
+                Some(qman::Effect::Commit) => {}
+                Some(qman::Effect::CommitRefused) => {
+                    self.core_error(env, kdma::Core::Qman(i), events::DMA_CORE_WRONG_CFG);
+                }
                 Some(qman::Effect::Done) => {}
                 Some(qman::Effect::NotMine) | None => self.store(reg, val),
             }
         } else if self.sm.write(reg, val) {
             self.sm_run(env);
-        } else if self.kdma.write(reg, val).is_some() {
+        } else if let Some(w) = self.kdma.write(reg, val) {
+            if w == dma_core::Wrote::Refused {
+                self.core_error(env, kdma::Core::Kdma, events::DMA_CORE_WRONG_CFG);
+            }
         } else if reg == regs::CPU_IF_PF_PQ_PI {
             self.cpu_pq_doorbell(env, val);
         } else if !self.boot.write(reg, val) && !self.cpu_if.write(reg, val) {
@@ -299,8 +309,19 @@ impl Gaudi2 {
     }
 
     /// Keep `val` in the register file (counted when it is full).
+    /// Keep `reg` = `val` in the register file. An engine's LBW write
+    /// (a CB's message, a monitor's: `lbw_depth` > 0) only changes a
+    /// register the driver wrote before: a user's messages to registers
+    /// the model does not interpret (the `ARB_*`, `CQ_*` and `ARC_*` ones
+    /// upstream leaves unsecured, about 165 per QMAN) could otherwise fill
+    /// the file and drop the driver's own later writes. O(1) expected.
     fn store(&mut self, reg: u32, val: u32) {
-        if !self.regfile.set(reg, val) {
+        let kept = if self.lbw_depth > 0 {
+            self.regfile.update(reg, val)
+        } else {
+            self.regfile.set(reg, val)
+        };
+        if !kept {
             self.stats.regfile_dropped = self.stats.regfile_dropped.wrapping_add(1);
         }
     }

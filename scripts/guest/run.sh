@@ -50,7 +50,7 @@ echo "  host memory behind the simulated DRAM after those DMAs (hlrs dram-host):
 echo "  the opener's memory cgroup, given back when the pages return to the pool:"
 hlrs dram-host | sed 's/^/    /'
 
-say "Two queues ordered by the sync manager on the simulated device: a SOB, a monitor and a FENCE, an interrupt wait, then SIGNAL and WAIT CSs (hlrs sync)"
+say "Two queues ordered by the sync manager on the simulated device: a SOB, a monitor and a FENCE, SIGNAL and WAIT CSs, a DMA core a CB programs by its registers, an interrupt wait (hlrs sync)"
 hlrs sync 2>&1 | sed 's/^/  /'
 
 say "libhlthunk's all-to-all: 8 EDMAs copying through their lower CPs while the PDMAs copy in and out, one CS ordered by SOBs, monitors and fences (hlrs all-to-all)"
@@ -99,7 +99,7 @@ if grep -q 'hlrs.pci=1' /proc/cmdline; then
 		hlrs dma --device $n --size 1048576 --via sram --queue 8 2>&1 | sed 's/^/  /'
 		echo "  a DMA to an unmapped VA: the event queue (MSI-X 0) reports the page fault (hlrs dma --fault):"
 		hlrs dma --device $n --fault 2>&1 | sed 's/^/    /'
-		say "Two queues ordered by the sync manager: a SOB, a monitor and a FENCE, then SIGNAL and WAIT CSs (hlrs sync --device $n)"
+		say "Two queues ordered by the sync manager: a SOB, a monitor and a FENCE, SIGNAL and WAIT CSs, a DMA core a CB programs by its registers, an interrupt wait (hlrs sync --device $n)"
 		hlrs sync --device $n 2>&1 | sed 's/^/  /'
 		echo "  -- the CS counters (debugfs $n/pci):"
 		grep -E '^(cs_|doorbells|cq_|eq_)' /sys/kernel/debug/habanalabs_rs/$n/pci | sed 's/^/     /'

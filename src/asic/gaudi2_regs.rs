@@ -349,6 +349,21 @@ pub(crate) const PDMA_CORE_OFFSET: u32 = 0x1000;
 /// `mmPDMA0_CORE_CTX_AXUSER_HB_ASID` minus the core base
 /// (asic_reg/pdma0_core_ctx_axuser_regs.h:23): the DMA core's ASIDs.
 pub(crate) const CORE_AXUSER_HB_ASID: u32 = 0x800;
+/// `mmPDMA0_CORE_CFG_1` minus the core base (asic_reg/pdma0_core_regs.h:25):
+/// bit 0 `HALT` stops the core's transfer.
+pub(crate) const CORE_CFG_1: u32 = 0x004;
+/// The DMA core's context registers users may write, minus the core base,
+/// as (first, bytes): `CTX_AXUSER_HB_WR_REDUCTION` (0x810) and
+/// `CTX_TE_NUMROWS` .. `CTX_DST_TSIZE_0` (0x868..=0x8E8;
+/// `gaudi2_pb_pdma0_unsecured_regs`, gaudi2/gaudi2_security.c:132-166).
+/// The last one users may write, `CTX_COMMIT` (0x8EC), is left out: a
+/// write of it commits a transfer.
+pub(crate) const CORE_CTX_USER: [(u32, u32); 2] = [(0x810, 4), (0x868, 0x8EC - 0x868)];
+/// A DMA core event's second data word, bit 0: the core's error came from a
+/// transfer a CB committed by registers, not from a `LIN_DMA` packet, so
+/// no QMAN error follows it (the model's; upstream reads the cause
+/// registers instead).
+pub(crate) const DMA_CORE_EVENT_CTX: u64 = 1;
 
 /// QMAN block offsets (asic_reg/pdma0_qm_regs.h); per-stream registers are
 /// 4 bytes apart.

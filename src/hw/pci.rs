@@ -216,6 +216,7 @@ impl PciGaudi2 {
             ("cs_halted", &c.cs_halted),
             ("cs_failed", &c.cs_failed),
             ("eq_events", &c.eq_events),
+            ("dma_core_errors", &c.dma_core_errors),
         ] {
             writeln!(f, "{} {}", name, v.load(Relaxed))?;
         }

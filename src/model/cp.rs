@@ -107,7 +107,7 @@ impl Gaudi2 {
     /// is not parked (at a fence, or stalled on a full lower-CP queue).
     /// O(QMANS x CPS).
     pub fn pending(&self) -> bool {
-        self.kdma.busy()
+        self.dma_cores_busy()
             || self.sm_pending()
             || (0..QMANS).any(|m| {
                 self.qmans.get(m).is_some_and(qman::Qman::may_run)
@@ -118,7 +118,7 @@ impl Gaudi2 {
     /// Run at most [`BUDGET`] units of queued engine work; true while more
     /// is left. O(BUDGET x (packet + a 1 KiB copy) + QMANS x CPS).
     pub fn step(&mut self, env: &mut dyn Env) -> bool {
-        self.kdma_step(env);
+        self.dma_cores_step(env);
         self.sm_run(env);
         let mut budget = BUDGET;
         'outer: while budget > 0 {
@@ -308,7 +308,7 @@ impl Gaudi2 {
         };
         let rd = |v: u32| ((v >> 16) & 0x3FF) as u16;
         let wr = |v: u32| (v & 0x3FF) as u16;
-        (rd(x.qm_asid), rd(x.core_asid), wr(x.core_asid))
+        (rd(x.qm_asid), rd(x.core.asid_reg()), wr(x.core.asid_reg()))
     }
 
     /// CP `c` of QMAN `m`, read-only.

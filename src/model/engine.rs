@@ -51,6 +51,7 @@
 //! first packet it cannot execute, when told to stop, or after its last
 //! packet; [`JobEnd`] says which.
 
+use super::dma_core::Transfer;
 use super::packets::{self, op, LinDma, Packet, PacketError};
 
 /// Packets between two reschedule points of a job: a CB of millions of
@@ -124,6 +125,15 @@ pub trait EngineBus {
     /// the lower CP. `Err`: stopped first.
     fn hand_to_lower(&mut self, _cb: u64, _len: u32) -> Result<bool, Self::Stop> {
         Ok(false)
+    }
+    /// A DMA core's transfer that a register write committed (a CB's
+    /// message to the core's `COMMIT`, or a monitor's it fired), taken
+    /// from the core: a host that has no engine of its own for the DMA
+    /// cores runs it on the engine that wrote, after the packet
+    /// ([`transfer`]). `None`: nothing committed, or the host steps the
+    /// cores itself. O(1).
+    fn take_commit(&mut self) -> Option<Transfer> {
+        None
     }
 }
 
@@ -557,7 +567,7 @@ impl Cp<'_> {
                 Flow::Next
             }
         };
-        Ok((flow, len))
+        commits(bus, data).map(|()| (flow, len))
     }
 }
 
@@ -697,6 +707,47 @@ fn load_and_exe<B: EngineBus>(
         .ok_or_else(|| bad(undefined))?;
     if regs.holds(packets::pred(ctl)) {
         message(bus, lower, p)?;
+    }
+    Ok(())
+}
+
+/// The DMA cores' transfers a register write of the last packet (or a
+/// monitor it fired) committed, run by this engine ([`EngineBus::take_commit`]).
+/// A transfer whose completion commits another is a loop a user may
+/// build: each one is a reschedule point, and a stop ends it. O(bytes).
+fn commits<B: EngineBus>(bus: &mut B, data: &mut [u8]) -> Result<(), JobEnd<B::Fault, B::Stop>> {
+    while let Some(t) = bus.take_commit() {
+        if let Some(stop) = bus.stop() {
+            return Err(JobEnd::Stopped(stop));
+        }
+        bus.point();
+        transfer(bus, data, &t)?;
+    }
+    Ok(())
+}
+
+/// A DMA core's committed transfer `t` (`super::dma_core`), run by the
+/// engine whose write committed it: the linear copy or memset as a
+/// `LIN_DMA` through the same bus, then its completion write, if any.
+/// O(tsize).
+fn transfer<B: EngineBus>(
+    bus: &mut B,
+    buf: &mut [u8],
+    t: &Transfer,
+) -> Result<(), JobEnd<B::Fault, B::Stop>> {
+    let d = LinDma {
+        tsize: t.tsize,
+        src: t.src,
+        dst: t.dst,
+        swap: packets::Swap::None,
+        memset: t.memset(),
+    };
+    if d.tsize > 0 {
+        lin_dma(bus, buf, &d)?;
+    }
+    if let Some((addr, data)) = t.completion() {
+        bus.write(addr, &data.to_le_bytes())
+            .map_err(JobEnd::Fault)?;
     }
     Ok(())
 }

@@ -33,6 +33,12 @@ pub const KDMA_CORE: u16 = 1269;
 /// (`gaudi2_dma_core_interrupts_cause`, gaudi2/gaudi2.c:1278-1287).
 pub const DMA_CORE_WRONG_CFG: u64 = 1 << 7;
 
+/// A DMA core event's second data word, bit 0: the error is of a transfer
+/// the core's registers committed (`super::dma_core`), not of a `LIN_DMA`
+/// packet: no QMAN error follows (the model's own marker; upstream reads
+/// the core's cause registers).
+pub const DMA_CORE_CTX: u64 = 1;
+
 /// `GAUDI2_EVENT_HMMUn_PAGE_FAULT_WR_PERM` by model HMMU index
 /// (`dcore x 4 + hmmu`): upstream numbers the HMMUs across dcores
 /// (`get_hmmu_base`, gaudi2/gaudi2.c:9500-9590; the ids at

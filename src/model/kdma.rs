@@ -25,7 +25,9 @@
 //! (`GAUDI2_EVENT_KDMA0_CORE`) follows the MMU's: the driver's poll times
 //! out, as upstream's ("Timeout while waiting for KDMA to be idle").
 
-use super::{events, half, Env, Gaudi2};
+use super::dma_core::{DmaCore, Wrote};
+use super::qman::QMANS;
+use super::{events, regs, Env, Gaudi2};
 
 /// `mmARC_FARM_KDMA_CTX_AXUSER_HB_ASID` (asic_reg/arc_farm_kdma_ctx_axuser_regs.h:23).
 pub const AXUSER_HB_ASID: u32 = 0x4E8_B800;
@@ -58,155 +60,161 @@ pub const COMMIT_MEM_SET: u32 = 1 << 4;
 /// `COMMIT.LIN` (:219).
 pub const COMMIT_LIN: u32 = 1 << 31;
 
+/// `mmARC_FARM_KDMA_BASE`: the KDMA's block ([`super::dma_core`]'s offsets
+/// from here).
+pub const BASE: u32 = 0x4E8_B000;
+
 /// Bytes one step moves (a buffer on the stack).
 const CHUNK: usize = 1024;
-/// Chunks per [`Gaudi2::step`].
+/// Chunks per [`Gaudi2::step`], per DMA core.
 const CHUNKS_PER_STEP: u32 = 64;
 
-/// The KDMA's context registers and its transfer in flight.
+/// The KDMA: a DMA core at [`BASE`], the driver's (secured, its MMU bypass
+/// its own to set).
 #[derive(Clone, Copy, Debug, Default)]
-pub struct Kdma {
-    asid: u32,
-    mmu_bp: u32,
-    src: u64,
-    dst: u64,
-    tsize: u32,
-    comp_addr: u64,
-    comp_wdata: u32,
-    /// The `COMMIT` of the transfer in flight, and the bytes it moved.
-    running: Option<(u32, u32)>,
-}
+pub struct Kdma(pub DmaCore);
 
 impl Kdma {
     /// Idle, registers 0. O(1).
     pub const fn new() -> Self {
-        Self {
-            asid: 0,
-            mmu_bp: 0,
-            src: 0,
-            dst: 0,
-            tsize: 0,
-            comp_addr: 0,
-            comp_wdata: 0,
-            running: None,
-        }
+        Self(DmaCore::new())
     }
 
     /// Whether a transfer is in flight. O(1).
     pub fn busy(&self) -> bool {
-        self.running.is_some()
+        self.0.busy()
     }
 
     /// Read register `reg`, if it is one of the KDMA's. O(1).
     pub fn read(&self, reg: u32) -> Option<u32> {
-        let lo = |v: u64| v as u32;
-        let hi = |v: u64| (v >> 32) as u32;
-        Some(match reg {
-            AXUSER_HB_ASID => self.asid,
-            AXUSER_HB_MMU_BP => self.mmu_bp,
-            WR_COMP_ADDR_HI => hi(self.comp_addr),
-            WR_COMP_ADDR_LO => lo(self.comp_addr),
-            WR_COMP_WDATA => self.comp_wdata,
-            SRC_BASE_LO => lo(self.src),
-            SRC_BASE_HI => hi(self.src),
-            DST_BASE_LO => lo(self.dst),
-            DST_BASE_HI => hi(self.dst),
-            DST_TSIZE_0 => self.tsize,
-            COMMIT => self.running.map_or(0, |(c, _)| c),
-            _ => return None,
-        })
+        self.0.read(reg.checked_sub(BASE)?)
     }
 
     /// Write register `reg`; `None` if it is not the KDMA's. A `COMMIT`
     /// with `LIN` while idle starts a transfer; `CFG_1.HALT` drops the one
     /// in flight. O(1).
-    pub fn write(&mut self, reg: u32, val: u32) -> Option<()> {
-        match reg {
-            AXUSER_HB_ASID => self.asid = val,
-            AXUSER_HB_MMU_BP => self.mmu_bp = val,
-            WR_COMP_ADDR_HI => half(&mut self.comp_addr, true, val),
-            WR_COMP_ADDR_LO => half(&mut self.comp_addr, false, val),
-            WR_COMP_WDATA => self.comp_wdata = val,
-            SRC_BASE_LO => half(&mut self.src, false, val),
-            SRC_BASE_HI => half(&mut self.src, true, val),
-            DST_BASE_LO => half(&mut self.dst, false, val),
-            DST_BASE_HI => half(&mut self.dst, true, val),
-            DST_TSIZE_0 => self.tsize = val,
-            COMMIT => {
-                if val & COMMIT_LIN != 0 && self.running.is_none() {
-                    self.running = Some((val, 0));
-                }
-            }
-            CFG_1 => {
-                if val & 1 != 0 {
-                    self.running = None;
-                }
-            }
-            _ => return None,
-        }
-        Some(())
-    }
-
-    /// The read and write ASIDs, and whether the MMU is bypassed.
-    fn who(&self) -> (u16, u16, bool) {
-        (
-            ((self.asid >> 16) & 0x3FF) as u16,
-            (self.asid & 0x3FF) as u16,
-            self.mmu_bp & 0x11 != 0,
-        )
+    pub fn write(&mut self, reg: u32, val: u32) -> Option<Wrote> {
+        self.0.write(reg.checked_sub(BASE)?, val)
     }
 }
 
+/// Which DMA core a step moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Core {
+    /// The driver's KDMA: secured, its own bypass.
+    Kdma,
+    /// The DMA core behind QMAN `m` (a PDMA or EDMA): a user's, a
+    /// non-secured initiator (`super::bus::user_closed`).
+    Qman(usize),
+}
+
 impl Gaudi2 {
-    /// Move up to [`CHUNKS_PER_STEP`] chunks of the KDMA's transfer; at its
-    /// end the completion write. O(CHUNKS_PER_STEP x a 1 KiB copy).
-    pub(super) fn kdma_step(&mut self, env: &mut dyn Env) {
+    /// The core `which`. O(1).
+    fn core_mut(&mut self, which: Core) -> Option<&mut DmaCore> {
+        match which {
+            Core::Kdma => Some(&mut self.kdma.0),
+            Core::Qman(m) => self.qmans.get_mut(m).map(|q| &mut q.core),
+        }
+    }
+
+    /// Move up to [`CHUNKS_PER_STEP`] chunks of the KDMA's transfer and of
+    /// every user DMA core's; at a transfer's end its completion write.
+    /// O((1 + busy cores) x CHUNKS_PER_STEP x a 1 KiB copy + QMANS).
+    pub(super) fn dma_cores_step(&mut self, env: &mut dyn Env) {
+        self.core_step(env, Core::Kdma);
+        for m in 0..QMANS {
+            if self.qmans.get(m).is_some_and(|q| q.core.busy()) {
+                self.core_step(env, Core::Qman(m));
+            }
+        }
+    }
+
+    /// Whether any DMA core has a transfer in flight. O(QMANS).
+    pub(super) fn dma_cores_busy(&self) -> bool {
+        self.kdma.busy() || self.qmans.iter().any(|q| q.core.busy())
+    }
+
+    /// One step of core `which`. O(CHUNKS_PER_STEP x a 1 KiB copy).
+    fn core_step(&mut self, env: &mut dyn Env, which: Core) {
+        let user = which != Core::Kdma;
         for _ in 0..CHUNKS_PER_STEP {
-            let Some((commit, done)) = self.kdma.running else {
+            let Some(core) = self.core_mut(which) else {
                 return;
             };
-            let k = self.kdma;
-            let (rd, wr, bypass) = k.who();
-            if done >= k.tsize {
-                self.kdma.running = None;
-                if commit & COMMIT_WR_COMP_EN != 0 {
-                    let data = k.comp_wdata.to_le_bytes();
+            let Some((t, done)) = core.running() else {
+                return;
+            };
+            let (rd, wr, bypass) = core.who();
+            // A user core's bypass is never on: `MMU_BP` is the driver's
+            // (secured), and the driver leaves it 0.
+            let bypass = bypass && !user;
+            if done >= t.tsize {
+                core.stop();
+                if let Some((addr, data)) = t.completion() {
+                    let data = data.to_le_bytes();
                     self.bypass = bypass;
-                    let _ = self.engine_write(env, wr, k.comp_addr, &data);
+                    let _ = if user {
+                        self.user_write(env, wr, addr, &data)
+                    } else {
+                        self.engine_write(env, wr, addr, &data)
+                    };
                     self.bypass = false;
                 }
                 return;
             }
-            let n = (k.tsize - done).min(CHUNK as u32);
+            let n = (t.tsize - done).min(CHUNK as u32);
             let mut buf = [0u8; CHUNK];
             let Some(chunk) = buf.get_mut(..n as usize) else {
-                self.kdma.running = None;
+                core.stop();
                 return;
             };
             self.bypass = bypass;
-            let ok = if commit & COMMIT_MEM_SET != 0 {
-                let fill = k.src.to_le_bytes();
+            let (src, dst) = (
+                t.src.wrapping_add(u64::from(done)),
+                t.dst.wrapping_add(u64::from(done)),
+            );
+            let ok = if t.memset() {
+                let fill = t.src.to_le_bytes();
                 for (i, b) in chunk.iter_mut().enumerate() {
                     *b = fill.get((done as usize + i) % 8).copied().unwrap_or(0);
                 }
                 true
+            } else if user {
+                self.user_read(env, rd, src, chunk).is_ok()
             } else {
-                self.engine_read(env, rd, k.src.wrapping_add(u64::from(done)), chunk)
-                    .is_ok()
+                self.engine_read(env, rd, src, chunk).is_ok()
             };
             let ok = ok
-                && self
-                    .engine_write(env, wr, k.dst.wrapping_add(u64::from(done)), chunk)
-                    .is_ok();
+                && if user {
+                    self.user_write(env, wr, dst, chunk).is_ok()
+                } else {
+                    self.engine_write(env, wr, dst, chunk).is_ok()
+                };
             self.bypass = false;
-            // A fault ends the transfer without its completion; after the
-            // MMU's event, the KDMA's own (cause bit 0: a read returned
-            // an error, bit 1: a write).
-            self.kdma.running = ok.then_some((commit, done + n));
-            if !ok {
-                self.post_event_data(env, events::KDMA_CORE, [0b11, 0]);
+            let Some(core) = self.core_mut(which) else {
+                return;
+            };
+            if ok {
+                core.advance(n);
+            } else {
+                // A fault ends the transfer without its completion; after
+                // the MMU's event (or the RAZWI's), the core's own (cause
+                // bit 0: a read returned an error, bit 1: a write).
+                core.stop();
+                self.core_error(env, which, 0b11);
                 return;
             }
         }
+    }
+
+    /// The error event of core `which` with `cause`, for a transfer its
+    /// registers committed (second data word [`events::DMA_CORE_CTX`]: no
+    /// QMAN error follows, unlike a `LIN_DMA` packet's). O(1).
+    pub(super) fn core_error(&mut self, env: &mut dyn Env, which: Core, cause: u64) {
+        let event = match which {
+            Core::Kdma => events::KDMA_CORE,
+            Core::Qman(m) => events::dma_core(regs::EVENT_QM.get(m).copied().unwrap_or(0)),
+        };
+        self.post_event_data(env, event, [cause, events::DMA_CORE_CTX]);
     }
 }

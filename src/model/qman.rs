@@ -31,6 +31,7 @@
 //! them: accepted and read back, ordering nothing) are kept by the
 //! register file.
 
+use super::dma_core::{DmaCore, Wrote};
 use super::half;
 use super::regs::{self, qm};
 
@@ -101,8 +102,8 @@ pub const fn kind(m: usize) -> Kind {
     }
 }
 
-/// The QMAN index and offset of `reg` in a QMAN block, or the DMA core's
-/// ASID register of a DMA QMAN. Block arithmetic: every QMAN block starts
+/// The QMAN index and offset of `reg` in a QMAN block, or in the DMA
+/// core's block of a DMA QMAN (offsets from [`regs::PDMA_CORE_OFFSET`]). Block arithmetic: every QMAN block starts
 /// 0xA000 into a 64 KiB engine block (its dcore's 64 KiB block number
 /// names the engine: TPC 0..6, MME 0xC, EDMA 0x1C/0x1D; PDMA0/1 at
 /// 0x4C8_0000 / 0x4C9_0000). O(1).
@@ -133,7 +134,7 @@ pub fn decode(reg: u32) -> Option<(usize, u32)> {
         };
         (m, off)
     };
-    let core = off == regs::PDMA_CORE_OFFSET + regs::CORE_AXUSER_HB_ASID;
+    let core = (regs::PDMA_CORE_OFFSET..regs::PDMA_CORE_OFFSET + regs::QM_SPAN).contains(&off);
     (off < regs::QM_SPAN || core && kind(m) == Kind::Dma).then_some((m, off))
 }
 
@@ -297,8 +298,9 @@ pub struct Qman {
     pub pqc_cfg: u32,
     /// `AXUSER_NONSECURED_HB_ASID` of the QMAN (CB fetches, messages).
     pub qm_asid: u32,
-    /// The DMA core's (`LIN_DMA` data; DMA QMANs only).
-    pub core_asid: u32,
+    /// The DMA core (DMA QMANs only): its ASIDs (`LIN_DMA` data) and its
+    /// context registers, a user's transfer (`super::dma_core`).
+    pub core: DmaCore,
     /// The streams.
     pub streams: [Stream; STREAMS],
     /// The lower CP.
@@ -322,6 +324,10 @@ pub enum Effect {
     Doorbell,
     /// A fence counter grew: a fenced CP may go on.
     Fence,
+    /// A `COMMIT` started the DMA core's transfer.
+    Commit,
+    /// A `COMMIT` the model does not execute: the DMA core's error.
+    CommitRefused,
 }
 
 /// Which register of a per-CP array starting at `first` with `n` entries
@@ -352,7 +358,7 @@ impl Qman {
             cfg0: 0,
             pqc_cfg: 0,
             qm_asid: 0,
-            core_asid: 0,
+            core: DmaCore::new(),
             streams: [const { Stream::new() }; STREAMS],
             lower: Cp::new(),
             lower_from: 0,
@@ -413,8 +419,8 @@ impl Qman {
             }
             qm::PQC_CFG => return Some(self.pqc_cfg),
             qm::AXUSER_HB_ASID => return Some(self.qm_asid),
-            o if o == regs::PDMA_CORE_OFFSET + regs::CORE_AXUSER_HB_ASID => {
-                return Some(self.core_asid)
+            o if o >= regs::PDMA_CORE_OFFSET => {
+                return self.core.read(o - regs::PDMA_CORE_OFFSET);
             }
             _ => {}
         }
@@ -466,7 +472,14 @@ impl Qman {
             }
             qm::PQC_CFG => self.pqc_cfg = val,
             qm::AXUSER_HB_ASID => self.qm_asid = val,
-            o if o == regs::PDMA_CORE_OFFSET + regs::CORE_AXUSER_HB_ASID => self.core_asid = val,
+            o if o >= regs::PDMA_CORE_OFFSET => {
+                return match self.core.write(o - regs::PDMA_CORE_OFFSET, val) {
+                    Some(Wrote::Stored) => Effect::Done,
+                    Some(Wrote::Started) => Effect::Commit,
+                    Some(Wrote::Refused) => Effect::CommitRefused,
+                    None => Effect::NotMine,
+                };
+            }
             _ => return self.write_per(off, val),
         }
         Effect::Done

@@ -59,6 +59,21 @@ impl RegFile {
         }
     }
 
+    /// Set `reg` to `val` only if it holds a slot already (an engine's
+    /// LBW write, `Gaudi2::store`); false otherwise (the write is
+    /// dropped). O(1) expected.
+    pub fn update(&mut self, reg: u32, val: u32) -> bool {
+        match self.slot(reg) {
+            Some(i) if self.keys.get(i) == Some(&reg) => {
+                if let Some(v) = self.vals.get_mut(i) {
+                    *v = val;
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Set `reg` to `val`; false if the table is full (the write is
     /// dropped). A 0 to a register never written takes no slot (it reads 0
     /// already). O(1) expected.

@@ -32,9 +32,14 @@
 //!   `gaudi2_pb_dcr0_tpc0_unsecured_regs` :1270; the four lists name the
 //!   same QMAN offsets): [`QM_USER`].
 //!
-//! Not modelled as open although upstream opens them: the DMA cores'
-//! `CTX_*` registers, the MME and TPC engines' own registers and the
-//! QMANs' ARC AUX blocks (no engine of the model runs them). Everything
+//! - In the DMA core of every PDMA and EDMA, the context registers
+//!   upstream lists as unsecured ([`CORE_USER`]): a CB may program and
+//!   commit a linear transfer of its own (`super::dma_core`), with the
+//!   ASID the driver gave the core.
+//!
+//! Not modelled as open although upstream opens them: the MME and TPC
+//! engines' own registers and the QMANs' ARC AUX blocks (no engine of the
+//! model runs them). Everything
 //! else (MMUs and STLBs, other QMAN configuration such as `GLBL_CFG*`,
 //! `PQ_*`, PCIe, PSOC, the SM's `SEC`/`PRIV` arrays) is closed.
 
@@ -84,7 +89,30 @@ pub const QM_USER: [(u16, u16); 19] = [
 /// (upstream's `mm*` address, `CFG_BASE`-relative). O(1) (at most
 /// [`QM_USER`]'s 19 ranges).
 pub fn user_writable(reg: u32) -> bool {
-    reg % 4 == 0 && (sm_user(reg) || qman_user(reg))
+    reg % 4 == 0 && (sm_user(reg) || qman_user(reg) || dma_core_user(reg))
+}
+
+/// The DMA core registers upstream leaves to users, as offsets in the
+/// core's 4 KiB block (`gaudi2_pb_pdma0_unsecured_regs` :132-166,
+/// `gaudi2_pb_dcr0_edma0_unsecured_regs` :447-481, the same offsets):
+/// `CTX_AXUSER_HB_WR_REDUCTION`, and the context block from
+/// `CTX_TE_NUMROWS` to `CTX_COMMIT` (not `RATE_LIM_TKN`, `PWRLP`, nor the
+/// ASID and MMU-bypass registers, which stay the driver's).
+pub const CORE_USER: [(u16, u16); 2] = [(0x810, 0x810), (0x868, 0x8EC)];
+
+/// A DMA core register open to users: in the core block (the QMAN's
+/// + 0x1000) of a PDMA or EDMA. O(1).
+fn dma_core_user(reg: u32) -> bool {
+    let off = (reg & 0xFFF) as u16;
+    let Some(qm) = (reg & !0xFFF).checked_sub(0x1000) else {
+        return false;
+    };
+    let dma = qm == PDMA0_QM || qm == PDMA1_QM || {
+        let rel = qm.wrapping_sub(DCORE0_TPC0_QM - 0xA000);
+        let (d, o) = (rel / sm::DCORE_STRIDE, rel % sm::DCORE_STRIDE);
+        d < sm::DCORES as u32 && (o == 0x1C_A000 || o == 0x1D_A000)
+    };
+    dma && CORE_USER.iter().any(|&(a, b)| (a..=b).contains(&off))
 }
 
 /// A sync manager register open to users. O(1).

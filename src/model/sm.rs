@@ -911,6 +911,15 @@ fn fire<P: SmPort + ?Sized>(port: &mut P, d: usize, m: usize) {
     // (secured); every other monitor's writes are the user's, and into the
     // register space they reach only what a user CB may write.
     let secured = d == 0 && m < RESERVED_MONS;
+    // A user's monitor acts with its context's ASID; with none (0, the
+    // kernel's: before the first context, and from a context's close to
+    // the next one's open, while the driver restores the objects) it does
+    // nothing. So no chain of monitors a user left armed outlives its
+    // context, however it spans the dcores the restore cleans one by one.
+    if !secured && asid == 0 {
+        sm.refused = sm.refused.wrapping_add(1);
+        return;
+    }
     let writes = ((config >> 5) & 3) as usize + 1;
     for k in 0..writes {
         let Some(x) = port
@@ -990,7 +999,12 @@ fn cq_write<P: SmPort + ?Sized>(
         }
     }
     if lbw {
-        lbw_interrupt(port, secured, q.lbw_addr, q.lbw_data);
+        lbw_interrupt(
+            port,
+            (if secured { 0 } else { asid }, secured),
+            q.lbw_addr,
+            q.lbw_data,
+        );
     }
 }
 
@@ -1006,19 +1020,29 @@ fn message<P: SmPort + ?Sized>(port: &mut P, (asid, secured): (u16, bool), addr:
     let _ = port.write(asid, addr, &data.to_le_bytes());
 }
 
-/// An LBW write of `data` at `addr`: an MSI-X at the virtual doorbell or
-/// the PCIe block's `PCIE_MSIX`, else a plain write. O(1) (a bus write).
-fn lbw_interrupt<P: SmPort + ?Sized>(port: &mut P, secured: bool, addr: u64, data: u32) {
+/// An LBW write of `data` at `addr` by a monitor with `asid`: an MSI-X at
+/// the PCIe block's `PCIE_MSIX` (unsecured upstream: any CQ may raise any
+/// vector, gaudi2/gaudi2.c:6688-6694), for the driver's own (`secured`)
+/// monitors also at the virtual doorbell's and `PCIE_MSIX`'s bus
+/// addresses; else a plain write, a user's with its monitor's ASID and
+/// where a non-secured initiator may go. O(1) (a bus write).
+fn lbw_interrupt<P: SmPort + ?Sized>(
+    port: &mut P,
+    (asid, secured): (u16, bool),
+    addr: u64,
+    data: u32,
+) {
     let db = port.msix_doorbell();
     let msix = u64::from(PCIE_MSIX);
     let cfg_msix = super::regs::CFG_BASE.wrapping_add(msix);
-    if (db != 0 && addr == db) || addr == msix || addr == cfg_msix {
+    let alias = secured && ((db != 0 && addr == db) || addr == msix);
+    if alias || addr == cfg_msix {
         if let Ok(vector) = u16::try_from(data) {
             if vector < 128 {
                 port.raise(vector);
             }
         }
     } else {
-        message(port, (0, secured), addr, data);
+        message(port, (asid, secured), addr, data);
     }
 }

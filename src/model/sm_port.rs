@@ -23,11 +23,15 @@ impl SmPort for ModelPort<'_> {
     }
 
     fn read(&mut self, asid: u16, addr: u64, buf: &mut [u8]) -> bool {
-        self.g.engine_read(self.env, asid, addr, buf).is_ok()
+        let env = &mut *self.env;
+        self.g
+            .sm_access(|g| g.engine_read(env, asid, addr, buf).is_ok())
     }
 
     fn write(&mut self, asid: u16, addr: u64, data: &[u8]) -> bool {
-        self.g.engine_write(self.env, asid, addr, data).is_ok()
+        let env = &mut *self.env;
+        self.g
+            .sm_access(|g| g.engine_write(env, asid, addr, data).is_ok())
     }
 
     fn msix_doorbell(&self) -> u64 {
@@ -48,6 +52,18 @@ impl Gaudi2 {
     /// true while some are left. O(FIRE_BUDGET x (WR_NUM + 1) messages).
     pub(super) fn sm_run(&mut self, env: &mut dyn Env) -> bool {
         drain(&mut ModelPort { g: self, env })
+    }
+
+    /// `f`, an access of the sync manager's master, with the MMUs on: a
+    /// monitor may fire while the KDMA's transfer has them bypassed (its
+    /// write into the register space drains monitors inline), and the
+    /// bypass is the KDMA's own, never a monitor's (`gaudi2_mmu_prepare`
+    /// gives the SM's master the context's ASID, MMU on). O(f).
+    fn sm_access<T>(&mut self, f: impl FnOnce(&mut Self) -> T) -> T {
+        let bypass = core::mem::replace(&mut self.bypass, false);
+        let r = f(self);
+        self.bypass = bypass;
+        r
     }
 
     /// Monitors are queued to fire. O(1).

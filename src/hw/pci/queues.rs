@@ -749,6 +749,15 @@ impl EngineCore {
                 engine: 0,
                 access,
             })))
+        } else if r::EVENT_DMA_CORE.contains(&event) && word1 & r::DMA_CORE_EVENT_CTX != 0 {
+            // A transfer a user CB committed by the core's registers ended
+            // in an error (the fault event before it was its own): no QMAN
+            // error follows, no job fails; the user's completion write
+            // never comes, so what waits for it times out.
+            // Counted (debugfs `pci`), not logged: a user can make as
+            // many as it likes.
+            bump(&self.hw.mmio.counters.dma_core_errors);
+            Some(None)
         } else if r::EVENT_DMA_CORE.contains(&event) && word0 & r::DMA_CORE_WRONG_CFG != 0 {
             // The DMA core refused a LIN_DMA's configuration (its size is
             // no whole number of its swap words): an engine error.
@@ -1006,6 +1015,10 @@ impl AsidQueues for PciQueues {
         while self.engines.in_flight() > 0 {
             self.engines.halt_mask(QueueSet::ALL);
         }
+        // A transfer a CB committed on a DMA core by its registers, and a
+        // chain of monitors, may outlive its CS: they end with the
+        // context. A dead device runs nothing any more.
+        let _ = self.engines.hw.end_user_context();
     }
 
     #[cfg(CONFIG_KUNIT)]

@@ -84,6 +84,10 @@ pub(crate) struct Counters {
     pub(crate) cs_failed: Atomic<u64>,
     /// Event queue entries consumed (MSI-X 0).
     pub(crate) eq_events: Atomic<u64>,
+    /// Errors of transfers users committed on a DMA core by its registers
+    /// (a fault, a commit the device refused): the user's own, reported to
+    /// nobody else (its completion write never comes).
+    pub(crate) dma_core_errors: Atomic<u64>,
 }
 
 impl Counters {
@@ -96,6 +100,7 @@ impl Counters {
             pte_reads: z(),
             poll_timeouts: z(),
             kdma_timeouts: z(),
+            dma_core_errors: z(),
             range_invalidations: z(),
             full_invalidations: z(),
             hop0_commits: z(),

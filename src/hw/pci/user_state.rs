@@ -41,10 +41,17 @@
 //! predicates. Here one KDMA memset per QMAN zeroes them (predicate 0
 //! always holds).
 //!
+//! **The DMA cores' context registers** (upstream leaves
+//! `CTX_SRC_BASE` .. `CTX_COMMIT` to users, gaudi2_security.c:132-166):
+//! every user DMA core is halted (`CFG_1`; the close's quiesce halts them
+//! too, so a transfer a CB committed by registers never outlives its
+//! context) and its user registers zeroed, `COMMIT` excepted (a write of
+//! it commits): two KDMA memsets per core.
+//!
 //! **Difference from upstream:** upstream writes every register with a
 //! `WREG32` (`gaudi2_memset_device_lbw`: about 50,000 of them per context);
-//! here each range is one KDMA job into the register space (36 jobs plus
-//! two per QMAN), which on a device behind a socket is the difference
+//! here each range is one KDMA job into the register space (36 jobs,
+//! two per QMAN, two per DMA core: 134), which on a device behind a socket is the difference
 //! between seconds and milliseconds per open.
 
 use super::PciGaudi2;
@@ -130,6 +137,7 @@ impl PciGaudi2 {
     /// (the module doc), before a context runs, with the KDMA held once.
     /// Sleeps; O(dcores + QMANs) KDMA jobs.
     pub(crate) fn restore_user_registers(&self) -> Result {
+        self.halt_dma_cores()?;
         self.with_kdma(|k| {
             for dcore in 0..DCORES {
                 for (reg, bytes, val) in sm_fills(dcore) {
@@ -142,9 +150,54 @@ impl PciGaudi2 {
                 k.memset(CFG_BASE + u64::from(base + qm::CP_PRED_0), 4 * 5, 0)?;
                 self.mmio.wreg(base + QM_ARB_CFG_0, 0)?;
             }
+            for base in dma_cores() {
+                for (off, bytes) in r::CORE_CTX_USER {
+                    k.memset(CFG_BASE + u64::from(base + off), bytes, 0)?;
+                }
+            }
             Ok(())
         })
     }
+
+    /// A context's end (its close's quiesce): every user DMA core halted,
+    /// and the user monitors of every dcore given ASID 0 (none), so they
+    /// do nothing until the next open gives them its own: a chain of
+    /// monitors the user left armed dies here, before the restore cleans
+    /// the dcores one by one (upstream resets the device instead, at the
+    /// release). Errors: the device is gone. O(10 + 7) register writes.
+    pub(crate) fn end_user_context(&self) -> Result {
+        self.halt_dma_cores()?;
+        for d in 0..DCORES {
+            let off = d * DCORE_OFFSET;
+            self.mmio.wreg(sm::GLBL_ASID_NONE_SEC_PRIV + off, 0)?;
+            if d > 0 {
+                self.mmio.wreg(sm::MSTR_IF_AXUSER_HB_ASID + off, 0)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Halt every user DMA core's transfer (`CFG_1.HALT`, then released):
+    /// a transfer a CB committed by the core's registers may outlive its
+    /// CS, never its context (the close's quiesce and the next open call
+    /// this). O(10) register writes.
+    pub(crate) fn halt_dma_cores(&self) -> Result {
+        for base in dma_cores() {
+            self.mmio.wreg(base + r::CORE_CFG_1, 1)?;
+            self.mmio.wreg(base + r::CORE_CFG_1, 0)?;
+        }
+        Ok(())
+    }
+}
+
+/// The blocks of the ten user DMA cores (PDMA0/1, the eight EDMAs): each
+/// DMA QMAN's + `PDMA_CORE_OFFSET`. O(QMANs).
+fn dma_cores() -> impl Iterator<Item = u32> {
+    r::QM_BASES
+        .iter()
+        .enumerate()
+        .filter(|&(m, _)| r::qman_has_dma(m))
+        .map(|(_, &base)| base + r::PDMA_CORE_OFFSET)
 }
 
 #[kunit_tests(hlrs_pci_user_state)]

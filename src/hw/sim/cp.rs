@@ -25,6 +25,7 @@ use super::{
     SimGaudi2,
 };
 use crate::model::{
+    dma_core::Transfer,
     engine::{self, CpRegs, EngineBus},
     qman,
     regs::{cfg_reg, CFG_BASE},
@@ -33,6 +34,10 @@ use kernel::{alloc::KVVec, prelude::*};
 
 /// Bytes a `LIN_DMA` moves per step (the bounce buffer).
 pub(crate) const DMA_CHUNK: usize = 64 * 1024;
+/// The bounce buffer of a queue without a DMA core (MME, TPC): its CBs
+/// run no `LIN_DMA`, but may commit a DMA core's transfer, which runs on
+/// the committing engine (`engine::transfer`).
+const CORE_CHUNK: usize = 4096;
 
 /// The buffers an engine executes with, allocated once.
 pub(crate) struct Scratch {
@@ -43,12 +48,13 @@ pub(crate) struct Scratch {
 }
 
 impl Scratch {
-    /// Both buffers, zeroed; the bounce buffer only with `dma` (a queue
-    /// without a DMA core runs no `LIN_DMA`). O(68 KiB, or 4 KiB).
+    /// Both buffers, zeroed; a full bounce buffer only with `dma` (a
+    /// queue without a DMA core runs no `LIN_DMA`, only the transfers its
+    /// CBs commit, in [`CORE_CHUNK`] pieces). O(68 KiB, or 8 KiB).
     pub(crate) fn new(dma: bool) -> Result<Self> {
         Ok(Self {
             cb: KVVec::from_elem(0u8, engine::CB_WINDOW, GFP_KERNEL)?,
-            data: KVVec::from_elem(0u8, if dma { DMA_CHUNK } else { 0 }, GFP_KERNEL)?,
+            data: KVVec::from_elem(0u8, if dma { DMA_CHUNK } else { CORE_CHUNK }, GFP_KERNEL)?,
         })
     }
 }
@@ -186,6 +192,10 @@ impl EngineBus for Bus<'_, '_> {
         self.sim
             .sync
             .fence_wait(self.cp(lower), fence, &mut || halted(owner, handed))
+    }
+
+    fn take_commit(&mut self) -> Option<Transfer> {
+        self.sim.sync.take_commit()
     }
 
     fn hand_to_lower(&mut self, cb: u64, len: u32) -> Result<bool, Stop> {

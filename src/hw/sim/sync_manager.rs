@@ -42,6 +42,7 @@
 use super::{engine_mem::EngineAccess, SimGaudi2};
 use crate::hw::engines::MsixSink;
 use crate::model::{
+    dma_core::{DmaCore, Transfer},
     engine::CpRegs,
     qman::{self, Effect, Qman, CPS, QMANS},
     regs::{cfg_reg, qm, CFG_BASE},
@@ -52,7 +53,10 @@ use kernel::{
     alloc::{KVBox, KVVec},
     new_condvar, new_mutex,
     prelude::*,
-    sync::{Arc, CondVar, Mutex},
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, CondVar, Mutex,
+    },
     time::msecs_to_jiffies,
 };
 
@@ -76,6 +80,10 @@ pub(crate) struct SimSync {
     /// Where user interrupts go (the driver's, connected at bring-up).
     #[pin]
     msix: Mutex<Option<Arc<dyn MsixSink>>>,
+    /// Set (under `cps`) when a write commits a DMA core's transfer, until
+    /// [`Self::take_commit`] finds none left: the cheap test before the
+    /// scan.
+    committed: Atomic<bool>,
 }
 
 impl SimSync {
@@ -88,6 +96,7 @@ impl SimSync {
             cps <- new_mutex!(idle_cps()?),
             fenced <- new_condvar!("SimSync::fenced"),
             msix <- new_mutex!(None),
+            committed: Atomic::new(false),
         })
     }
 
@@ -162,10 +171,30 @@ impl SimSync {
         let effect = cps
             .get_mut(m)
             .map_or(Effect::NotMine, |q| q.write(off, val));
+        if effect == Effect::Commit {
+            self.committed.store(true, Relaxed);
+        }
         drop(cps);
         if effect == Effect::Fence {
             self.fenced.notify_all();
         }
+    }
+
+    /// A DMA core's transfer some write committed (a CB's message to a
+    /// core's `COMMIT`, or a monitor's), taken from its core: the engine
+    /// whose write it was runs it (`engine::transfer`), as this host has
+    /// no engine of its own for the DMA cores. O(1) when none was
+    /// committed, else O(QMANS).
+    pub(crate) fn take_commit(&self) -> Option<Transfer> {
+        if !self.committed.load(Relaxed) {
+            return None;
+        }
+        let mut cps = self.cps.lock();
+        let t = cps.iter_mut().find_map(|q| q.core.take());
+        if t.is_none() {
+            self.committed.store(false, Relaxed);
+        }
+        t
     }
 
     /// `CP_MSG_BASE[base]` of CP `c` of QMAN `m` (0 for a base or CP that
@@ -342,6 +371,9 @@ fn idle_cp_registers(q: &mut Qman) {
             cp.msg_base = [mon, sob, 0, 0];
         }
     }
+    // The DMA core's context registers are the last user's too (a
+    // committed transfer never outlives its job here: the job ran it).
+    q.core = DmaCore::new();
 }
 
 /// Host 1's side of a firing: the locked sync manager, the CP registers,
@@ -432,6 +464,9 @@ mod tests {
         let sim = sim()?;
         let s = &sim.sync;
         let mut more = false;
+        // A context's open: user monitors act with its ASID (with none
+        // they do nothing).
+        s.reset_user(1);
         // Monitor 300 pays 1 into fence 1 of PDMA_1_0's CP when SOB 500 >= 2.
         let base = qman::base(1).ok_or(EINVAL)?;
         let fence = CFG_BASE + u64::from(base + qm::CP_FENCE0_RDATA + 0x14);

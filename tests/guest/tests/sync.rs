@@ -13,7 +13,7 @@
 
 use hlrs::{
     cs::{Cb, Cs, CsDone},
-    sync::{config, Compare, Fence, Monitor, Sob},
+    sync::{config, core_reg, Compare, DmaCore, Fence, Monitor, Sob},
     uapi::*,
     Device, HostBuffer,
 };
@@ -383,6 +383,105 @@ fn a_lin_dma_into_the_register_space_reaches_only_what_a_cb_may_write() {
     }
     assert_eq!(word(&out.buf, 4), 0);
     completed(run(&d, &[(PDMA0, &Cb::new().nop())]));
+}
+
+#[test]
+fn a_cb_commits_its_dma_cores_transfer_and_fences_on_its_completion() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let (sob, mon) = first(&d);
+    let (mut src, s) = host(&d, 3 * 4096);
+    src.buf
+        .as_mut_slice()
+        .iter_mut()
+        .enumerate()
+        .for_each(|(i, b)| *b = (i * 11 + 5) as u8);
+    let (out, o) = host(&d, 3 * 4096);
+    let (fill, f) = host(&d, 4096);
+    for q in [
+        PDMA0,
+        GAUDI2_QUEUE_ID_DCORE0_EDMA_0_0,
+        GAUDI2_QUEUE_ID_DCORE3_EDMA_0_0 + 4,
+    ] {
+        let core = DmaCore::of(q).unwrap();
+        let fence = Fence::of(q).unwrap();
+        // The runtime's pattern: commit, then a monitor on the completion
+        // SOB releases the stream's fence; after it the bytes are there.
+        let cb = Cb::new()
+            .push(&sob.set(0))
+            .push(&mon.fire_into(fence, sob, 1))
+            .push(&core.linear((s, o, 3 * 4096), false, Some((sob.addr(), 1))))
+            .push(&fence.wait(1))
+            .push(&core.linear(
+                (0x5A5A_5A5A_5A5A_5A5A, f, 4096),
+                true,
+                Some((sob.addr(), 2)),
+            ));
+        completed(run(&d, &[(q, &cb)]));
+        assert_eq!(out.as_slice(), src.as_slice(), "queue {q}");
+        // The memset's completion, then its bytes: a monitor for 2.
+        let (seen, v) = host(&d, 4096);
+        let cb = Cb::new()
+            .push(&mon.fire_into(fence, sob, 2))
+            .push(&fence.wait(1))
+            .msg_long(v, 0x600D);
+        completed(run(&d, &[(q, &cb)]));
+        assert_eq!(word(&seen.buf, 0), 0x600D);
+        assert!(fill.as_slice().iter().all(|&b| b == 0x5A), "queue {q}");
+    }
+    // An MME queue has no DMA core, but its CB may commit one's transfer.
+    let mme = GAUDI2_QUEUE_ID_DCORE0_MME_0_0;
+    assert!(DmaCore::of(mme).is_none());
+    let core = DmaCore::of(GAUDI2_QUEUE_ID_DCORE0_EDMA_0_0 + 4).unwrap();
+    let fence = Fence::of(mme).unwrap();
+    let (again, a) = host(&d, 3 * 4096);
+    let cb = Cb::new()
+        .push(&sob.set(0))
+        .push(&mon.fire_into(fence, sob, 1))
+        .push(&core.linear((s, a, 3 * 4096), false, Some((sob.addr(), 1))))
+        .push(&fence.wait(1));
+    completed(run(&d, &[(mme, &cb)]));
+    assert_eq!(again.as_slice(), src.as_slice());
+}
+
+#[test]
+fn a_dma_cores_completion_asid_and_tensor_commits_stay_refused() {
+    guest_only!();
+    let d = Device::open_compute(0).unwrap();
+    let core = DmaCore::of(PDMA0).unwrap();
+    // The core's ASID is the driver's: a RAZWI.
+    let cb = host_cb(
+        &d,
+        &Cb::new().push(&core.write(core_reg::AXUSER_HB_ASID, 0)),
+    );
+    expect_errno(d.run_cb(PDMA0, cb.va, cb.len, 10 * SEC), EIO);
+    assert!(d.razwi_event().unwrap().addr >= hlrs::sync::CFG_BASE);
+    let (mut src, s) = host(&d, 4096);
+    src.buf.as_mut_slice().fill(0xC3);
+    let (out, o) = host(&d, 4096);
+    // A completion aimed at the driver's SOB 0 never lands (the bytes
+    // before it may: the simulated device fails the CS at the write, the
+    // PCI device's core reports its error and the CS completes).
+    let cb = Cb::new().push(&core.linear((s, o, 64), false, Some((Sob::new(0).addr(), 1))));
+    let _ = run(&d, &[(PDMA0, &cb)]);
+    // A tensor commit (no LIN) moves nothing.
+    use core_reg::*;
+    let cb = Cb::new()
+        .push(&core.write(SRC_BASE_LO, (s + 128) as u32))
+        .push(&core.write(SRC_BASE_HI, ((s + 128) >> 32) as u32))
+        .push(&core.write(DST_BASE_LO, (o + 128) as u32))
+        .push(&core.write(DST_BASE_HI, ((o + 128) >> 32) as u32))
+        .push(&core.write(DST_TSIZE_0, 64))
+        .push(&core.write(COMMIT, COMMIT_WR_COMP_EN));
+    let _ = run(&d, &[(PDMA0, &cb)]);
+    // The device goes on; the driver's SOB 0 still completes its CSs.
+    for _ in 0..4 {
+        completed(run(
+            &d,
+            &[(PDMA0, &Cb::new().nop()), (PDMA1, &Cb::new().nop())],
+        ));
+    }
+    assert!(out.as_slice()[128..192].iter().all(|&b| b == 0));
 }
 
 #[test]

@@ -114,8 +114,19 @@ fn close_with_live_state_under_fail_nth_leaves_an_idle_device() {
         format!("hlrs-faults: close with live state: {points} allocation point(s)\n"),
     )
     .unwrap();
-    // Teardown allocates nothing: it cannot fail half-way.
-    assert_eq!(points, 0, "teardown reached {points} allocation point(s)");
+    // Teardown allocates nothing: it cannot fail half-way. On the PCI
+    // device the DMA API's unmaps may reach the IOMMU's own: its IOVA
+    // rcache takes a magazine in `free_iova_fast` (GFP_ATOMIC, and freeing
+    // into the tree if that fails) whenever the CPU's magazines are full,
+    // which depends on what ran before (1 or 2 points seen, 0 on other
+    // machines). Every point above still left an idle device and nothing
+    // pinned; the driver's own teardown is the same code as on the
+    // simulated device, where it reaches none.
+    let allowed = if hlrs_guest_tests::on_pci(0) { 4 } else { 0 };
+    assert!(
+        points <= allowed,
+        "teardown reached {points} allocation point(s)"
+    );
 }
 
 #[test]

@@ -20,7 +20,21 @@ const HOST_LEN: usize = 0x1_0000;
 fn device() -> (Box<Gaudi2>, TestEnv) {
     let mut env = TestEnv::new(0);
     env.map(HOST, HOST_LEN);
-    (Box::new(Gaudi2::new(&Config::with_dram(1 << 20))), env)
+    let mut g = Box::new(Gaudi2::new(&Config::with_dram(1 << 20)));
+    open_context(&mut g, &mut env, 1);
+    (g, env)
+}
+
+/// What the driver writes at a context's open (`gaudi2_mmu_prepare`): the
+/// user monitors' ASID in every dcore (0 at close: they do nothing).
+fn open_context(g: &mut Gaudi2, env: &mut TestEnv, asid: u32) {
+    for d in 0..4 {
+        let glbl = GLBL_BASE + d * DCORE_STRIDE;
+        g.reg_write(env, glbl + sm::ASID_NONE_SEC_PRIV, asid);
+        if d > 0 {
+            g.reg_write(env, glbl + sm::MSTR_IF_AXUSER_HB_ASID, asid << 16 | asid);
+        }
+    }
 }
 
 /// SOB `i` of dcore `d`.
@@ -772,4 +786,129 @@ fn a_user_cq_in_the_register_space_reaches_only_what_users_may_write() {
     cq_fire(&mut g, &mut env, 0, 352, 1216, 3, 0x55, CQ_EN);
     assert_eq!(g.reg_read(&mut env, sob(0, 1000)), 0x55);
     assert_eq!(g.stats().sm_refused, 2);
+}
+
+/// Found by a review: a user monitor cycle left running fired inside the
+/// KDMA's MMU bypass (the driver's restore memsets the register space, and
+/// each LBW write drains monitors inline), so its DRAM payload landed at a
+/// physical address. The SM's master never bypasses the MMUs.
+#[test]
+fn a_user_monitor_never_writes_through_the_kdmas_mmu_bypass() {
+    use gaudi2_model::kdma as k;
+    let mut env = TestEnv::new(64 << 20);
+    env.map(HOST, HOST_LEN);
+    let mut g = Box::new(Gaudi2::new(&Config::with_dram(64 << 20)));
+    let hmmu = regs::HMMU0_MMU_BASE;
+    let stlb = hmmu + regs::STLB_BLOCK_OFFSET;
+    g.reg_write(&mut env, stlb + regs::stlb::INV_ALL_START, 1);
+    g.reg_write(&mut env, hmmu + regs::mmu::MMU_BYPASS, 0);
+    g.reg_write(&mut env, hmmu + regs::mmu::MMU_ENABLE, 1);
+    g.reg_write(&mut env, GLBL_BASE + sm::ASID_NONE_SEC_PRIV, 1);
+    // Monitors 400 and 402 re-arm each other; their second messages
+    // (WR_NUM 1) write the driver's reserved DRAM page.
+    let target = regs::DRAM_PHYS_BASE + 0x100;
+    let arm = arm_val(1300, 0, 0);
+    for (m, other) in [(400, 402), (402, 400)] {
+        g.reg_write(&mut env, mon(0, sm::MON_CONFIG, m), 1 << 5);
+        payload(&mut g, &mut env, 0, m, cfg(mon(0, sm::MON_ARM, other)), arm);
+        payload(&mut g, &mut env, 0, m + 1, target, 0xDEAD_BEEF);
+    }
+    g.reg_write(&mut env, mon(0, sm::MON_ARM, 400), arm);
+    g.step(&mut env);
+    assert_eq!(env.dram_range(target, 4).unwrap(), &[0; 4], "an HMMU fault");
+    // The driver's restore: the KDMA, MMU bypassed, memsets CQ registers.
+    g.reg_write(&mut env, k::AXUSER_HB_MMU_BP, 0x11);
+    let dst = cfg(cq(0, sm::CQ_LBW_ADDR_L, 2));
+    for (r, v) in [
+        (k::SRC_BASE_LO, 0),
+        (k::SRC_BASE_HI, 0),
+        (k::DST_BASE_LO, dst as u32),
+        (k::DST_BASE_HI, (dst >> 32) as u32),
+        (k::WR_COMP_ADDR_LO, (HOST + 0x8000) as u32),
+        (k::WR_COMP_ADDR_HI, 0),
+        (k::WR_COMP_WDATA, 1),
+        (k::DST_TSIZE_0, 4 * 62),
+        (
+            k::COMMIT,
+            k::COMMIT_LIN | k::COMMIT_WR_COMP_EN | k::COMMIT_MEM_SET,
+        ),
+    ] {
+        g.reg_write(&mut env, r, v);
+    }
+    for _ in 0..4 {
+        g.step(&mut env);
+    }
+    assert_eq!(env.host_read_u32(HOST + 0x8000), 1, "the KDMA's job done");
+    assert_eq!(
+        env.dram_range(target, 4).unwrap(),
+        &[0; 4],
+        "nothing landed"
+    );
+}
+
+/// Found by a review: the PCI restore cleans the dcores one after the
+/// other, and a cycle still live in DCORE1 re-armed DCORE0's monitors
+/// after their cleaning, so a user's cycle ran on into the next context.
+/// From the close (ASID 0) to the next open, user monitors do nothing.
+#[test]
+fn a_cycle_across_dcores_ends_with_its_context() {
+    let (mut g, mut env) = device();
+    let arm = arm_val(1300, 0, 0);
+    let arm1 = arm_val(40, 0, 0);
+    // DCORE0: 500 <-> 501. DCORE1: 10 <-> 12, each also arming DCORE0's 500.
+    payload(&mut g, &mut env, 0, 500, cfg(mon(0, sm::MON_ARM, 501)), arm);
+    payload(&mut g, &mut env, 0, 501, cfg(mon(0, sm::MON_ARM, 500)), arm);
+    for (m, other) in [(10, 12), (12, 10)] {
+        g.reg_write(&mut env, mon(1, sm::MON_CONFIG, m), 1 << 5);
+        payload(
+            &mut g,
+            &mut env,
+            1,
+            m,
+            cfg(mon(1, sm::MON_ARM, other)),
+            arm1,
+        );
+        payload(
+            &mut g,
+            &mut env,
+            1,
+            m + 1,
+            cfg(mon(0, sm::MON_ARM, 500)),
+            arm,
+        );
+    }
+    g.reg_write(&mut env, mon(1, sm::MON_ARM, 10), arm1);
+    g.step(&mut env);
+    let live = g.stats().monitors_fired;
+    g.step(&mut env);
+    assert!(g.stats().monitors_fired > live, "the cycles run");
+    // The close, then the restore register by register, dcore by dcore.
+    open_context(&mut g, &mut env, 0);
+    for d in 0..4u32 {
+        let (m0, s0) = if d == 0 { (125, 85) } else { (0, 0) };
+        for m in m0..2048 {
+            g.reg_write(&mut env, mon(d, sm::MON_STATUS, m), 1 << 9);
+            g.step(&mut env);
+        }
+        for s in s0..8192 {
+            g.reg_write(&mut env, OBJS_BASE + d * DCORE_STRIDE + 4 * s, 0);
+        }
+    }
+    open_context(&mut g, &mut env, 2);
+    let fired = g.stats().monitors_fired;
+    for _ in 0..8 {
+        g.step(&mut env);
+    }
+    assert_eq!(
+        g.stats().monitors_fired,
+        fired,
+        "nothing fires in the next context"
+    );
+    for (d, m) in [(0, 500), (0, 501), (1, 10), (1, 12)] {
+        assert_eq!(
+            status(&mut g, &mut env, d, m) & 1,
+            0,
+            "monitor {d}/{m} disarmed"
+        );
+    }
 }

@@ -17,7 +17,9 @@
 //!   queues' CPs, SRAM, CQs, SOBs, host memory; random `CONFIG` bits) and
 //!   arms (random groups, masks, values), CQ set-ups, `CP_DMA`, `CB_LIST`,
 //!   `LOAD_AND_EXE` and predicated `MSG_LONG`s with random
-//!   (sometimes bad) addresses, writes to random config registers (RAZWI),
+//!   (sometimes bad) addresses, DMA-core transfers a CB commits by the
+//!   core's registers ([`dma_core_commit`]), writes to random config
+//!   registers (RAZWI),
 //!   and now and then a fence nothing releases. Every CS has a short CS
 //!   timeout (`HL_CS_FLAGS_CUSTOM_TIMEOUT`) and is waited for: Ok, or EIO,
 //!   ETIMEDOUT, EINVAL.
@@ -54,7 +56,7 @@ use crate::stress::Rng;
 use hlrs::{
     cs::{packet, Cb, Cs, CsDone},
     errno,
-    sync::{self, config, Compare, Cq, Fence, LoadAndExe, Monitor, Sob},
+    sync::{self, config, Compare, Cq, DmaCore, Fence, LoadAndExe, Monitor, Sob},
     uapi::*,
     Device, HostBuffer,
 };
@@ -355,7 +357,7 @@ fn clean_extra(st: &SyncState, rng: &mut Rng, va: u64) -> Vec<u8> {
 
 /// One packet (or a few) of a loose CS.
 fn loose_packet(st: &SyncState, rng: &mut Rng, va: u64, counter: Option<(u64, u64)>) -> Vec<u8> {
-    match rng.below(16) {
+    match rng.below(18) {
         0 => packet::nop().to_vec(),
         // SOB writes: the thread's own mostly; the driver's (RAZWI).
         1..=3 => {
@@ -501,8 +503,50 @@ fn loose_packet(st: &SyncState, rng: &mut Rng, va: u64, counter: Option<(u64, u6
         // an arbitration taken and never released would outlive the CS and
         // hold the QMAN's other streams.)
         13..=14 => packet::msg_long(random_reg(rng), rng.next() as u32).to_vec(),
+        15..=16 => dma_core_commit(st, rng, va),
         _ => packet::msg_long(st.sram(rng.below(0xE00)), rng.next() as u32).to_vec(),
     }
+}
+
+/// A transfer committed on a random DMA core by its registers
+/// (`hlrs::sync::DmaCore`): into SRAM or the thread's own words (never its
+/// CBs or the clean CSs' tables), from anywhere (sometimes a bad address),
+/// 0 bytes to 1 MiB, completing into one of the thread's loose SOBs, the
+/// driver's SOB 0 (refused) or nowhere; now and then a commit the device
+/// refuses (no `LIN`, other bits). On the PCI device the transfer may
+/// outlive its CS (the context's close halts it). O(1).
+fn dma_core_commit(st: &SyncState, rng: &mut Rng, va: u64) -> Vec<u8> {
+    let cores: [u32; 4] = [
+        GAUDI2_QUEUE_ID_PDMA_0_0,
+        GAUDI2_QUEUE_ID_PDMA_1_0,
+        GAUDI2_QUEUE_ID_DCORE0_EDMA_0_0,
+        GAUDI2_QUEUE_ID_DCORE2_EDMA_0_0 + 4,
+    ];
+    let q = cores[rng.below(cores.len() as u64) as usize];
+    let Some(core) = DmaCore::of(q) else {
+        return packet::nop().to_vec();
+    };
+    let (dst, max) = match rng.below(2) {
+        0 => (va + WORDS as u64, (MEM - WORDS) as u64),
+        _ => (SRAM + (rng.below(1 << 22) & !7), 1 << 20),
+    };
+    let size = match rng.below(4) {
+        0 => 0,
+        1 => rng.below(max + 1),
+        _ => rng.below(max.min(4096) + 1),
+    } as u32;
+    let src = maybe_bad(rng, va + WORDS as u64);
+    let completion = match rng.below(4) {
+        0 => None,
+        1 => Some((Sob::new(0).addr(), 1)),
+        _ => Some((st.loose_sob(rng, 1).addr(), rng.below(4) as u32)),
+    };
+    let mut p = core.linear((src, dst, size), rng.below(4) == 0, completion);
+    if rng.below(8) == 0 {
+        // Refused commits: a tensor transfer, or a bit the model does not run.
+        p.extend_from_slice(&core.write(sync::core_reg::COMMIT, rng.next() as u32 & !(1 << 31)));
+    }
+    p
 }
 
 /// Submit `chunks` ((queue, CB)) with a timeout of `timeout_s` and wait
@@ -1002,6 +1046,40 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn dma_core_commits_land_only_in_the_threads_words_sram_and_loose_sobs() {
+        use sync::core_reg::*;
+        let mut rng = Rng::new(5);
+        let va = 0xFFF0_0000_0000_0000;
+        for block in [0, BLOCKS - 1] {
+            let st = state(block);
+            let loose = (st.sob0 + 32..st.sob0 + 64).map(|s| Sob::new(s).addr());
+            let allowed: HashSet<u64> = loose.chain([Sob::new(0).addr(), 0]).collect();
+            for _ in 0..2000 {
+                let p = dma_core_commit(&st, &mut rng, va);
+                let mut regs = std::collections::HashMap::new();
+                for (op, pk) in packets(&p) {
+                    assert_eq!(op, PACKET_MSG_LONG);
+                    let addr = u64::from_le_bytes(pk[8..16].try_into().unwrap());
+                    regs.insert((addr & 0xFFF) as u32, word(pk, 0));
+                }
+                let pair = |lo, hi| u64::from(regs[&hi]) << 32 | u64::from(regs[&lo]);
+                assert!(allowed.contains(&pair(WR_COMP_ADDR_LO, WR_COMP_ADDR_HI)));
+                let (dst, size) = (
+                    pair(DST_BASE_LO, DST_BASE_HI),
+                    u64::from(regs[&DST_TSIZE_0]),
+                );
+                let words = va + WORDS as u64..=va + MEM as u64;
+                let sram = SRAM..=SRAM + (5 << 20);
+                assert!(
+                    words.contains(&dst) && words.contains(&(dst + size))
+                        || sram.contains(&dst) && sram.contains(&(dst + size)),
+                    "{dst:#x} + {size:#x}"
+                );
             }
         }
     }

@@ -297,6 +297,82 @@ pub fn set_msg_base(qman: u32, cp: u32, n: u32, addr: u64) -> Vec<u8> {
     p
 }
 
+/// The DMA core behind a PDMA or EDMA queue, programmed by a CB's
+/// messages: the context registers upstream leaves to users
+/// (`gaudi2_pb_pdma0_unsecured_regs`, gaudi2/gaudi2_security.c:132-166).
+/// A CB writes the source, destination, size and completion, then
+/// `COMMIT`; the core moves the bytes with the ASID the driver gave it
+/// (the context's) and, when done, writes the completion (a SOB that a
+/// monitor and a `FENCE` wait on). The core runs on its own: the CB goes
+/// on at once, as on silicon.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DmaCore {
+    /// The core's register block (its QMAN's + 0x1000).
+    pub block: u32,
+}
+
+/// Offsets in a DMA core's block and its `COMMIT` bits: the model core's
+/// own file (`src/model/dma_core.rs`), included as it is.
+#[allow(dead_code, unreachable_pub)]
+#[path = "../../../model/dma_core.rs"]
+pub mod core_reg;
+
+impl DmaCore {
+    /// The core behind `queue`'s QMAN; `None` for a queue without one
+    /// (MME, TPC) or no queue.
+    pub fn of(queue: u32) -> Option<Self> {
+        let (qm, _) = qman_of(queue)?;
+        let dma = qm == 0x4C8_A000
+            || qm == 0x4C9_A000
+            || matches!(qm % DCORE_OFFSET, 0x1C_A000 | 0x1D_A000);
+        dma.then_some(Self { block: qm + 0x1000 })
+    }
+
+    /// The device address of the core's register at `off`.
+    pub fn reg(self, off: u32) -> u64 {
+        reg_addr(self.block + off)
+    }
+
+    /// A `MSG_LONG` writing `value` into the core's register at `off`.
+    pub fn write(self, off: u32, value: u32) -> [u8; 16] {
+        crate::cs::packet::msg_long(self.reg(off), value)
+    }
+
+    /// The messages of a linear transfer of `tsize` bytes from `src` to
+    /// `dst` (`memset`: `src` is the 64-bit fill value), writing
+    /// `completion` (address, value) when done, then its `COMMIT`.
+    pub fn linear(
+        self,
+        (src, dst, tsize): (u64, u64, u32),
+        memset: bool,
+        completion: Option<(u64, u32)>,
+    ) -> Vec<u8> {
+        use core_reg::*;
+        let (comp, data) = completion.unwrap_or((0, 0));
+        let mut commit = COMMIT_LIN;
+        if memset {
+            commit |= COMMIT_MEM_SET;
+        }
+        if completion.is_some() {
+            commit |= COMMIT_WR_COMP_EN;
+        }
+        [
+            (SRC_BASE_LO, src as u32),
+            (SRC_BASE_HI, (src >> 32) as u32),
+            (DST_BASE_LO, dst as u32),
+            (DST_BASE_HI, (dst >> 32) as u32),
+            (DST_TSIZE_0, tsize),
+            (WR_COMP_ADDR_LO, comp as u32),
+            (WR_COMP_ADDR_HI, (comp >> 32) as u32),
+            (WR_COMP_WDATA, data),
+            (COMMIT, commit),
+        ]
+        .iter()
+        .flat_map(|&(off, v)| self.write(off, v))
+        .collect()
+    }
+}
+
 /// The QMAN block and stream of queue id `queue` (upstream's
 /// `gaudi2_qm_blocks_bases`): PDMA, EDMA, MME and TPC queues.
 pub fn qman_of(queue: u32) -> Option<(u32, u32)> {
