@@ -162,7 +162,8 @@ pub struct Stats {
     pub reg_reads: u64,
     /// Register writes.
     pub reg_writes: u64,
-    /// Register writes the register file had no room for (dropped).
+    /// Register writes the register file did not keep: no room left, or an
+    /// engine's write of a register the driver never wrote.
     pub regfile_dropped: u64,
     /// Doorbells rung (QMAN PQ_PI and CPU PQ PI writes).
     pub doorbells: u64,
@@ -190,6 +191,8 @@ pub struct Stats {
     pub sm_dropped: u64,
     /// User monitors' messages refused: a register no user may write.
     pub sm_refused: u64,
+    /// Events the event queue had no room for (full, or not set up).
+    pub eq_dropped: u64,
 }
 
 /// One Gaudi2: fixed-size register state, about 440 KiB (17 MMUs with
@@ -308,16 +311,17 @@ impl Gaudi2 {
         }
     }
 
-    /// Keep `val` in the register file (counted when it is full).
-    /// Keep `reg` = `val` in the register file. An engine's LBW write
-    /// (a CB's message, a monitor's: `lbw_depth` > 0) only changes a
-    /// register the driver wrote before: a user's messages to registers
-    /// the model does not interpret (the `ARB_*`, `CQ_*` and `ARC_*` ones
-    /// upstream leaves unsecured, about 165 per QMAN) could otherwise fill
-    /// the file and drop the driver's own later writes. O(1) expected.
+    /// Keep `reg` = `val` in the register file (counted as dropped when it
+    /// cannot be). An engine's LBW write (a CB's message, a monitor's, the
+    /// KDMA's: `lbw_depth` > 0) only changes a register the driver wrote
+    /// before, or writes a 0 (what an unwritten register reads): a user's
+    /// messages to registers the model does not interpret (the `ARB_*`,
+    /// `CQ_*` and `ARC_*` ones upstream leaves unsecured, about 165 per
+    /// QMAN) could otherwise fill the file and drop the driver's own later
+    /// writes. O(1) expected.
     fn store(&mut self, reg: u32, val: u32) {
         let kept = if self.lbw_depth > 0 {
-            self.regfile.update(reg, val)
+            self.regfile.update(reg, val) || val == 0
         } else {
             self.regfile.set(reg, val)
         };
@@ -342,6 +346,7 @@ impl Gaudi2 {
             monitors_fired: fired,
             sm_dropped: dropped,
             sm_refused: refused,
+            eq_dropped: self.cpu_if.eq_dropped,
             ..self.stats
         }
     }

@@ -7,7 +7,9 @@
 //! layout (asic_reg/pdma0_core_ctx_regs.h, arc_farm_kdma_ctx_regs.h), at
 //! these offsets from its block:
 //!
-//! - `CFG_1` (`0x004`): bit 0 (`HALT`) drops the transfer in flight;
+//! - `CFG_1` (`0x004`): bit 0 (`HALT`) drops the transfer in flight and,
+//!   while it stays set, every commit (the driver holds the user cores
+//!   halted from a context's close to the next one's open);
 //! - `CTX_AXUSER_HB_ASID` (`0x800`: read ASID bits 25:16, write 9:0) and
 //!   `CTX_AXUSER_HB_MMU_BP` (`0x804`, RD bit 4 / WR bit 0): the driver's,
 //!   secured (`gaudi2_mmu_prepare` gives a user core the context's ASID
@@ -101,6 +103,9 @@ pub struct Transfer {
     pub tsize: u32,
     /// The completion write's address and data.
     pub comp: (u64, u32),
+    /// The read and write ASIDs and the MMU bypass as they were at the
+    /// commit (the core's context is latched, as on silicon).
+    pub who: (u16, u16, bool),
 }
 
 impl Transfer {
@@ -120,12 +125,15 @@ impl Transfer {
 /// # Invariants
 ///
 /// `running` is `Some` only for a commit with `LIN` and no bit outside
-/// [`MODELLED`]; its byte count never exceeds the transfer's `tsize`.
+/// [`MODELLED`], made while not `halted`; its byte count never exceeds
+/// the transfer's `tsize`.
 #[derive(Clone, Copy, Debug)]
 pub struct DmaCore {
     asid: u32,
     mmu_bp: u32,
     ctx: [u32; CTX_WORDS],
+    /// `CFG_1.HALT` is set: no transfer runs or starts.
+    halted: bool,
     /// The transfer in flight, and the bytes it moved.
     running: Option<(Transfer, u32)>,
 }
@@ -143,6 +151,7 @@ impl DmaCore {
             asid: 0,
             mmu_bp: 0,
             ctx: [0; CTX_WORDS],
+            halted: false,
             running: None,
         }
     }
@@ -216,6 +225,7 @@ impl DmaCore {
         match off {
             AXUSER_HB_ASID => Some(self.asid),
             AXUSER_HB_MMU_BP => Some(self.mmu_bp),
+            CFG_1 => Some(u32::from(self.halted)),
             COMMIT => Some(self.running.map_or(0, |(t, _)| t.commit)),
             _ => Self::slot(off).and_then(|i| self.ctx.get(i)).copied(),
         }
@@ -228,7 +238,8 @@ impl DmaCore {
             AXUSER_HB_ASID => self.asid = val,
             AXUSER_HB_MMU_BP => self.mmu_bp = val,
             CFG_1 => {
-                if val & 1 != 0 {
+                self.halted = val & 1 != 0;
+                if self.halted {
                     self.running = None;
                 }
             }
@@ -247,6 +258,9 @@ impl DmaCore {
             if let Some(r) = self.ctx.get_mut(i) {
                 *r = val;
             }
+        }
+        if self.halted {
+            return Wrote::Stored;
         }
         if val & COMMIT_LIN == 0 || val & !MODELLED != 0 {
             return Wrote::Refused;
@@ -270,6 +284,7 @@ impl DmaCore {
                     self.pair(WR_COMP_ADDR_LO, WR_COMP_ADDR_HI),
                     at(WR_COMP_WDATA),
                 ),
+                who: self.who(),
             },
             0,
         ));

@@ -126,12 +126,11 @@ pub trait EngineBus {
     fn hand_to_lower(&mut self, _cb: u64, _len: u32) -> Result<bool, Self::Stop> {
         Ok(false)
     }
-    /// A DMA core's transfer that a register write committed (a CB's
-    /// message to the core's `COMMIT`, or a monitor's it fired), taken
-    /// from the core: a host that has no engine of its own for the DMA
-    /// cores runs it on the engine that wrote, after the packet
-    /// ([`transfer`]). `None`: nothing committed, or the host steps the
-    /// cores itself. O(1).
+    /// A DMA core's transfer that this job's last register write committed
+    /// (a CB's message to the core's `COMMIT`), taken from the core: a
+    /// host that has no engine of its own for the DMA cores runs it on the
+    /// engine that wrote, after the packet ([`transfer`]). `None`: nothing
+    /// committed, or the host steps the cores itself. O(1).
     fn take_commit(&mut self) -> Option<Transfer> {
         None
     }
@@ -711,17 +710,21 @@ fn load_and_exe<B: EngineBus>(
     Ok(())
 }
 
-/// The DMA cores' transfers a register write of the last packet (or a
-/// monitor it fired) committed, run by this engine ([`EngineBus::take_commit`]).
-/// A transfer whose completion commits another is a loop a user may
-/// build: each one is a reschedule point, and a stop ends it. O(bytes).
+/// The DMA core's transfer a register write of the last packet committed,
+/// run by this engine ([`EngineBus::take_commit`]). A fault ends the
+/// transfer without its completion write, not the job: as on a host that
+/// runs the cores on their own, the job that committed it goes on. A
+/// transfer whose completion commits another is a loop a user may build:
+/// each one is a reschedule point, and a stop ends it. O(bytes).
 fn commits<B: EngineBus>(bus: &mut B, data: &mut [u8]) -> Result<(), JobEnd<B::Fault, B::Stop>> {
     while let Some(t) = bus.take_commit() {
         if let Some(stop) = bus.stop() {
             return Err(JobEnd::Stopped(stop));
         }
         bus.point();
-        transfer(bus, data, &t)?;
+        if let Err(JobEnd::Stopped(s)) = transfer(bus, data, &t) {
+            return Err(JobEnd::Stopped(s));
+        }
     }
     Ok(())
 }

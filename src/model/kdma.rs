@@ -144,7 +144,7 @@ impl Gaudi2 {
             let Some((t, done)) = core.running() else {
                 return;
             };
-            let (rd, wr, bypass) = core.who();
+            let (rd, wr, bypass) = t.who;
             // A user core's bypass is never on: `MMU_BP` is the driver's
             // (secured), and the driver leaves it 0.
             let bypass = bypass && !user;

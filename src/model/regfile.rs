@@ -8,7 +8,8 @@
 //! distinct ones written (upstream's init writes a few hundred of the
 //! blocks this model covers). A write that finds the table full is dropped
 //! and reported to the caller (counted in `Stats::regfile_dropped`); a
-//! register never written reads 0.
+//! register never written reads 0. Engines' writes only update registers
+//! already held ([`RegFile::update`]), so no CB can fill the table.
 
 /// Distinct registers the file holds.
 pub const CAPACITY: usize = 1024;

@@ -45,7 +45,7 @@ pub(crate) const KDMA_CHUNK: usize = 2 << 20;
 const COMP_OFF: usize = KDMA_CHUNK;
 /// Between two polls of a job's completion word (host memory: a poll
 /// costs no bus traffic). Upstream polls `KDMA_CFG_1` every 1 ms; a job of
-/// the register restore takes well under that, and 75 of them run per
+/// the register restore takes well under that, and 134 of them run per
 /// context open.
 const KDMA_POLL_US: i64 = 50;
 /// `KDMA_TIMEOUT_USEC` (gaudi2/gaudi2.c:87).
@@ -136,7 +136,10 @@ impl PciGaudi2 {
         );
         if done.is_err() {
             pr_err!("PCI Gaudi2: timeout while waiting for KDMA to be idle\n");
+            // Halted, then released for the next job (upstream resets the
+            // device after this; the halt bit holds while set).
             let _ = m.wreg(k::CFG_1, 1);
+            let _ = m.wreg(k::CFG_1, 0);
             bump(&m.counters.kdma_timeouts);
             return Err(ETIMEDOUT);
         }

@@ -930,6 +930,8 @@ impl Engines for PciEngines {
                 m.wreg(sm::MSTR_IF_AXUSER_HB_MMU_BP + off, 0)?;
             }
         }
+        // The DMA cores run again, for this context only.
+        self.core.hw.hold_dma_cores(false)?;
         let engines = self.core.clone();
         Ok(Arc::new(PciQueues { engines }, GFP_KERNEL)?)
     }

@@ -43,10 +43,11 @@
 //!
 //! **The DMA cores' context registers** (upstream leaves
 //! `CTX_SRC_BASE` .. `CTX_COMMIT` to users, gaudi2_security.c:132-166):
-//! every user DMA core is halted (`CFG_1`; the close's quiesce halts them
-//! too, so a transfer a CB committed by registers never outlives its
-//! context) and its user registers zeroed, `COMMIT` excepted (a write of
-//! it commits): two KDMA memsets per core.
+//! every user DMA core is held halted (`CFG_1.HALT`) from a context's
+//! close (after the user monitors lost their ASID) until the next open
+//! wrote its ASIDs, so a transfer a CB committed by registers never
+//! outlives its context, and meanwhile its user registers are zeroed,
+//! `COMMIT` excepted (a write of it commits): two KDMA memsets per core.
 //!
 //! **Difference from upstream:** upstream writes every register with a
 //! `WREG32` (`gaudi2_memset_device_lbw`: about 50,000 of them per context);
@@ -135,9 +136,10 @@ fn cp_template() -> [u8; QM_CP_SPAN.1] {
 impl PciGaudi2 {
     /// Reset what users may have left in the sync managers and the QMANs
     /// (the module doc), before a context runs, with the KDMA held once.
-    /// Sleeps; O(dcores + QMANs) KDMA jobs.
+    /// Sleeps; O(dcores + QMANs + DMA cores) KDMA jobs (134).
     pub(crate) fn restore_user_registers(&self) -> Result {
-        self.halt_dma_cores()?;
+        // Held halted from the last close (and now, before the first open).
+        self.hold_dma_cores(true)?;
         self.with_kdma(|k| {
             for dcore in 0..DCORES {
                 for (reg, bytes, val) in sm_fills(dcore) {
@@ -159,14 +161,16 @@ impl PciGaudi2 {
         })
     }
 
-    /// A context's end (its close's quiesce): every user DMA core halted,
-    /// and the user monitors of every dcore given ASID 0 (none), so they
-    /// do nothing until the next open gives them its own: a chain of
-    /// monitors the user left armed dies here, before the restore cleans
-    /// the dcores one by one (upstream resets the device instead, at the
-    /// release). Errors: the device is gone. O(10 + 7) register writes.
+    /// A context's end (its close's quiesce): the user monitors of every
+    /// dcore given ASID 0 (none), so they do nothing until the next open
+    /// gives them its own (a chain of monitors the user left armed dies
+    /// here, before the restore cleans the dcores one by one; upstream
+    /// resets the device instead, at the release), then every user DMA
+    /// core halted and held halted until the next open (no monitor can
+    /// commit a transfer any more, and a core's completion that commits
+    /// another core finds it halted). Errors: the device is gone. O(7 +
+    /// 10) register writes.
     pub(crate) fn end_user_context(&self) -> Result {
-        self.halt_dma_cores()?;
         for d in 0..DCORES {
             let off = d * DCORE_OFFSET;
             self.mmio.wreg(sm::GLBL_ASID_NONE_SEC_PRIV + off, 0)?;
@@ -174,17 +178,17 @@ impl PciGaudi2 {
                 self.mmio.wreg(sm::MSTR_IF_AXUSER_HB_ASID + off, 0)?;
             }
         }
-        Ok(())
+        self.hold_dma_cores(true)
     }
 
-    /// Halt every user DMA core's transfer (`CFG_1.HALT`, then released):
-    /// a transfer a CB committed by the core's registers may outlive its
-    /// CS, never its context (the close's quiesce and the next open call
-    /// this). O(10) register writes.
-    pub(crate) fn halt_dma_cores(&self) -> Result {
+    /// Set (`halt`) or clear every user DMA core's `CFG_1.HALT`: set, its
+    /// transfer is dropped and no commit starts one. Held from a context's
+    /// close (and the first open) until the open has restored the
+    /// registers and written the new context's ASIDs. O(10) register
+    /// writes.
+    pub(crate) fn hold_dma_cores(&self, halt: bool) -> Result {
         for base in dma_cores() {
-            self.mmio.wreg(base + r::CORE_CFG_1, 1)?;
-            self.mmio.wreg(base + r::CORE_CFG_1, 0)?;
+            self.mmio.wreg(base + r::CORE_CFG_1, u32::from(halt))?;
         }
         Ok(())
     }

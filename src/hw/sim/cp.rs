@@ -87,6 +87,9 @@ struct Bus<'a, 'b> {
     dma: bool,
     /// The QMAN's lower CP, for a job of an upper CP.
     lower: Option<&'a dyn LowerCp>,
+    /// A DMA core's transfer this job's last register write committed, for
+    /// the job to run ([`EngineBus::take_commit`]).
+    commit: Option<Transfer>,
 }
 
 /// Whether a job must stop: its `owner` says so, or a CB it handed to its
@@ -117,8 +120,13 @@ impl Bus<'_, '_> {
     fn register_write(&mut self, reg: u32, val: u32) -> bool {
         let sync = &self.sim.sync;
         let mut more = false;
-        if !sync.user_write(self.sim, (reg, val), &|| self.halted().is_some(), &mut more) {
+        let mut commit = None;
+        let stopped = || self.halted().is_some();
+        if !sync.user_write(self.sim, (reg, val), &stopped, (&mut more, &mut commit)) {
             return false;
+        }
+        if commit.is_some() {
+            self.commit = commit;
         }
         while more && self.halted().is_none() {
             self.pace.point();
@@ -195,7 +203,7 @@ impl EngineBus for Bus<'_, '_> {
     }
 
     fn take_commit(&mut self) -> Option<Transfer> {
-        self.sim.sync.take_commit()
+        self.commit.take()
     }
 
     fn hand_to_lower(&mut self, cb: u64, len: u32) -> Result<bool, Stop> {
@@ -231,6 +239,7 @@ pub(crate) fn execute(
         pace,
         dma,
         lower,
+        commit: None,
     };
     let bufs = (&mut scratch.cb[..], &mut scratch.data[..]);
     let end = if lower_cp {

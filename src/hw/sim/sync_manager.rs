@@ -53,10 +53,7 @@ use kernel::{
     alloc::{KVBox, KVVec},
     new_condvar, new_mutex,
     prelude::*,
-    sync::{
-        atomic::{Atomic, Relaxed},
-        Arc, CondVar, Mutex,
-    },
+    sync::{Arc, CondVar, Mutex},
     time::msecs_to_jiffies,
 };
 
@@ -80,10 +77,6 @@ pub(crate) struct SimSync {
     /// Where user interrupts go (the driver's, connected at bring-up).
     #[pin]
     msix: Mutex<Option<Arc<dyn MsixSink>>>,
-    /// Set (under `cps`) when a write commits a DMA core's transfer, until
-    /// [`Self::take_commit`] finds none left: the cheap test before the
-    /// scan.
-    committed: Atomic<bool>,
 }
 
 impl SimSync {
@@ -96,7 +89,6 @@ impl SimSync {
             cps <- new_mutex!(idle_cps()?),
             fenced <- new_condvar!("SimSync::fenced"),
             msix <- new_mutex!(None),
-            committed: Atomic::new(false),
         })
     }
 
@@ -109,7 +101,10 @@ impl SimSync {
     /// An engine's u32 write of `val` at the register `reg`: false if a
     /// user CB may not write it (the caller's RAZWI). Monitors it makes
     /// fire (the first [`sm::FIRE_BUDGET`]); `*more` tells whether some
-    /// wait for [`Self::drain`]. A job `stopped` (halted) by the time the
+    /// wait for [`Self::drain`]. A write that commits a DMA core's
+    /// transfer takes it out of the core into `*commit`: this host has no
+    /// engine of its own for the DMA cores, the writing engine runs it
+    /// (`engine::transfer`). A job `stopped` (halted) by the time the
     /// lock is held writes nothing: a halt moves the job's epoch on before
     /// it takes the locks to disarm its stream's monitor and clear its
     /// fence, so no write of the halted job lands after that cleaning.
@@ -119,13 +114,13 @@ impl SimSync {
         sim: &SimGaudi2,
         (reg, val): (u32, u32),
         stopped: &dyn Fn() -> bool,
-        more: &mut bool,
+        (more, commit): (&mut bool, &mut Option<Transfer>),
     ) -> bool {
         if !security::user_writable(reg) {
             return false;
         }
         if let Some((m, off)) = qman::decode(reg) {
-            self.qman_write(m, off, val, stopped);
+            *commit = self.qman_write(m, off, val, stopped);
             return true;
         }
         *more = self.fire(sim, |sm| {
@@ -162,39 +157,28 @@ impl SimSync {
     }
 
     /// A write of QMAN `m`'s register at `off` (none if `stopped` once the
-    /// lock is held; a fence counter's wakes the fence waiters). O(1).
-    fn qman_write(&self, m: usize, off: u32, val: u32, stopped: &dyn Fn() -> bool) {
+    /// lock is held; a fence counter's wakes the fence waiters). A write
+    /// that commits the QMAN's DMA core's transfer returns it, taken out
+    /// of the core (a commit the model refuses starts nothing). O(1).
+    fn qman_write(
+        &self,
+        m: usize,
+        off: u32,
+        val: u32,
+        stopped: &dyn Fn() -> bool,
+    ) -> Option<Transfer> {
         let mut cps = self.cps.lock();
         if stopped() {
-            return;
+            return None;
         }
-        let effect = cps
-            .get_mut(m)
-            .map_or(Effect::NotMine, |q| q.write(off, val));
-        if effect == Effect::Commit {
-            self.committed.store(true, Relaxed);
-        }
+        let q = cps.get_mut(m)?;
+        let effect = q.write(off, val);
+        let commit = (effect == Effect::Commit).then(|| q.core.take()).flatten();
         drop(cps);
         if effect == Effect::Fence {
             self.fenced.notify_all();
         }
-    }
-
-    /// A DMA core's transfer some write committed (a CB's message to a
-    /// core's `COMMIT`, or a monitor's), taken from its core: the engine
-    /// whose write it was runs it (`engine::transfer`), as this host has
-    /// no engine of its own for the DMA cores. O(1) when none was
-    /// committed, else O(QMANS).
-    pub(crate) fn take_commit(&self) -> Option<Transfer> {
-        if !self.committed.load(Relaxed) {
-            return None;
-        }
-        let mut cps = self.cps.lock();
-        let t = cps.iter_mut().find_map(|q| q.core.take());
-        if t.is_none() {
-            self.committed.store(false, Relaxed);
-        }
-        t
+        commit
     }
 
     /// `CP_MSG_BASE[base]` of CP `c` of QMAN `m` (0 for a base or CP that
@@ -372,7 +356,8 @@ fn idle_cp_registers(q: &mut Qman) {
         }
     }
     // The DMA core's context registers are the last user's too (a
-    // committed transfer never outlives its job here: the job ran it).
+    // committed transfer never outlives its job here: the job that
+    // committed it ran it).
     q.core = DmaCore::new();
 }
 
@@ -415,7 +400,10 @@ impl SmPort for Port<'_> {
         // An LBW write of the sync manager itself: its objects (queued
         // firings), a CP's registers; anything else is dropped.
         if let Some((m, off)) = qman::decode(reg) {
-            self.sync.qman_write(m, off, val, &|| false);
+            // A monitor's commit of a DMA core's transfer starts nothing
+            // here: no engine of this host runs it (silicon and the PCI
+            // model do).
+            let _ = self.sync.qman_write(m, off, val, &|| false);
             true
         } else {
             self.sm.write(reg, val)
@@ -479,24 +467,34 @@ mod tests {
                 (500 / 8) | (!(1u32 << (500 % 8)) & 0xFF) << 8 | 2 << 17,
             ),
         ] {
-            assert!(s.user_write(&sim, (reg, val), &|| false, &mut more));
+            assert!(s.user_write(&sim, (reg, val), &|| false, (&mut more, &mut None)));
         }
         let mut stop = || Some(());
         assert_eq!(s.fence_wait((1, 0), (1, 1, 1), &mut stop), Err(()));
-        assert!(s.user_write(&sim, (sob(500), 1 << 31 | 1), &|| false, &mut more));
+        assert!(s.user_write(
+            &sim,
+            (sob(500), 1 << 31 | 1),
+            &|| false,
+            (&mut more, &mut None)
+        ));
         assert_eq!(s.fence_wait((1, 0), (1, 1, 1), &mut stop), Err(()));
-        assert!(s.user_write(&sim, (sob(500), 1 << 31 | 1), &|| false, &mut more));
+        assert!(s.user_write(
+            &sim,
+            (sob(500), 1 << 31 | 1),
+            &|| false,
+            (&mut more, &mut None)
+        ));
         assert_eq!(s.fence_wait((1, 0), (1, 1, 1), &mut stop), Ok(()));
         assert_eq!(s.counts(), (1, 0, 0));
         // The CS-completion SOBs are the driver's: no user write lands.
-        assert!(!s.user_write(&sim, (sob(3), 7), &|| false, &mut more));
+        assert!(!s.user_write(&sim, (sob(3), 7), &|| false, (&mut more, &mut None)));
         assert_eq!(s.sm_read(sob(3)), Some(0));
         // A new context finds the user's objects zeroed and no monitor armed.
         assert!(s.user_write(
             &sim,
             (mon(sm::MON_ARM, 301), (500 / 8) | (3 << 17)),
             &|| false,
-            &mut more
+            (&mut more, &mut None)
         ));
         s.reset_user(2);
         assert_eq!(s.sm_read(sob(500)), Some(0));

@@ -465,7 +465,9 @@ fn a_dma_cores_completion_asid_and_tensor_commits_stay_refused() {
     let cb = Cb::new().push(&core.linear((s, o, 64), false, Some((Sob::new(0).addr(), 1))));
     let _ = run(&d, &[(PDMA0, &cb)]);
     // A tensor commit (no LIN) moves nothing.
-    use core_reg::*;
+    use core_reg::{
+        COMMIT, COMMIT_WR_COMP_EN, DST_BASE_HI, DST_BASE_LO, DST_TSIZE_0, SRC_BASE_HI, SRC_BASE_LO,
+    };
     let cb = Cb::new()
         .push(&core.write(SRC_BASE_LO, (s + 128) as u32))
         .push(&core.write(SRC_BASE_HI, ((s + 128) >> 32) as u32))

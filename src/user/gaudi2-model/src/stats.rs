@@ -173,6 +173,7 @@ fn model_lines(m: &Stats, kv: &mut impl FnMut(&str, u64)) {
     kv("model.monitors_fired", m.monitors_fired);
     kv("model.sm_dropped", m.sm_dropped);
     kv("model.sm_refused", m.sm_refused);
+    kv("model.eq_dropped", m.eq_dropped);
 }
 
 /// Write `text` to `path` whole: a reader never sees half a file.

@@ -762,3 +762,29 @@ fn a_cbs_messages_never_fill_the_register_file() {
         assert_eq!(g.reg_read(&mut env, reg), 0x100 + i);
     }
 }
+
+/// The driver holds the user cores halted from a context's close to the
+/// next open: a commit meanwhile starts nothing, and a release lets the
+/// next one run. A transfer's ASIDs are the ones at its commit.
+#[test]
+fn a_halted_dma_core_drops_every_commit_until_released() {
+    use gaudi2_model::dma_core as k;
+    let (mut g, mut env) = device();
+    qman_up(&mut g, &mut env, EDMA0);
+    env.host_write(DATA, &[0xAB; 256]);
+    g.reg_write(&mut env, EDMA0_CORE + k::CFG_1, 1);
+    let commit = k::COMMIT_LIN;
+    let cb = core_cb(DATA, DATA + 0x1000, 256, (0, 0), commit);
+    submit(&mut g, &mut env, (EDMA0, 0, 0), CB, &cb, 1);
+    run(&mut g, &mut env);
+    assert_eq!(env.host_read(DATA + 0x1000, 256), vec![0; 256], "halted");
+    assert_eq!(g.reg_read(&mut env, EDMA0_CORE + k::CFG_1), 1);
+    g.reg_write(&mut env, EDMA0_CORE + k::CFG_1, 0);
+    submit(&mut g, &mut env, (EDMA0, 0, 1), CB + 0x400, &cb, 1);
+    run(&mut g, &mut env);
+    assert_eq!(
+        env.host_read(DATA + 0x1000, 256),
+        vec![0xAB; 256],
+        "released"
+    );
+}
