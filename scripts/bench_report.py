@@ -195,6 +195,9 @@ def sync(get, row):
             get(f"{prefix}.stream.ns"), "ns", nop)
         row(sec, "interrupt: submit -> waiter woken (monitor->CQ->MSI-X)",
             get(f"{prefix}.interrupt.ns"), "ns", nop)
+        sec = f"DMA core on {where}, 64 KiB host -> host / LIN_DMA of it, same queue, same run"
+        row(sec, "DMA core by its registers, completion SOB->monitor->FENCE: CS+WAIT",
+            get(f"{prefix}.core.ns"), "ns", get(f"{prefix}.lin.ns"))
 
 
 def all2all(get, row):

@@ -18,7 +18,13 @@
 //!   streams: a SIGNAL CS on PDMA_0_0, a WAIT CS on PDMA_1_0 for it, a NOP
 //!   CS on PDMA_1_0 after it, and WAIT_CS on that NOP (three CS ioctls a
 //!   round where the ping-pong takes one);
-//! - `sync.nop.ns`: CS + WAIT_CS of one NOP on PDMA_0_0 (the baseline).
+//! - `sync.nop.ns`: CS + WAIT_CS of one NOP on PDMA_0_0 (the baseline);
+//! - `sync.core.ns`: a CS on DCORE0 EDMA0 whose CB programs the queue's
+//!   DMA core to copy [`COPY`] bytes host -> host by its registers and
+//!   waits at a `FENCE` a monitor on the core's completion SOB releases
+//!   (the ARC runtimes' way), next to `sync.lin.ns`: a `LIN_DMA` packet of
+//!   the same bytes on the same queue, CS + WAIT_CS each; the ratio
+//!   `sync.core.ratio` is to the `LIN_DMA`'s.
 //!
 //! Each figure is the median of [`BATCHES`] batches, ns per round; the
 //! ratios `sync.pingpong.ratio`, `sync.stream.ratio` and
@@ -31,7 +37,7 @@ use crate::bench_common::{emit, median_best, BATCHES};
 use crate::dma::map_cb;
 use hlrs::{
     cs::{Cb, Cs, CsDone},
-    sync::{Cq, Fence, Monitor, Sob, FIRST_USER_INTERRUPT},
+    sync::{Cq, DmaCore, Fence, Monitor, Sob, FIRST_USER_INTERRUPT},
     uapi::*,
     Device, HostBuffer,
 };
@@ -40,6 +46,9 @@ use std::{io, time::Instant};
 const SEC: u64 = 1_000_000;
 /// Rounds per batch.
 const PER: u32 = 20;
+/// Bytes each DMA-core and `LIN_DMA` round copies.
+const COPY: u32 = 64 << 10;
+const EDMA0: u32 = GAUDI2_QUEUE_ID_DCORE0_EDMA_0_0;
 /// Bytes each round's CB takes in its buffer (its CBs are 56 bytes).
 const SLOT: usize = 64;
 const PDMA0: u32 = GAUDI2_QUEUE_ID_PDMA_0_0;
@@ -206,5 +215,53 @@ pub fn run(index: u32, prefix: &str) -> io::Result<()> {
     emit(&format!("{prefix}.stream.ratio"), sm_ / nm.max(1.0), "x");
     emit(&format!("{prefix}.interrupt.ratio"), im / nm.max(1.0), "x");
     let _ = dev.cb_destroy(counter);
+    let (sob3, mon3) = (Sob::new(sob.0 + 16), Monitor::new(mon.0 + 2));
+    core_copy(&dev, (sob3, mon3), prefix)
+}
+
+/// `sync.core.*` and `sync.lin.*` (the module doc). O(BATCHES x PER
+/// copies).
+fn core_copy(dev: &Device, (sob, mon): (Sob, Monitor), prefix: &str) -> io::Result<()> {
+    let (core, fence) = DmaCore::of(EDMA0)
+        .zip(Fence::of(EDMA0))
+        .ok_or(io::ErrorKind::InvalidInput)?;
+    let src = HostBuffer::new(COPY as usize)?;
+    let dst = HostBuffer::new(COPY as usize)?;
+    let s = dev.map_host(src.addr(), src.len() as u64, 0, 0)?;
+    let d = dev.map_host(dst.addr(), dst.len() as u64, 0, 0)?;
+    let by_core = Cb::new()
+        .push(&sob.set(0))
+        .push(&mon.fire_into(fence, sob, 1))
+        .push(&core.linear((s, d, COPY), false, Some((sob.addr(), 1))))
+        .push(&fence.wait(1));
+    let by_packet = Cb::new().lin_dma(s, d, COPY);
+    let (_a, core_va) = map_cb(dev, &by_core)?;
+    let (_b, lin_va) = map_cb(dev, &by_packet)?;
+    let run = |va: u64, len: u32| -> io::Result<()> {
+        completed(dev, Cs::new().chunk(EDMA0, va, len).submit(dev)?)
+    };
+    run(core_va, by_core.len())?;
+    run(lin_va, by_packet.len())?;
+    let (mut c, mut l) = (Vec::new(), Vec::new());
+    for _ in 0..BATCHES {
+        let t = Instant::now();
+        for _ in 0..PER {
+            run(core_va, by_core.len())?;
+        }
+        c.push(t.elapsed().as_nanos() as f64 / f64::from(PER));
+        let t = Instant::now();
+        for _ in 0..PER {
+            run(lin_va, by_packet.len())?;
+        }
+        l.push(t.elapsed().as_nanos() as f64 / f64::from(PER));
+    }
+    let ((cm, cb), (lm, lb)) = (median_best(c), median_best(l));
+    emit(&format!("{prefix}.core.ns"), cm, "ns");
+    emit(&format!("{prefix}.core.best"), cb, "ns");
+    emit(&format!("{prefix}.lin.ns"), lm, "ns");
+    emit(&format!("{prefix}.lin.best"), lb, "ns");
+    emit(&format!("{prefix}.core.ratio"), cm / lm.max(1.0), "x");
+    dev.unmap(s)?;
+    dev.unmap(d)?;
     Ok(())
 }
