@@ -287,13 +287,22 @@ fn random_fence(rng: &mut Rng) -> Fence {
     .counter(rng.below(3) as u32)
 }
 
-/// A random config register no user CB may write: not the sync manager
-/// objects of DCORE0 (its user part is the clean CSs'), not a fence counter.
+/// A random config register, mostly one no user CB may write (a RAZWI):
+/// never DCORE0's sync manager objects (its user part is the clean CSs'),
+/// nor a CP's message bases 0 and 1 or fence counters. Until 2026-12-06
+/// the message bases were not left out: a rare draw could repoint a CP's
+/// base 1, and every later `MSG_SHORT` to a SOB from that CP (the clean
+/// CSs', the driver's SIGNAL CBs) would go astray, its fences released
+/// by nothing.
 fn random_reg(rng: &mut Rng) -> u64 {
     let off = rng.below(0x500_0000) as u32 & !3;
     let sm = (0x410_0000..0x412_0000).contains(&off);
-    let fence = (0x280..0x300).contains(&(off & 0xFFF));
-    sync::reg_addr(if sm || fence { 0x4C8_A010 } else { off })
+    // Nor a CP's message bases 0 and 1 (`0x1F0..0x240`) or fence counters
+    // (`0x280..0x300`): users may write them, and a clean CS's (or the
+    // driver's sync-stream) `MSG_SHORT` through a repointed base 1 would
+    // never reach its SOB.
+    let cp = (0x1F0..0x300).contains(&(off & 0xFFF));
+    sync::reg_addr(if sm || cp { 0x4C8_A010 } else { off })
 }
 
 /// An address for a nested CB, table, predicates or scalars: the valid
@@ -974,7 +983,8 @@ mod tests {
         match op {
             PACKET_MSG_SHORT => {
                 let c = word(p, 4);
-                let base = [MON_PAY_ADDRL_0, SOB_OBJ_0][((c >> 22) & 3) as usize];
+                // Bases 2 and 3 point at SRAM (or nowhere), not a register.
+                let base = *[MON_PAY_ADDRL_0, SOB_OBJ_0].get(((c >> 22) & 3) as usize)?;
                 Some(base + (c & 0xFFFF))
             }
             PACKET_MSG_LONG => {
@@ -1030,6 +1040,10 @@ mod tests {
                         // manager, whose CQ registers share the low bits).
                         let sm = (0x410_0000..0x412_0000).contains(&reg);
                         assert!(sm || !(0x290..0x300).contains(&(reg & 0xFFF)), "{reg:#x}");
+                        // No message base the clean CSs use (0 and 1) of a
+                        // QMAN (every QMAN block is 0xA000 into its 64 KiB).
+                        let qm = !sm && reg & 0xF000 == 0xA000;
+                        assert!(!qm || !(0x1F0..0x240).contains(&(reg & 0xFFF)), "{reg:#x}");
                         if let Some(id) = sob_of(reg) {
                             assert!(id < DRIVER_SOBS || own_sobs.contains(&id), "SOB {id}");
                         }
