@@ -17,9 +17,7 @@
 //!   queues' CPs, SRAM, CQs, SOBs, host memory; random `CONFIG` bits) and
 //!   arms (random groups, masks, values), CQ set-ups, `CP_DMA`, `CB_LIST`,
 //!   `LOAD_AND_EXE` and predicated `MSG_LONG`s with random
-//!   (sometimes bad) addresses, DMA-core transfers a CB commits by the
-//!   core's registers ([`dma_core_commit`]), writes to random config
-//!   registers (RAZWI),
+//!   (sometimes bad) addresses, writes to random config registers (RAZWI),
 //!   and now and then a fence nothing releases. Every CS has a short CS
 //!   timeout (`HL_CS_FLAGS_CUSTOM_TIMEOUT`) and is waited for: Ok, or EIO,
 //!   ETIMEDOUT, EINVAL.
@@ -56,7 +54,7 @@ use crate::stress::Rng;
 use hlrs::{
     cs::{packet, Cb, Cs, CsDone},
     errno,
-    sync::{self, config, Compare, Cq, DmaCore, Fence, LoadAndExe, Monitor, Sob},
+    sync::{self, config, Compare, Cq, Fence, LoadAndExe, Monitor, Sob},
     uapi::*,
     Device, HostBuffer,
 };
@@ -289,19 +287,23 @@ fn random_fence(rng: &mut Rng) -> Fence {
 
 /// A random config register, mostly one no user CB may write (a RAZWI):
 /// never DCORE0's sync manager objects (its user part is the clean CSs'),
-/// nor a CP's message bases 0 and 1 or fence counters. Until 2026-12-06
-/// the message bases were not left out: a rare draw could repoint a CP's
-/// base 1, and every later `MSG_SHORT` to a SOB from that CP (the clean
-/// CSs', the driver's SIGNAL CBs) would go astray, its fences released
-/// by nothing.
+/// nor a CP's message bases or fence counters. Until 2026-12-06 only the
+/// `RDATA`s and two of the twenty `CNT`s were left out: a rare draw could
+/// set a CP's fence counter 2 or 3 (`CNT`, a set, not an add) to 0 right
+/// after a clean CS's monitor paid it, and that CS waited at its `FENCE`
+/// until the run-time cap, the CSs queued behind it after it; or repoint
+/// a CP's message base 1, so every later `MSG_SHORT` to a SOB from that
+/// CP went astray.
 fn random_reg(rng: &mut Rng) -> u64 {
     let off = rng.below(0x500_0000) as u32 & !3;
     let sm = (0x410_0000..0x412_0000).contains(&off);
-    // Nor a CP's message bases 0 and 1 (`0x1F0..0x240`) or fence counters
-    // (`0x280..0x300`): users may write them, and a clean CS's (or the
-    // driver's sync-stream) `MSG_SHORT` through a repointed base 1 would
-    // never reach its SOB.
-    let cp = (0x1F0..0x300).contains(&(off & 0xFFF));
+    // Nor a CP's message bases (`0x1F0..0x290`) or fence counters (their
+    // `RDATA` adds, `0x290..0x2E0`, and their `CNT` sets, `0x2E0..0x330`):
+    // users may write them, and a clean CS's (or the driver's sync-stream)
+    // `MSG_SHORT` through a repointed base 1 would never reach its SOB, and
+    // a fence counter set to 0 under a clean CS's `FENCE` would never
+    // release it.
+    let cp = (0x1F0..0x330).contains(&(off & 0xFFF));
     sync::reg_addr(if sm || cp { 0x4C8_A010 } else { off })
 }
 
@@ -366,7 +368,7 @@ fn clean_extra(st: &SyncState, rng: &mut Rng, va: u64) -> Vec<u8> {
 
 /// One packet (or a few) of a loose CS.
 fn loose_packet(st: &SyncState, rng: &mut Rng, va: u64, counter: Option<(u64, u64)>) -> Vec<u8> {
-    match rng.below(18) {
+    match rng.below(16) {
         0 => packet::nop().to_vec(),
         // SOB writes: the thread's own mostly; the driver's (RAZWI).
         1..=3 => {
@@ -512,50 +514,8 @@ fn loose_packet(st: &SyncState, rng: &mut Rng, va: u64, counter: Option<(u64, u6
         // an arbitration taken and never released would outlive the CS and
         // hold the QMAN's other streams.)
         13..=14 => packet::msg_long(random_reg(rng), rng.next() as u32).to_vec(),
-        15..=16 => dma_core_commit(st, rng, va),
         _ => packet::msg_long(st.sram(rng.below(0xE00)), rng.next() as u32).to_vec(),
     }
-}
-
-/// A transfer committed on a random DMA core by its registers
-/// (`hlrs::sync::DmaCore`): into SRAM or the thread's own words (never its
-/// CBs or the clean CSs' tables), from anywhere (sometimes a bad address),
-/// 0 bytes to 1 MiB, completing into one of the thread's loose SOBs, the
-/// driver's SOB 0 (refused) or nowhere; now and then a commit the device
-/// refuses (no `LIN`, other bits). On the PCI device the transfer may
-/// outlive its CS (the context's close halts it). O(1).
-fn dma_core_commit(st: &SyncState, rng: &mut Rng, va: u64) -> Vec<u8> {
-    let cores: [u32; 4] = [
-        GAUDI2_QUEUE_ID_PDMA_0_0,
-        GAUDI2_QUEUE_ID_PDMA_1_0,
-        GAUDI2_QUEUE_ID_DCORE0_EDMA_0_0,
-        GAUDI2_QUEUE_ID_DCORE2_EDMA_0_0 + 4,
-    ];
-    let q = cores[rng.below(cores.len() as u64) as usize];
-    let Some(core) = DmaCore::of(q) else {
-        return packet::nop().to_vec();
-    };
-    let (dst, max) = match rng.below(2) {
-        0 => (va + WORDS as u64, (MEM - WORDS) as u64),
-        _ => (SRAM + (rng.below(1 << 22) & !7), 1 << 20),
-    };
-    let size = match rng.below(4) {
-        0 => 0,
-        1 => rng.below(max + 1),
-        _ => rng.below(max.min(4096) + 1),
-    } as u32;
-    let src = maybe_bad(rng, va + WORDS as u64);
-    let completion = match rng.below(4) {
-        0 => None,
-        1 => Some((Sob::new(0).addr(), 1)),
-        _ => Some((st.loose_sob(rng, 1).addr(), rng.below(4) as u32)),
-    };
-    let mut p = core.linear((src, dst, size), rng.below(4) == 0, completion);
-    if rng.below(8) == 0 {
-        // Refused commits: a tensor transfer, or a bit the model does not run.
-        p.extend_from_slice(&core.write(sync::core_reg::COMMIT, rng.next() as u32 & !(1 << 31)));
-    }
-    p
 }
 
 /// Submit `chunks` ((queue, CB)) with a timeout of `timeout_s` and wait
@@ -1036,10 +996,11 @@ mod tests {
                             assert!(cfg & 0xF <= (cfg >> 16) & 0xFF, "{cfg:#x}");
                         }
                         let Some(reg) = target(op, p) else { continue };
-                        // No fence counter written directly (outside the sync
-                        // manager, whose CQ registers share the low bits).
+                        // No fence counter written directly, `RDATA` or
+                        // `CNT` (outside the sync manager, whose CQ
+                        // registers share the low bits).
                         let sm = (0x410_0000..0x412_0000).contains(&reg);
-                        assert!(sm || !(0x290..0x300).contains(&(reg & 0xFFF)), "{reg:#x}");
+                        assert!(sm || !(0x290..0x330).contains(&(reg & 0xFFF)), "{reg:#x}");
                         // No message base the clean CSs use (0 and 1) of a
                         // QMAN (every QMAN block is 0xA000 into its 64 KiB).
                         let qm = !sm && reg & 0xF000 == 0xA000;
@@ -1060,40 +1021,6 @@ mod tests {
                         }
                     }
                 }
-            }
-        }
-    }
-
-    #[test]
-    fn dma_core_commits_land_only_in_the_threads_words_sram_and_loose_sobs() {
-        use sync::core_reg::*;
-        let mut rng = Rng::new(5);
-        let va = 0xFFF0_0000_0000_0000;
-        for block in [0, BLOCKS - 1] {
-            let st = state(block);
-            let loose = (st.sob0 + 32..st.sob0 + 64).map(|s| Sob::new(s).addr());
-            let allowed: HashSet<u64> = loose.chain([Sob::new(0).addr(), 0]).collect();
-            for _ in 0..2000 {
-                let p = dma_core_commit(&st, &mut rng, va);
-                let mut regs = std::collections::HashMap::new();
-                for (op, pk) in packets(&p) {
-                    assert_eq!(op, PACKET_MSG_LONG);
-                    let addr = u64::from_le_bytes(pk[8..16].try_into().unwrap());
-                    regs.insert((addr & 0xFFF) as u32, word(pk, 0));
-                }
-                let pair = |lo, hi| u64::from(regs[&hi]) << 32 | u64::from(regs[&lo]);
-                assert!(allowed.contains(&pair(WR_COMP_ADDR_LO, WR_COMP_ADDR_HI)));
-                let (dst, size) = (
-                    pair(DST_BASE_LO, DST_BASE_HI),
-                    u64::from(regs[&DST_TSIZE_0]),
-                );
-                let words = va + WORDS as u64..=va + MEM as u64;
-                let sram = SRAM..=SRAM + (5 << 20);
-                assert!(
-                    words.contains(&dst) && words.contains(&(dst + size))
-                        || sram.contains(&dst) && sram.contains(&(dst + size)),
-                    "{dst:#x} + {size:#x}"
-                );
             }
         }
     }
