@@ -25,44 +25,41 @@
 //! (`GAUDI2_EVENT_KDMA0_CORE`) follows the MMU's: the driver's poll times
 //! out, as upstream's ("Timeout while waiting for KDMA to be idle").
 
-use super::dma_core::{DmaCore, Wrote};
+use super::dma_core::{self, DmaCore, Wrote};
 use super::qman::QMANS;
 use super::{events, regs, Env, Gaudi2};
 
-/// `mmARC_FARM_KDMA_CTX_AXUSER_HB_ASID` (asic_reg/arc_farm_kdma_ctx_axuser_regs.h:23).
-pub const AXUSER_HB_ASID: u32 = 0x4E8_B800;
-/// `mmARC_FARM_KDMA_CTX_AXUSER_HB_MMU_BP` (:25).
-pub const AXUSER_HB_MMU_BP: u32 = 0x4E8_B804;
-/// `mmARC_FARM_KDMA_CTX_WR_COMP_ADDR_HI` (asic_reg/arc_farm_kdma_ctx_regs.h:69).
-pub const WR_COMP_ADDR_HI: u32 = 0x4E8_B8BC;
-/// `mmARC_FARM_KDMA_CTX_WR_COMP_ADDR_LO` (:71).
-pub const WR_COMP_ADDR_LO: u32 = 0x4E8_B8C0;
-/// `mmARC_FARM_KDMA_CTX_WR_COMP_WDATA` (:73).
-pub const WR_COMP_WDATA: u32 = 0x4E8_B8C4;
-/// `mmARC_FARM_KDMA_CTX_SRC_BASE_LO` (:83).
-pub const SRC_BASE_LO: u32 = 0x4E8_B8D8;
-/// `mmARC_FARM_KDMA_CTX_SRC_BASE_HI` (:85).
-pub const SRC_BASE_HI: u32 = 0x4E8_B8DC;
-/// `mmARC_FARM_KDMA_CTX_DST_BASE_LO` (:87).
-pub const DST_BASE_LO: u32 = 0x4E8_B8E0;
-/// `mmARC_FARM_KDMA_CTX_DST_BASE_HI` (:89).
-pub const DST_BASE_HI: u32 = 0x4E8_B8E4;
-/// `mmARC_FARM_KDMA_CTX_DST_TSIZE_0` (:91).
-pub const DST_TSIZE_0: u32 = 0x4E8_B8E8;
-/// `mmARC_FARM_KDMA_CTX_COMMIT` (:93).
-pub const COMMIT: u32 = 0x4E8_B8EC;
-/// `mmARC_FARM_KDMA_CFG_1` (asic_reg/arc_farm_kdma_regs.h:25).
-pub const CFG_1: u32 = 0x4E8_B004;
-/// `COMMIT.WR_COMP_EN` (asic_reg/arc_farm_kdma_ctx_masks.h:177).
-pub const COMMIT_WR_COMP_EN: u32 = 1 << 0;
-/// `COMMIT.MEM_SET` (:181).
-pub const COMMIT_MEM_SET: u32 = 1 << 4;
-/// `COMMIT.LIN` (:219).
-pub const COMMIT_LIN: u32 = 1 << 31;
-
 /// `mmARC_FARM_KDMA_BASE`: the KDMA's block ([`super::dma_core`]'s offsets
-/// from here).
+/// from here; asic_reg/arc_farm_kdma_ctx_regs.h, arc_farm_kdma_regs.h).
 pub const BASE: u32 = 0x4E8_B000;
+/// `mmARC_FARM_KDMA_CTX_AXUSER_HB_ASID`.
+pub const AXUSER_HB_ASID: u32 = BASE + dma_core::AXUSER_HB_ASID;
+/// `mmARC_FARM_KDMA_CTX_AXUSER_HB_MMU_BP`.
+pub const AXUSER_HB_MMU_BP: u32 = BASE + dma_core::AXUSER_HB_MMU_BP;
+/// `mmARC_FARM_KDMA_CTX_WR_COMP_ADDR_HI`.
+pub const WR_COMP_ADDR_HI: u32 = BASE + dma_core::WR_COMP_ADDR_HI;
+/// `mmARC_FARM_KDMA_CTX_WR_COMP_ADDR_LO`.
+pub const WR_COMP_ADDR_LO: u32 = BASE + dma_core::WR_COMP_ADDR_LO;
+/// `mmARC_FARM_KDMA_CTX_WR_COMP_WDATA`.
+pub const WR_COMP_WDATA: u32 = BASE + dma_core::WR_COMP_WDATA;
+/// `mmARC_FARM_KDMA_CTX_SRC_BASE_LO`.
+pub const SRC_BASE_LO: u32 = BASE + dma_core::SRC_BASE_LO;
+/// `mmARC_FARM_KDMA_CTX_SRC_BASE_HI`.
+pub const SRC_BASE_HI: u32 = BASE + dma_core::SRC_BASE_HI;
+/// `mmARC_FARM_KDMA_CTX_DST_BASE_LO`.
+pub const DST_BASE_LO: u32 = BASE + dma_core::DST_BASE_LO;
+/// `mmARC_FARM_KDMA_CTX_DST_BASE_HI`.
+pub const DST_BASE_HI: u32 = BASE + dma_core::DST_BASE_HI;
+/// `mmARC_FARM_KDMA_CTX_DST_TSIZE_0`.
+pub const DST_TSIZE_0: u32 = BASE + dma_core::DST_TSIZE_0;
+/// `mmARC_FARM_KDMA_CTX_COMMIT`.
+pub const COMMIT: u32 = BASE + dma_core::COMMIT;
+/// `mmARC_FARM_KDMA_CFG_1`.
+pub const CFG_1: u32 = BASE + dma_core::CFG_1;
+/// The `COMMIT` bits, the same for every DMA core (part of the API: the
+/// hosts' tests program the KDMA with them).
+#[allow(unused_imports)]
+pub use super::dma_core::{COMMIT_LIN, COMMIT_MEM_SET, COMMIT_WR_COMP_EN};
 
 /// Bytes one step moves (a buffer on the stack).
 const CHUNK: usize = 1024;
@@ -153,11 +150,7 @@ impl Gaudi2 {
                 if let Some((addr, data)) = t.completion() {
                     let data = data.to_le_bytes();
                     self.bypass = bypass;
-                    let _ = if user {
-                        self.user_write(env, wr, addr, &data)
-                    } else {
-                        self.engine_write(env, wr, addr, &data)
-                    };
+                    self.core_write(env, (user, wr), addr, &data);
                     self.bypass = false;
                 }
                 return;
@@ -179,17 +172,10 @@ impl Gaudi2 {
                     *b = fill.get((done as usize + i) % 8).copied().unwrap_or(0);
                 }
                 true
-            } else if user {
-                self.user_read(env, rd, src, chunk).is_ok()
             } else {
-                self.engine_read(env, rd, src, chunk).is_ok()
+                self.core_read(env, (user, rd), src, chunk)
             };
-            let ok = ok
-                && if user {
-                    self.user_write(env, wr, dst, chunk).is_ok()
-                } else {
-                    self.engine_write(env, wr, dst, chunk).is_ok()
-                };
+            let ok = ok && self.core_write(env, (user, wr), dst, chunk);
             self.bypass = false;
             let Some(core) = self.core_mut(which) else {
                 return;
@@ -204,6 +190,38 @@ impl Gaudi2 {
                 self.core_error(env, which, 0b11);
                 return;
             }
+        }
+    }
+
+    /// A core's read: a user core's as a non-secured initiator's
+    /// (`user_read`), the KDMA's as the driver's. True when done. O(the
+    /// access).
+    fn core_read(
+        &mut self,
+        env: &mut dyn Env,
+        (user, asid): (bool, u16),
+        at: u64,
+        buf: &mut [u8],
+    ) -> bool {
+        if user {
+            self.user_read(env, asid, at, buf).is_ok()
+        } else {
+            self.engine_read(env, asid, at, buf).is_ok()
+        }
+    }
+
+    /// A core's write, as [`Self::core_read`]. O(the access).
+    fn core_write(
+        &mut self,
+        env: &mut dyn Env,
+        (user, asid): (bool, u16),
+        at: u64,
+        data: &[u8],
+    ) -> bool {
+        if user {
+            self.user_write(env, asid, at, data).is_ok()
+        } else {
+            self.engine_write(env, asid, at, data).is_ok()
         }
     }
 
